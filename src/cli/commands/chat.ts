@@ -1,0 +1,70 @@
+// `switchboard chat`: an interactive terminal client. `@bob hello` sends, incoming messages
+// print as they arrive, `/quit` logs out.
+
+import readline from 'node:readline';
+import { randomBytes } from 'node:crypto';
+import { TokenSigner, DEV_SECRET } from '../../auth/token.js';
+import { ImClient } from '../../client/im-client.js';
+import { SwitchboardError, isSwitchboardError } from '../../errors.js';
+import { parseOptions, usage, type OptionSpecs } from '../options.js';
+import { SECRET_OPTION } from '../common.js';
+
+const OPTIONS = {
+  user: { type: 'string', description: 'your user id (required)' },
+  host: { type: 'string', description: 'worker address', default: '127.0.0.1' },
+  port: { type: 'number', description: 'worker port', default: 9000 },
+  device: { type: 'string', description: 'device id (default: cli-<random>)' },
+  token: { type: 'string', description: 'login token; unset: minted locally with --secret' },
+  ...SECRET_OPTION,
+} as const satisfies OptionSpecs;
+
+const SUMMARY = 'Interactive chat: "@bob hello" sends to bob, "/quit" logs out.';
+
+export async function chatCommand(argv: string[]): Promise<void> {
+  const o = parseOptions(OPTIONS, argv);
+  if (o.help) {
+    process.stdout.write(usage('chat', SUMMARY, OPTIONS));
+    return;
+  }
+  if (!o.user) throw new SwitchboardError('SB_ERR_CONFIG', '--user is required');
+  const deviceId = o.device ?? `cli-${randomBytes(3).toString('hex')}`;
+  const token = o.token ?? new TokenSigner(o.secret ?? DEV_SECRET).mint({ uid: o.user, deviceId, ttlMs: 86_400_000 });
+  const client = new ImClient({ host: o.host, port: o.port, uid: o.user, deviceId, token });
+  const rl = readline.createInterface({ input: process.stdin, output: process.stdout, prompt: `${o.user}> ` });
+  const print = (line: string) => {
+    readline.clearLine(process.stdout, 0);
+    readline.cursorTo(process.stdout, 0);
+    process.stdout.write(`${line}\n`);
+    rl.prompt(true);
+  };
+
+  client.on('message', (m) => print(`[${new Date(m.time || Date.now()).toLocaleTimeString()}] ${m.from}: ${m.content}`));
+  client.on('closing', ({ code, reason }) => print(`* server closing the connection: ${code} ${reason}`));
+  client.on('status', (status) => {
+    if (status === 'reconnecting') print('* connection lost, reconnecting...');
+  });
+  client.on('login', () => print(`* logged in as ${o.user} on ${o.host}:${o.port} (device ${deviceId})`));
+
+  await client.connect();
+  rl.prompt();
+  const done = new Promise<void>((resolve) => rl.on('close', resolve));
+  rl.on('line', (line) => {
+    const text = line.trim();
+    if (text === '/quit') {
+      rl.close();
+      return;
+    }
+    const match = /^@(\S+)\s+(.+)$/.exec(text);
+    if (!match) {
+      if (text) print('* type "@user message" to send, "/quit" to leave');
+      else rl.prompt();
+      return;
+    }
+    client.send(match[1]!, match[2]!).then(
+      () => rl.prompt(),
+      (err: unknown) => print(`* not sent: ${isSwitchboardError(err) ? `${err.code} ${err.message}` : String(err)}`),
+    );
+  });
+  await done;
+  await client.logout();
+}

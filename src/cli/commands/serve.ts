@@ -1,0 +1,69 @@
+// `switchboard start` (embedded single node) and `switchboard worker` (a worker node): both run
+// a worker until SIGINT or SIGTERM, then shut down gracefully.
+
+import { createNode } from '../../node.js';
+import { createLogger } from '../../log.js';
+import type { LevelWithSilent } from 'pino';
+import { parseOptions, usage, type OptionSpecs } from '../options.js';
+import { LIMIT_OPTIONS, LOG_OPTION, SECRET_OPTION, limitsFrom, secretFrom } from '../common.js';
+
+function serveOptions(port: number) {
+  return {
+    host: { type: 'string', description: 'address to listen on', default: '127.0.0.1' },
+    port: { type: 'number', description: 'TCP port for client connections', default: port },
+    'announce-host': { type: 'string', description: 'address clients and peers should use to reach this worker (default: --host)' },
+    ...SECRET_OPTION,
+    ...LOG_OPTION,
+    ...LIMIT_OPTIONS,
+  } as const satisfies OptionSpecs;
+}
+
+const START_SUMMARY = 'Runs a complete single-node switchboard with in-memory stores.';
+const WORKER_SUMMARY = 'Runs one worker node.';
+
+export function startCommand(argv: string[]): Promise<void> {
+  return serve('start', START_SUMMARY, 9000, argv);
+}
+
+export function workerCommand(argv: string[]): Promise<void> {
+  return serve('worker', WORKER_SUMMARY, 9001, argv);
+}
+
+async function serve(command: string, summary: string, defaultPort: number, argv: string[]): Promise<void> {
+  const specs = serveOptions(defaultPort);
+  const o = parseOptions(specs, argv);
+  if (o.help) {
+    process.stdout.write(usage(command, summary, specs));
+    return;
+  }
+  const log = createLogger({ level: (o['log-level'] ?? 'info') as LevelWithSilent });
+  const node = createNode({
+    host: o.host,
+    port: o.port,
+    announceHost: o['announce-host'],
+    secret: secretFrom(o.secret, log),
+    limits: limitsFrom(o),
+    log,
+  });
+  const info = await node.start();
+  if (command === 'start') {
+    process.stderr.write(
+      `\nswitchboard is running on ${info.host}:${info.port} (node ${info.id}).\n` +
+        `Chat from two terminals:\n  npx switchboard chat --user alice --port ${info.port}\n  npx switchboard chat --user bob --port ${info.port}\n` +
+        `Native clients log in with a token from: npx switchboard token --user alice\n\n`,
+    );
+  }
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      log.info({ signal }, 'shutting down');
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      node.stop().then(resolve, (err: unknown) => {
+        log.error({ err }, 'shutdown failed');
+        resolve();
+      });
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+}

@@ -1,0 +1,49 @@
+// Options several subcommands share, and what they turn into.
+
+import { DEFAULT_LIMITS, type WorkerLimits } from '../config.js';
+import { DEV_SECRET } from '../auth/token.js';
+import type { Logger } from '../log.js';
+import type { OptionSpecs, OptionValues } from './options.js';
+
+export const SECRET_OPTION = {
+  secret: { type: 'string', description: 'token signing secret shared by every node and the gate; unset: a built-in development secret' },
+} as const satisfies OptionSpecs;
+
+export const LOG_OPTION = {
+  'log-level': { type: 'string', description: 'fatal, error, warn, info, debug, trace or silent', default: 'info' },
+} as const satisfies OptionSpecs;
+
+export const LIMIT_OPTIONS = {
+  'max-frame-length': { type: 'number', description: 'largest accepted frame body, bytes', default: DEFAULT_LIMITS.maxFrameLength },
+  'login-timeout-ms': { type: 'number', description: 'close connections not logged in after this long', default: DEFAULT_LIMITS.loginTimeoutMs },
+  'heartbeat-interval-ms': { type: 'number', description: 'expected client heartbeat interval', default: DEFAULT_LIMITS.heartbeatIntervalMs },
+  'idle-intervals': { type: 'number', description: 'close a connection silent for this many heartbeat intervals', default: DEFAULT_LIMITS.idleIntervals },
+  'max-devices': { type: 'number', description: 'sessions (devices) one user may hold at once', default: DEFAULT_LIMITS.maxDevicesPerUser },
+  'max-outbound-bytes': { type: 'number', description: 'unsent output that marks a slow consumer, bytes', default: DEFAULT_LIMITS.maxOutboundBytes },
+  'drain-timeout-ms': { type: 'number', description: 'close a connection whose output stays undrained this long', default: DEFAULT_LIMITS.drainTimeoutMs },
+  'prelogin-queue': { type: 'number', description: 'frames accepted while a login is being processed', default: DEFAULT_LIMITS.preLoginQueueLimit },
+  'inbound-queue': { type: 'number', description: 'frames queued behind a busy handler before reading pauses', default: DEFAULT_LIMITS.inboundQueueLimit },
+  'close-grace-ms': { type: 'number', description: 'time a closing connection gets to flush its last frame', default: DEFAULT_LIMITS.closeGraceMs },
+} as const satisfies OptionSpecs;
+
+export function limitsFrom(v: OptionValues<typeof LIMIT_OPTIONS>): WorkerLimits {
+  return {
+    maxFrameLength: v['max-frame-length'],
+    loginTimeoutMs: v['login-timeout-ms'],
+    heartbeatIntervalMs: v['heartbeat-interval-ms'],
+    idleIntervals: v['idle-intervals'],
+    maxDevicesPerUser: v['max-devices'],
+    maxOutboundBytes: v['max-outbound-bytes'],
+    drainTimeoutMs: v['drain-timeout-ms'],
+    preLoginQueueLimit: v['prelogin-queue'],
+    inboundQueueLimit: v['inbound-queue'],
+    closeGraceMs: v['close-grace-ms'],
+  };
+}
+
+/** The configured secret, or the development one with a warning. */
+export function secretFrom(secret: string | undefined, log: Logger): string {
+  if (secret) return secret;
+  log.warn('no --secret or SWITCHBOARD_SECRET given: using the built-in development secret, never do this in production');
+  return DEV_SECRET;
+}

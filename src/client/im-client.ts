@@ -1,0 +1,468 @@
+// The switchboard client SDK: one logged-in device. Used by the CLI, the tests and the bench.
+// Connects and logs in, sends chat messages whose promises settle on the MESSAGE_RESPONSE,
+// emits incoming messages, heartbeats, and reconnects with capped exponential backoff and
+// jitter. Status changes go through one setStatus(); an epoch counter makes callbacks of a
+// replaced socket harmless.
+
+import net from 'node:net';
+import { EventEmitter } from 'node:events';
+import { SwitchboardError, isErrorCode, type ErrorCode } from '../errors.js';
+import { FrameDecoder, DEFAULT_MAX_FRAME_LENGTH } from '../protocol/frame.js';
+import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
+import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage, type MessageRequest } from '../protocol/types.js';
+import { silentLogger, type Logger } from '../log.js';
+
+export type ClientStatus = 'idle' | 'connecting' | 'ready' | 'reconnecting' | 'closed';
+
+/** Returns the delay before reconnect attempt `attempt` (1, 2, ...), or null to give up. */
+export type RetryStrategy = (attempt: number) => number | null;
+
+export interface ImClientOptions {
+  host: string;
+  port: number;
+  uid: string;
+  token: string;
+  deviceId?: string;
+  platform?: number;
+  appVersion?: string;
+  /** Default 50 s, as the original clients. The connection is dropped after 3 silent intervals. */
+  heartbeatIntervalMs?: number;
+  /** How long send(), login and logout wait for the server. Default 10 s. */
+  requestTimeoutMs?: number;
+  /** Sends waiting for a response or for the connection, together. Default 1000. */
+  maxPendingRequests?: number;
+  maxFrameLength?: number;
+  /** Default: capped exponential backoff with jitter, never giving up. False: no reconnect. */
+  retryStrategy?: RetryStrategy | false;
+  log?: Logger;
+}
+
+export interface IncomingMessage {
+  from: string;
+  to: string;
+  content: string;
+  /** The sender's message id, as a decimal string (uint64). */
+  msgId: string;
+  time: number;
+  msgType: number;
+  json: string;
+  url: string;
+  property: string;
+  fromNick: string;
+}
+
+export interface SendOptions {
+  msgType?: number;
+  json?: string;
+  url?: string;
+  property?: string;
+  fromNick?: string;
+  /** Client-chosen uint64 message id (decimal string or number); unique per client by default. */
+  msgId?: string | number;
+}
+
+export interface SendResult {
+  msgId: string;
+  sequence: number;
+}
+
+export interface ServerNotification {
+  type: number;
+  data: unknown;
+}
+
+export interface ImClientEvents {
+  status: [ClientStatus];
+  login: [sessionId: string];
+  message: [IncomingMessage];
+  notification: [ServerNotification];
+  /** The server announced it is closing this connection, and why. */
+  closing: [{ code: string; reason: string }];
+  error: [Error];
+}
+
+interface Pending {
+  resolve: (value: ImMessage) => void;
+  reject: (err: Error) => void;
+  deadline: number;
+  frame: Buffer;
+  /** True once written on the current connection. */
+  sent: boolean;
+}
+
+/** Codes after which reconnecting would only repeat the refusal or fight another device. */
+const FINAL_CLOSE_CODES: ReadonlySet<string> = new Set(['SB_ERR_SESSION_REPLACED', 'SB_ERR_TOO_MANY_DEVICES']);
+
+export function defaultRetryStrategy({ baseMs = 200, maxMs = 30_000 } = {}): RetryStrategy {
+  return (attempt) => {
+    const cap = Math.min(maxMs, baseMs * 2 ** Math.min(attempt - 1, 20));
+    return Math.round(cap / 2 + Math.random() * (cap / 2));
+  };
+}
+
+export class ImClient extends EventEmitter<ImClientEvents> {
+  readonly uid: string;
+  readonly deviceId: string;
+  #status: ClientStatus = 'idle';
+  #sessionId = '';
+  readonly #options: Required<Pick<ImClientOptions, 'heartbeatIntervalMs' | 'requestTimeoutMs' | 'maxPendingRequests' | 'maxFrameLength'>> &
+    ImClientOptions;
+  readonly #retry: RetryStrategy | false;
+  readonly #log: Logger;
+  /** Requests by envelope sequence, in the order they were made (Map keeps insertion order). */
+  readonly #pending = new Map<number, Pending>();
+  #socket: net.Socket | undefined;
+  #epoch = 0;
+  #attempt = 0;
+  #sequence = 0;
+  readonly #msgIdBase = Date.now() * 1000;
+  #msgCount = 0;
+  #lastInboundAt = 0;
+  #corked = false;
+  #timer: NodeJS.Timeout | undefined;
+  #reconnectTimer: NodeJS.Timeout | undefined;
+  #login: { resolve: () => void; reject: (err: Error) => void } | undefined;
+  #loginSequence = -1;
+  #final = false;
+
+  constructor(options: ImClientOptions) {
+    super();
+    this.#options = {
+      heartbeatIntervalMs: 50_000,
+      requestTimeoutMs: 10_000,
+      maxPendingRequests: 1000,
+      maxFrameLength: DEFAULT_MAX_FRAME_LENGTH,
+      ...options,
+    };
+    this.uid = options.uid;
+    this.deviceId = options.deviceId ?? '';
+    this.#retry = options.retryStrategy === false ? false : (options.retryStrategy ?? defaultRetryStrategy());
+    this.#log = (options.log ?? silentLogger()).child({ uid: this.uid, deviceId: this.deviceId });
+  }
+
+  get status(): ClientStatus {
+    return this.#status;
+  }
+
+  /** The server's session id of the current login; '' when not logged in. */
+  get sessionId(): string {
+    return this.#sessionId;
+  }
+
+  /** Connects and logs in. Rejects when the server refuses the login or retrying gives up. */
+  connect(): Promise<void> {
+    if (this.#status !== 'idle') return Promise.reject(new SwitchboardError('SB_ERR_CLIENT_CLOSED', `client is ${this.#status}`));
+    const loggedIn = new Promise<void>((resolve, reject) => (this.#login = { resolve, reject }));
+    this.#open();
+    return loggedIn;
+  }
+
+  /**
+   * Sends a chat message. Resolves when the server accepted it; rejects with the server's
+   * error code (e.g. SB_ERR_RECIPIENT_OFFLINE) or a client one (SB_ERR_CLIENT_*). While the
+   * client is reconnecting the message waits, within `maxPendingRequests`.
+   */
+  async send(to: string, content: string, options: SendOptions = {}): Promise<SendResult> {
+    const msgId = String(options.msgId ?? this.#msgIdBase + ++this.#msgCount);
+    const request: MessageRequest = {
+      msgId: msgId as unknown as number,
+      from: this.uid,
+      to,
+      time: Date.now(),
+      msgType: options.msgType ?? 1,
+      content,
+      json: options.json,
+      url: options.url,
+      property: options.property,
+      fromNick: options.fromNick,
+    };
+    const response = await this.#request(HeadType.MESSAGE_REQUEST, { messageRequest: request });
+    const body = response.messageResponse;
+    if (!body?.result) throw serverError(body?.errorCode, body?.info, 'message refused');
+    return { msgId, sequence: Number(response.sequence) };
+  }
+
+  /** Logs out and closes. Resolves once the server confirmed or the connection ended. */
+  async logout(): Promise<void> {
+    if (this.#status !== 'ready') {
+      this.close();
+      return;
+    }
+    this.#final = true;
+    try {
+      await this.#request(HeadType.LOGOUT_REQUEST, {});
+    } catch {
+      // The connection ending before the answer is as good as the answer.
+    } finally {
+      this.close();
+    }
+  }
+
+  /** Closes at once without logging out; everything waiting is rejected with SB_ERR_CLIENT_CLOSED. */
+  close(): void {
+    if (this.#status === 'closed') return;
+    this.#final = true;
+    this.#epoch++;
+    clearTimeout(this.#reconnectTimer);
+    clearInterval(this.#timer);
+    this.#socket?.destroy();
+    this.#socket = undefined;
+    this.#rejectAll(new SwitchboardError('SB_ERR_CLIENT_CLOSED'), true);
+    this.#setStatus('closed');
+  }
+
+  #setStatus(status: ClientStatus): void {
+    if (this.#status === status) return;
+    this.#log.debug({ from: this.#status, to: status }, 'client status');
+    this.#status = status;
+    this.emit('status', status);
+  }
+
+  #open(): void {
+    const epoch = ++this.#epoch;
+    this.#setStatus(this.#attempt === 0 ? 'connecting' : 'reconnecting');
+    const socket = net.connect({ host: this.#options.host, port: this.#options.port, noDelay: true });
+    this.#socket = socket;
+    const decoder = new FrameDecoder((body) => this.#onFrame(epoch, body), { maxFrameLength: this.#options.maxFrameLength });
+    socket.on('connect', () => {
+      if (epoch !== this.#epoch) return;
+      this.#lastInboundAt = Date.now();
+      this.#loginSequence = ++this.#sequence;
+      this.#write(
+        encodeMessageFrame({
+          type: HeadType.LOGIN_REQUEST,
+          sequence: this.#loginSequence,
+          sessionId: PRE_LOGIN_SESSION_ID,
+          loginRequest: {
+            uid: this.uid,
+            deviceId: this.deviceId,
+            token: this.#options.token,
+            platform: this.#options.platform ?? 0,
+            appVersion: this.#options.appVersion ?? '',
+          },
+        }),
+      );
+    });
+    socket.on('data', (chunk: Buffer) => {
+      if (epoch !== this.#epoch) return;
+      try {
+        decoder.push(chunk);
+      } catch (err) {
+        this.#log.warn({ err }, 'bad frame from server');
+        socket.destroy();
+      }
+    });
+    socket.on('error', (err) => {
+      if (epoch === this.#epoch) this.#log.debug({ err }, 'socket error');
+    });
+    socket.on('close', () => {
+      if (epoch === this.#epoch) this.#onDisconnect();
+    });
+  }
+
+  #onFrame(epoch: number, body: Buffer): void {
+    if (epoch !== this.#epoch) return;
+    this.#lastInboundAt = Date.now();
+    let message: ImMessage;
+    try {
+      message = decodeMessage(body);
+    } catch (err) {
+      this.#log.warn({ err }, 'undecodable frame from server');
+      this.#socket?.destroy();
+      return;
+    }
+    switch (message.type) {
+      case HeadType.LOGIN_RESPONSE:
+        this.#onLoginResponse(message);
+        return;
+      case HeadType.MESSAGE_RESPONSE:
+      case HeadType.LOGOUT_RESPONSE:
+        this.#settle(message);
+        return;
+      case HeadType.MESSAGE_REQUEST:
+        this.#onIncoming(message);
+        return;
+      case HeadType.MESSAGE_NOTIFICATION:
+        this.#onNotification(message);
+        return;
+      case HeadType.HEART_BEAT:
+        return;
+      default:
+        this.#log.debug({ type: message.type }, 'ignoring unknown message type');
+    }
+  }
+
+  #onLoginResponse(message: ImMessage): void {
+    const body = message.loginResponse;
+    if (Number(message.sequence) !== this.#loginSequence) return;
+    if (!body?.result) {
+      const err = serverError(body?.errorCode, body?.info, 'login refused', 'SB_ERR_CLIENT_LOGIN_FAILED');
+      this.#log.warn({ code: err.code, reason: err.message }, 'login refused');
+      const login = this.#login;
+      this.#login = undefined;
+      this.close();
+      if (login) login.reject(err);
+      else this.emit('error', err);
+      return;
+    }
+    this.#sessionId = message.sessionId ?? '';
+    this.#attempt = 0;
+    this.#setStatus('ready');
+    this.#startTimer();
+    for (const pending of this.#pending.values()) {
+      if (!pending.sent) {
+        pending.sent = true;
+        this.#write(pending.frame);
+      }
+    }
+    this.emit('login', this.#sessionId);
+    const login = this.#login;
+    this.#login = undefined;
+    login?.resolve();
+  }
+
+  #onIncoming(message: ImMessage): void {
+    const m = message.messageRequest;
+    if (!m) return;
+    this.emit('message', {
+      from: m.from ?? '',
+      to: m.to ?? '',
+      content: m.content ?? '',
+      msgId: String(m.msgId ?? 0),
+      time: Number(m.time ?? 0),
+      msgType: m.msgType ?? 0,
+      json: m.json ?? '',
+      url: m.url ?? '',
+      property: m.property ?? '',
+      fromNick: m.fromNick ?? '',
+    });
+  }
+
+  #onNotification(message: ImMessage): void {
+    let parsed: ServerNotification;
+    try {
+      parsed = JSON.parse(message.notification?.json ?? '') as ServerNotification;
+    } catch {
+      this.#log.debug('ignoring notification that is not JSON');
+      return;
+    }
+    if (parsed.type === NotificationType.CLOSING) {
+      const data = (parsed.data ?? {}) as { code?: string; reason?: string };
+      const closing = { code: data.code ?? 'SB_ERR_INTERNAL', reason: data.reason ?? '' };
+      if (FINAL_CLOSE_CODES.has(closing.code)) this.#final = true;
+      this.emit('closing', closing);
+      return;
+    }
+    this.emit('notification', parsed);
+  }
+
+  #settle(message: ImMessage): void {
+    const sequence = Number(message.sequence);
+    const pending = this.#pending.get(sequence);
+    if (!pending) return;
+    this.#pending.delete(sequence);
+    pending.resolve(message);
+  }
+
+  #request(type: number, body: Partial<ImMessage>, sequence = ++this.#sequence): Promise<ImMessage> {
+    if (this.#status === 'closed') return Promise.reject(new SwitchboardError('SB_ERR_CLIENT_CLOSED'));
+    if (this.#pending.size >= this.#options.maxPendingRequests) {
+      return Promise.reject(new SwitchboardError('SB_ERR_CLIENT_QUEUE_FULL', `${this.#pending.size} requests are already waiting`));
+    }
+    const frame = encodeMessageFrame({ ...body, type, sequence, sessionId: this.#sessionId });
+    return new Promise<ImMessage>((resolve, reject) => {
+      const ready = this.#status === 'ready';
+      this.#pending.set(sequence, { resolve, reject, deadline: Date.now() + this.#options.requestTimeoutMs, frame, sent: ready });
+      if (ready) this.#write(frame);
+      this.#startTimer();
+    });
+  }
+
+  #write(frame: Buffer): void {
+    const socket = this.#socket;
+    if (!socket) return;
+    if (!this.#corked) {
+      this.#corked = true;
+      socket.cork();
+      process.nextTick(() => {
+        this.#corked = false;
+        socket.uncork();
+      });
+    }
+    socket.write(frame);
+  }
+
+  /** One timer serves heartbeats, request deadlines and the dead-server check. */
+  #startTimer(): void {
+    if (this.#timer) return;
+    const period = Math.min(this.#options.heartbeatIntervalMs, Math.max(10, Math.floor(this.#options.requestTimeoutMs / 4)));
+    let sinceHeartbeat = 0;
+    this.#timer = setInterval(() => {
+      const now = Date.now();
+      this.#expireRequests(now);
+      if (this.#status !== 'ready') return;
+      if (now - this.#lastInboundAt > 3 * this.#options.heartbeatIntervalMs) {
+        this.#log.warn('server silent for 3 heartbeat intervals, reconnecting');
+        this.#socket?.destroy();
+        return;
+      }
+      sinceHeartbeat += period;
+      if (sinceHeartbeat >= this.#options.heartbeatIntervalMs) {
+        sinceHeartbeat = 0;
+        this.#write(encodeMessageFrame({ type: HeadType.HEART_BEAT, sequence: ++this.#sequence, sessionId: this.#sessionId, heartBeat: { uid: this.uid } }));
+      }
+    }, period);
+    this.#timer.unref();
+  }
+
+  #expireRequests(now: number): void {
+    for (const [sequence, pending] of this.#pending) {
+      if (pending.deadline > now) break;
+      this.#pending.delete(sequence);
+      pending.reject(new SwitchboardError('SB_ERR_CLIENT_TIMEOUT', `no answer within ${this.#options.requestTimeoutMs} ms`));
+    }
+  }
+
+  #onDisconnect(): void {
+    this.#socket = undefined;
+    this.#sessionId = '';
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    // Sent but unanswered: the server may or may not have taken them.
+    this.#rejectAll(new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST'), false);
+    if (this.#final || this.#retry === false) {
+      this.#giveUp(new SwitchboardError('SB_ERR_CLIENT_CLOSED', 'connection closed'));
+      return;
+    }
+    const delay = this.#retry(++this.#attempt);
+    if (delay === null) {
+      this.#giveUp(new SwitchboardError('SB_ERR_CLIENT_CLOSED', `gave up after ${this.#attempt - 1} reconnect attempts`));
+      return;
+    }
+    this.#setStatus('reconnecting');
+    this.#log.info({ attempt: this.#attempt, delay }, 'reconnecting');
+    this.#reconnectTimer = setTimeout(() => this.#open(), delay);
+    if (this.#pending.size > 0) this.#startTimer();
+  }
+
+  #giveUp(err: SwitchboardError): void {
+    const login = this.#login;
+    this.#login = undefined;
+    this.close();
+    login?.reject(err);
+  }
+
+  /** Rejects waiting requests: all of them, or only those already written. */
+  #rejectAll(err: SwitchboardError, all: boolean): void {
+    for (const [sequence, pending] of this.#pending) {
+      if (!all && !pending.sent) continue;
+      this.#pending.delete(sequence);
+      pending.reject(err);
+    }
+  }
+}
+
+function serverError(errorCode: string | undefined, info: string | undefined, fallback: string, otherwise: ErrorCode = 'SB_ERR_INTERNAL'): SwitchboardError {
+  const code = errorCode && isErrorCode(errorCode) ? errorCode : otherwise;
+  return new SwitchboardError(code, info || fallback);
+}

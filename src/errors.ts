@@ -1,0 +1,64 @@
+// The one catalogue of switchboard errors. Every error carries a stable string code; code
+// matches on `err.code`, never on the message. Each code is documented in PROTOCOL.md (the ones
+// a client can see) or OPERATIONS.md, and a test keeps the catalogue and the docs in step.
+
+export const ERROR_CODES = {
+  // Framing: the stream is unrecoverable after any of these, the connection is closed.
+  SB_ERR_FRAME_BAD_MAGIC: 'frame magic is not 0x0086',
+  SB_ERR_FRAME_BAD_VERSION: 'frame version is not supported',
+  SB_ERR_FRAME_NEGATIVE_LENGTH: 'frame body length is negative',
+  SB_ERR_FRAME_TOO_LONG: 'frame body length exceeds the maximum',
+  SB_ERR_BAD_PROTOBUF: 'frame body is not a valid Message',
+  SB_ERR_UNKNOWN_TYPE: 'message type is unknown or not accepted from a client',
+
+  // Session lifecycle.
+  SB_ERR_NOT_LOGGED_IN: 'only LOGIN_REQUEST and HEART_BEAT are accepted before login',
+  SB_ERR_PRELOGIN_QUEUE_FULL: 'too many frames sent while the login was in progress',
+  SB_ERR_LOGIN_TIMEOUT: 'no successful login within the login timeout',
+  SB_ERR_ALREADY_LOGGED_IN: 'this connection is already logged in',
+  SB_ERR_NO_TOKEN: 'login carries no token',
+  SB_ERR_TOKEN_INVALID: 'token is malformed or its signature does not verify',
+  SB_ERR_TOKEN_EXPIRED: 'token has expired',
+  SB_ERR_TOKEN_MISMATCH: 'token was issued for another user or device',
+  SB_ERR_TOO_MANY_DEVICES: 'user is logged in on the maximum number of devices',
+  SB_ERR_SESSION_REPLACED: 'a new login from the same user and device replaced this session',
+  SB_ERR_IDLE_TIMEOUT: 'no frame received within the idle timeout',
+  SB_ERR_SLOW_CONSUMER: 'connection did not drain its output in time',
+  SB_ERR_SERVER_SHUTDOWN: 'server is shutting down',
+  SB_ERR_INTERNAL: 'internal server error',
+
+  // Chat.
+  SB_ERR_BAD_REQUEST: 'request is missing a required field',
+  SB_ERR_SENDER_MISMATCH: 'from differs from the logged-in user',
+  SB_ERR_RECIPIENT_OFFLINE: 'recipient has no online session',
+
+  // Client SDK.
+  SB_ERR_CLIENT_CLOSED: 'client was closed',
+  SB_ERR_CLIENT_CONNECTION_LOST: 'connection was lost before the server answered',
+  SB_ERR_CLIENT_TIMEOUT: 'server did not answer in time',
+  SB_ERR_CLIENT_QUEUE_FULL: 'too many requests are waiting for the connection',
+  SB_ERR_CLIENT_LOGIN_FAILED: 'server refused the login',
+
+  // Process.
+  SB_ERR_CONFIG: 'invalid configuration',
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export class SwitchboardError extends Error {
+  readonly code: ErrorCode;
+
+  constructor(code: ErrorCode, message?: string, options?: { cause?: unknown }) {
+    super(message ?? ERROR_CODES[code], options);
+    this.name = 'SwitchboardError';
+    this.code = code;
+  }
+}
+
+export function isSwitchboardError(err: unknown): err is SwitchboardError {
+  return err instanceof SwitchboardError;
+}
+
+export function isErrorCode(value: string): value is ErrorCode {
+  return Object.hasOwn(ERROR_CODES, value);
+}

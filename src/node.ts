@@ -1,0 +1,69 @@
+// The composition root: builds one switchboard node from its options and owns the lifetime of
+// everything it built. Nothing else constructs stores, registries or servers, so a test can run
+// several nodes in one process.
+
+import { createRequire } from 'node:module';
+import { DEFAULT_LIMITS, type WorkerLimits } from './config.js';
+import { TokenSigner } from './auth/token.js';
+import { silentLogger, type Logger } from './log.js';
+import type { Registry, WorkerInfo } from './registry/registry.js';
+import { StaticRegistry } from './registry/static-registry.js';
+import { MemorySessionStore } from './session/memory-session-store.js';
+import type { SessionStore } from './session/session-store.js';
+import { WorkerServer } from './server/worker-server.js';
+
+export const VERSION: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
+
+export interface NodeOptions {
+  host?: string;
+  port?: number;
+  announceHost?: string;
+  secret: string;
+  limits?: Partial<WorkerLimits>;
+  log?: Logger;
+  /** Defaults to an in-memory store (embedded mode). */
+  store?: SessionStore;
+  /** Defaults to a single-node static registry (embedded mode). */
+  registry?: Registry;
+}
+
+export interface SwitchboardNode {
+  readonly server: WorkerServer;
+  readonly registry: Registry;
+  readonly store: SessionStore;
+  readonly signer: TokenSigner;
+  /** Resolves the registered worker once it listens. */
+  start(): Promise<WorkerInfo>;
+  stop(): Promise<void>;
+}
+
+export function createNode(options: NodeOptions): SwitchboardNode {
+  const log = options.log ?? silentLogger();
+  const limits: WorkerLimits = { ...DEFAULT_LIMITS, ...options.limits };
+  const store = options.store ?? new MemorySessionStore();
+  const registry = options.registry ?? new StaticRegistry();
+  const signer = new TokenSigner(options.secret);
+  const server = new WorkerServer({
+    host: options.host ?? '127.0.0.1',
+    port: options.port ?? 9000,
+    announceHost: options.announceHost,
+    limits,
+    signer,
+    store,
+    registry,
+    log: log.child({ component: 'worker' }),
+    version: VERSION,
+  });
+  return {
+    server,
+    registry,
+    store,
+    signer,
+    start: () => server.start(),
+    async stop() {
+      await server.stop();
+      await registry.close();
+      await store.close();
+    },
+  };
+}

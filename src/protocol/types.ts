@@ -1,0 +1,108 @@
+// TypeScript shapes of proto/im.proto, and the numeric values the wire contract fixes.
+// Decoded messages carry proto3 defaults ('' / 0 / Long zero) for absent scalars and null for
+// absent sub-messages; when building one, unset fields may simply be left out.
+
+import type Long from 'long';
+
+/** uint64 fields decode as Long (exact to 2^64-1); numbers are accepted when encoding. */
+export type UInt64 = Long | number;
+
+export const HeadType = {
+  LOGIN_REQUEST: 0,
+  LOGIN_RESPONSE: 1,
+  LOGOUT_REQUEST: 2,
+  LOGOUT_RESPONSE: 3,
+  HEART_BEAT: 4,
+  MESSAGE_REQUEST: 5,
+  MESSAGE_RESPONSE: 6,
+  MESSAGE_NOTIFICATION: 7,
+} as const;
+export type HeadType = (typeof HeadType)[keyof typeof HeadType];
+
+/** Result codes of LoginResponse and MessageResponse. 0..3 are the original's; 4.. are switchboard's. */
+export const ResultCode = {
+  SUCCESS: 0,
+  AUTH_FAILED: 1,
+  NO_TOKEN: 2,
+  UNKNOWN_ERROR: 3,
+  BAD_REQUEST: 4,
+  SENDER_MISMATCH: 5,
+  RECIPIENT_OFFLINE: 6,
+  TOO_MANY_DEVICES: 7,
+  NOT_LOGGED_IN: 8,
+} as const;
+export type ResultCode = (typeof ResultCode)[keyof typeof ResultCode];
+
+/** `type` values of the JSON carried in MessageNotification.json. */
+export const NotificationType = {
+  SESSION_ON: 10,
+  SESSION_OFF: 20,
+  CONNECT_FINISHED: 30,
+  /** switchboard: the server closes this connection right after this frame; data {code, reason}. */
+  CLOSING: 90,
+} as const;
+export type NotificationType = (typeof NotificationType)[keyof typeof NotificationType];
+
+/** The `sequence` an original client sends before login (2^64-1) and its session_id. */
+export const PRE_LOGIN_SESSION_ID = '-1';
+
+export interface LoginRequest {
+  uid?: string;
+  deviceId?: string;
+  token?: string;
+  platform?: number;
+  appVersion?: string;
+}
+
+export interface LoginResponse {
+  result?: boolean;
+  code?: number;
+  info?: string;
+  expose?: number;
+  errorCode?: string;
+}
+
+export interface MessageRequest {
+  msgId?: UInt64;
+  from?: string;
+  to?: string;
+  time?: UInt64;
+  msgType?: number;
+  content?: string;
+  url?: string;
+  property?: string;
+  fromNick?: string;
+  json?: string;
+}
+
+export interface MessageResponse {
+  result?: boolean;
+  code?: number;
+  info?: string;
+  expose?: number;
+  errorCode?: string;
+}
+
+export interface MessageNotification {
+  noId?: UInt64;
+  json?: string;
+  timestamp?: string;
+}
+
+export interface MessageHeartBeat {
+  seq?: number;
+  uid?: string;
+  json?: string;
+}
+
+export interface ImMessage {
+  type: number;
+  sequence?: UInt64;
+  sessionId?: string;
+  loginRequest?: LoginRequest | null;
+  loginResponse?: LoginResponse | null;
+  messageRequest?: MessageRequest | null;
+  messageResponse?: MessageResponse | null;
+  notification?: MessageNotification | null;
+  heartBeat?: MessageHeartBeat | null;
+}

@@ -1,0 +1,28 @@
+// The naming service: which workers are alive, where they listen and how loaded they are.
+// A static single-node registry serves embedded mode; ZooKeeper serves a cluster. Both pass
+// test/registry/registry.conformance.ts.
+
+export interface WorkerInfo {
+  id: string;
+  host: string;
+  port: number;
+  /** Open client sessions on the worker: what the gate balances on. */
+  balance: number;
+  startedAt: number;
+  version: string;
+}
+
+export type WorkerAnnouncement = Omit<WorkerInfo, 'id'>;
+
+export interface Registry {
+  /** Registers this worker; resolves its info with the id the registry assigned. */
+  register(worker: WorkerAnnouncement): Promise<WorkerInfo>;
+  /** Publishes this worker's balance. Implementations may coalesce writes (ZooKeeper: ≤ 1/s). */
+  setBalance(balance: number): void;
+  /** The current view of live workers, this one included once registered. */
+  workers(): readonly WorkerInfo[];
+  /** Calls `listener` after every change of the view; returns a function that unsubscribes. */
+  onChange(listener: (workers: readonly WorkerInfo[]) => void): () => void;
+  /** Removes this worker from the registry and stops watching. */
+  close(): Promise<void>;
+}

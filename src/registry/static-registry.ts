@@ -1,0 +1,46 @@
+// Single-node registry: the only live worker is this one. Keeps the Registry seam honest in
+// embedded mode, so the gate and stats read balance the same way they will from ZooKeeper.
+
+import { SwitchboardError } from '../errors.js';
+import type { Registry, WorkerAnnouncement, WorkerInfo } from './registry.js';
+
+export class StaticRegistry implements Registry {
+  readonly #listeners = new Set<(workers: readonly WorkerInfo[]) => void>();
+  #self: WorkerInfo | undefined;
+  #view: readonly WorkerInfo[] = [];
+
+  constructor(readonly nodeId = '1') {}
+
+  async register(worker: WorkerAnnouncement): Promise<WorkerInfo> {
+    if (this.#self) throw new SwitchboardError('SB_ERR_CONFIG', 'worker is already registered');
+    this.#self = { ...worker, id: this.nodeId };
+    this.#publish();
+    return { ...this.#self };
+  }
+
+  setBalance(balance: number): void {
+    if (!this.#self || this.#self.balance === balance) return;
+    this.#self = { ...this.#self, balance };
+    this.#publish();
+  }
+
+  workers(): readonly WorkerInfo[] {
+    return this.#view;
+  }
+
+  onChange(listener: (workers: readonly WorkerInfo[]) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  async close(): Promise<void> {
+    this.#self = undefined;
+    this.#publish();
+    this.#listeners.clear();
+  }
+
+  #publish(): void {
+    this.#view = Object.freeze(this.#self ? [{ ...this.#self }] : []);
+    for (const listener of this.#listeners) listener(this.#view);
+  }
+}

@@ -1,0 +1,227 @@
+// One client socket: frames in (decoded, handled one at a time in arrival order), frames out
+// (batched per tick, bounded, with drain tracking), and one way to close with a reason.
+// Timeouts are not kept here: the server's sweep reads `createdAt`, `lastInboundAt` and
+// `drainingSince` and closes what is overdue, so no per-connection timer runs while open.
+
+import type { Socket } from 'node:net';
+import type { Logger } from '../log.js';
+import type { WorkerLimits } from '../config.js';
+import { SwitchboardError, isSwitchboardError } from '../errors.js';
+import { FrameDecoder } from '../protocol/frame.js';
+import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
+import { closingNotification, type Failure } from '../protocol/messages.js';
+import type { ImMessage } from '../protocol/types.js';
+import type { LocalSession, Outbound } from '../session/local-session.js';
+import { AttributeKey, attrs, type AttributeMap } from './attributes.js';
+
+/** The LocalSession bound to a socket once it has logged in. */
+export const SESSION = new AttributeKey<LocalSession>('session');
+
+export type ConnectionState = 'open' | 'closing' | 'closed';
+
+export interface ConnectionHandler {
+  /**
+   * Handles one decoded message. While a returned promise is pending, later frames of this
+   * connection wait, so a client's frames are always handled in the order it sent them.
+   * Throwing a SwitchboardError closes the connection with that error.
+   */
+  onMessage(conn: Connection, message: ImMessage): void | Promise<void>;
+  /** Called once, after the socket has closed. */
+  onClose(conn: Connection): void;
+}
+
+export class Connection implements Outbound {
+  readonly attrs: AttributeMap;
+  readonly createdAt = Date.now();
+  lastInboundAt = this.createdAt;
+  /** When the output buffer last filled up and has not drained since; 0 when it is drained. */
+  drainingSince = 0;
+  log: Logger;
+  /** Why the server closed the connection; undefined when the client closed it. */
+  closeReason: Failure | undefined;
+
+  readonly #limits: WorkerLimits;
+  readonly #handler: ConnectionHandler;
+  readonly #decoder: FrameDecoder;
+  readonly #queue: ImMessage[] = [];
+  #state: ConnectionState = 'open';
+  #busy = false;
+  #paused = false;
+  #corked = false;
+
+  constructor(
+    readonly id: number,
+    readonly socket: Socket,
+    limits: WorkerLimits,
+    handler: ConnectionHandler,
+    log: Logger,
+  ) {
+    this.attrs = attrs(socket);
+    this.#limits = limits;
+    this.#handler = handler;
+    this.log = log;
+    this.#decoder = new FrameDecoder((body) => this.#onFrame(body), { maxFrameLength: limits.maxFrameLength });
+    socket.setNoDelay(true);
+    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
+    socket.on('drain', () => {
+      this.drainingSince = 0;
+    });
+    socket.on('error', (err) => this.log.debug({ err }, 'socket error'));
+    socket.on('close', () => {
+      this.#state = 'closed';
+      this.#queue.length = 0;
+      this.#handler.onClose(this);
+    });
+  }
+
+  get state(): ConnectionState {
+    return this.#state;
+  }
+
+  get session(): LocalSession | undefined {
+    return this.attrs.get(SESSION);
+  }
+
+  /** Encodes and queues a message. */
+  send(message: ImMessage): void {
+    this.sendFrame(encodeMessageFrame(message));
+  }
+
+  /**
+   * Queues a complete frame. Writes of one tick go out together (cork/uncork). Output above
+   * `maxOutboundBytes` destroys the connection as a slow consumer.
+   */
+  sendFrame(frame: Buffer): void {
+    if (this.#state !== 'open') return;
+    const socket = this.socket;
+    if (!this.#corked) {
+      this.#corked = true;
+      socket.cork();
+      process.nextTick(uncork, this);
+    }
+    const flushed = socket.write(frame);
+    if (socket.writableLength > this.#limits.maxOutboundBytes) {
+      this.destroy({ code: 'SB_ERR_SLOW_CONSUMER', reason: `more than ${this.#limits.maxOutboundBytes} bytes of output waiting` });
+      return;
+    }
+    if (!flushed && this.drainingSince === 0) this.drainingSince = Date.now();
+  }
+
+  /**
+   * Closes gracefully: with a failure, first a CLOSING notification saying why (unless
+   * `notify` is false because a response already said it). Unread input is discarded; the
+   * socket is destroyed if the last frame has not flushed within `closeGraceMs`.
+   */
+  close(failure?: Failure, { notify = true }: { notify?: boolean } = {}): void {
+    if (this.#state !== 'open') return;
+    this.#recordReason(failure);
+    if (failure && notify) this.sendFrame(encodeMessageFrame(closingNotification(failure, this.session?.sessionId)));
+    this.#state = 'closing';
+    this.#decoder.stop();
+    this.#queue.length = 0;
+    this.socket.end();
+    this.socket.resume();
+    const timer = setTimeout(() => this.socket.destroy(), this.#limits.closeGraceMs);
+    timer.unref();
+    this.socket.once('close', () => clearTimeout(timer));
+  }
+
+  /** Closes at once, without a final frame (used when output cannot be flushed anyway). */
+  destroy(failure: Failure): void {
+    if (this.#state === 'closed') return;
+    this.#recordReason(failure);
+    this.#state = 'closing';
+    this.#decoder.stop();
+    this.#queue.length = 0;
+    this.socket.destroy();
+  }
+
+  flush(): void {
+    if (!this.#corked) return;
+    this.#corked = false;
+    this.socket.uncork();
+  }
+
+  #recordReason(failure: Failure | undefined): void {
+    if (!failure || this.closeReason) return;
+    this.closeReason = failure;
+    this.log.info({ code: failure.code, reason: failure.reason }, 'closing connection');
+  }
+
+  #onData(chunk: Buffer): void {
+    try {
+      this.#decoder.push(chunk);
+    } catch (err) {
+      this.#fail(err);
+    }
+  }
+
+  #onFrame(body: Buffer): void {
+    this.lastInboundAt = Date.now();
+    let message: ImMessage;
+    try {
+      message = decodeMessage(body);
+    } catch (err) {
+      this.#fail(err);
+      return;
+    }
+    if (this.#busy) this.#enqueue(message);
+    else this.#handle(message);
+  }
+
+  #enqueue(message: ImMessage): void {
+    const queue = this.#queue;
+    if (!this.session) {
+      if (queue.length >= this.#limits.preLoginQueueLimit) {
+        this.close({ code: 'SB_ERR_PRELOGIN_QUEUE_FULL', reason: `more than ${this.#limits.preLoginQueueLimit} frames sent during login` });
+        return;
+      }
+    } else if (queue.length + 1 >= this.#limits.inboundQueueLimit && !this.#paused) {
+      this.#paused = true;
+      this.socket.pause();
+    }
+    queue.push(message);
+  }
+
+  #handle(message: ImMessage): void {
+    let result: void | Promise<void>;
+    try {
+      result = this.#handler.onMessage(this, message);
+    } catch (err) {
+      this.#fail(err);
+      return;
+    }
+    if (result) {
+      this.#busy = true;
+      result.then(
+        () => this.#resume(),
+        (err) => this.#fail(err),
+      );
+    }
+  }
+
+  #resume(): void {
+    this.#busy = false;
+    const queue = this.#queue;
+    while (queue.length > 0 && !this.#busy && this.#state === 'open') this.#handle(queue.shift()!);
+    if (this.#paused && queue.length < this.#limits.inboundQueueLimit / 2 && this.#state === 'open') {
+      this.#paused = false;
+      this.socket.resume();
+    }
+  }
+
+  /** A frame or handler failed: a SwitchboardError closes with its code, anything else is a bug. */
+  #fail(err: unknown): void {
+    if (isSwitchboardError(err)) {
+      this.close({ code: err.code, reason: err.message });
+      return;
+    }
+    this.log.error({ err }, 'handler failed');
+    const internal = new SwitchboardError('SB_ERR_INTERNAL', undefined, { cause: err });
+    this.close({ code: internal.code, reason: internal.message });
+  }
+}
+
+function uncork(conn: Connection): void {
+  conn.flush();
+}

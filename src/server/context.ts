@@ -1,0 +1,19 @@
+// What every message handler may use: one object per worker, passed down, never global.
+
+import type { WorkerLimits } from '../config.js';
+import type { Logger } from '../log.js';
+import type { TokenSigner } from '../auth/token.js';
+import type { LocalSessionMap } from '../session/local-session-map.js';
+import type { SessionStore } from '../session/session-store.js';
+
+export interface ServerContext {
+  readonly limits: WorkerLimits;
+  readonly sessions: LocalSessionMap;
+  readonly store: SessionStore;
+  readonly signer: TokenSigner;
+  readonly log: Logger;
+  /** Resolves this worker's registry id once it is registered. */
+  readonly nodeId: Promise<string>;
+  /** Called after every change of the local session map. */
+  sessionsChanged(): void;
+}

@@ -1,0 +1,69 @@
+// LOGIN_REQUEST: verify the token, apply the device rules (replace the same device, cap the
+// number of devices), bind a LocalSession to the socket and record it in the SessionStore.
+// Any refusal is a LoginResponse with a code and a reason, then the close.
+
+import { randomUUID } from 'node:crypto';
+import { SwitchboardError, isSwitchboardError } from '../../errors.js';
+import { loginResponse, type Failure } from '../../protocol/messages.js';
+import { PRE_LOGIN_SESSION_ID, type ImMessage } from '../../protocol/types.js';
+import { LocalSession } from '../../session/local-session.js';
+import { SESSION, type Connection } from '../connection.js';
+import type { ServerContext } from '../context.js';
+
+export async function handleLogin(ctx: ServerContext, conn: Connection, message: ImMessage): Promise<void> {
+  const sequence = message.sequence;
+  const existing = conn.session;
+  if (existing) {
+    conn.send(loginResponse(sequence, existing.sessionId, { code: 'SB_ERR_ALREADY_LOGGED_IN', reason: 'this connection is already logged in' }));
+    return;
+  }
+  const request = message.loginRequest;
+  const refuse = (failure: Failure): void => {
+    conn.send(loginResponse(sequence, PRE_LOGIN_SESSION_ID, failure));
+    conn.close(failure, { notify: false });
+  };
+
+  const uid = request?.uid ?? '';
+  const deviceId = request?.deviceId ?? '';
+  try {
+    if (!request?.token) throw new SwitchboardError('SB_ERR_NO_TOKEN', 'login carries no token');
+    if (!uid) throw new SwitchboardError('SB_ERR_BAD_REQUEST', 'login needs loginRequest.uid');
+    ctx.signer.verifyFor(request.token, uid, deviceId);
+  } catch (err) {
+    if (!isSwitchboardError(err)) throw err;
+    refuse({ code: err.code, reason: err.message });
+    return;
+  }
+
+  const nodeId = await ctx.nodeId;
+  if (conn.state !== 'open') return;
+
+  // Everything below up to the store write is synchronous, so two logins of the same device
+  // cannot both pass the checks.
+  const replaced = ctx.sessions.find(uid, deviceId);
+  if (!replaced && ctx.sessions.byUser(uid).length >= ctx.limits.maxDevicesPerUser) {
+    refuse({ code: 'SB_ERR_TOO_MANY_DEVICES', reason: `${uid} is logged in on ${ctx.limits.maxDevicesPerUser} devices already` });
+    return;
+  }
+  if (replaced) {
+    ctx.sessions.remove(replaced);
+    replaced.outbound.close({ code: 'SB_ERR_SESSION_REPLACED', reason: `device ${deviceId || '(none)'} logged in again on another connection` });
+  }
+  const session = new LocalSession(randomUUID(), uid, deviceId, request!.platform ?? 0, conn);
+  ctx.sessions.add(session);
+  conn.attrs.set(SESSION, session);
+  conn.log = conn.log.child({ uid, deviceId, sessionId: session.sessionId });
+  ctx.sessionsChanged();
+
+  try {
+    await ctx.store.add({ sessionId: session.sessionId, uid, deviceId, nodeId, platform: session.platform, loginAt: session.loginAt });
+  } catch (err) {
+    conn.log.error({ err }, 'session store write failed');
+    refuse({ code: 'SB_ERR_INTERNAL', reason: 'the session could not be recorded' });
+    return;
+  }
+  // Closed while the record was written: the close handler has removed it again.
+  if (conn.state !== 'open') return;
+  conn.send(loginResponse(sequence, session.sessionId));
+  conn.log.info({ replaced: replaced !== undefined }, 'login');
+}

@@ -1,0 +1,152 @@
+// The worker's TCP server: accepts client sockets, wraps each in a Connection, dispatches their
+// messages, cleans up after them, registers the worker in the Registry and keeps its balance
+// current. One periodic sweep enforces the login, idle and drain timeouts of all connections.
+
+import net from 'node:net';
+import { once } from 'node:events';
+import { idleTimeoutMs, type WorkerLimits } from '../config.js';
+import type { Logger } from '../log.js';
+import type { TokenSigner } from '../auth/token.js';
+import type { Registry, WorkerInfo } from '../registry/registry.js';
+import { LocalSessionMap } from '../session/local-session-map.js';
+import type { SessionStore } from '../session/session-store.js';
+import { Connection, SESSION, type ConnectionHandler } from './connection.js';
+import type { ServerContext } from './context.js';
+import { dispatch } from './dispatch.js';
+
+export interface WorkerServerOptions {
+  host: string;
+  /** 0 picks a free port. */
+  port: number;
+  /** Host other nodes and the gate should use to reach this worker; defaults to `host`. */
+  announceHost?: string;
+  limits: WorkerLimits;
+  signer: TokenSigner;
+  store: SessionStore;
+  registry: Registry;
+  log: Logger;
+  version: string;
+}
+
+export class WorkerServer {
+  readonly sessions = new LocalSessionMap();
+  readonly #options: WorkerServerOptions;
+  readonly #log: Logger;
+  readonly #connections = new Set<Connection>();
+  readonly #server: net.Server;
+  readonly #ctx: ServerContext;
+  readonly #handler: ConnectionHandler;
+  #resolveNodeId!: (id: string) => void;
+  #sweep: NodeJS.Timeout | undefined;
+  #nextConnId = 1;
+  #info: WorkerInfo | undefined;
+
+  constructor(options: WorkerServerOptions) {
+    this.#options = options;
+    this.#log = options.log;
+    const nodeId = new Promise<string>((resolve) => (this.#resolveNodeId = resolve));
+    this.#ctx = {
+      limits: options.limits,
+      sessions: this.sessions,
+      store: options.store,
+      signer: options.signer,
+      log: options.log,
+      nodeId,
+      sessionsChanged: () => options.registry.setBalance(this.sessions.size),
+    };
+    this.#handler = {
+      onMessage: (conn, message) => dispatch(this.#ctx, conn, message),
+      onClose: (conn) => this.#onClose(conn),
+    };
+    this.#server = net.createServer((socket) => this.#accept(socket));
+    this.#server.on('error', (err) => this.#log.error({ err }, 'server error'));
+  }
+
+  /** This worker as registered; undefined before start(). */
+  get info(): WorkerInfo | undefined {
+    return this.#info;
+  }
+
+  get connectionCount(): number {
+    return this.#connections.size;
+  }
+
+  /** Listens, then registers; resolves the registered worker info. */
+  async start(): Promise<WorkerInfo> {
+    const { host, port, registry, version } = this.#options;
+    this.#server.listen(port, host);
+    await once(this.#server, 'listening');
+    const address = this.#server.address() as net.AddressInfo;
+    this.#info = await registry.register({
+      host: this.#options.announceHost ?? (host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host),
+      port: address.port,
+      balance: this.sessions.size,
+      startedAt: Date.now(),
+      version,
+    });
+    this.#resolveNodeId(this.#info.id);
+    this.#sweep = setInterval(() => this.#sweepConnections(), sweepIntervalMs(this.#options.limits));
+    this.#sweep.unref();
+    this.#log.info({ nodeId: this.#info.id, host, port: address.port }, 'worker listening');
+    return this.#info;
+  }
+
+  /**
+   * Stops accepting, tells every client the server is shutting down, waits up to
+   * `closeGraceMs` for the sockets to close, then destroys the rest.
+   */
+  async stop(): Promise<void> {
+    clearInterval(this.#sweep);
+    const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    for (const conn of this.#connections) conn.close({ code: 'SB_ERR_SERVER_SHUTDOWN', reason: 'server is shutting down' });
+    const grace = setTimeout(() => {
+      for (const conn of this.#connections) conn.socket.destroy();
+    }, this.#options.limits.closeGraceMs);
+    await closed;
+    clearTimeout(grace);
+    this.#log.info('worker stopped');
+  }
+
+  #accept(socket: net.Socket): void {
+    const id = this.#nextConnId++;
+    const log = this.#log.child({ connId: id });
+    const conn = new Connection(id, socket, this.#options.limits, this.#handler, log);
+    this.#connections.add(conn);
+    log.debug({ remote: `${socket.remoteAddress}:${socket.remotePort}` }, 'connection accepted');
+  }
+
+  /** A closed connection's session is removed locally and from the store. */
+  #onClose(conn: Connection): void {
+    this.#connections.delete(conn);
+    const session = conn.session;
+    conn.log.debug({ code: conn.closeReason?.code }, 'connection closed');
+    if (!session) return;
+    conn.attrs.delete(SESSION);
+    if (this.sessions.remove(session)) this.#ctx.sessionsChanged();
+    this.#options.store.remove(session.uid, session.sessionId).catch((err: unknown) => {
+      conn.log.error({ err }, 'session store removal failed');
+    });
+  }
+
+  #sweepConnections(): void {
+    const now = Date.now();
+    const { loginTimeoutMs, drainTimeoutMs } = this.#options.limits;
+    const idleMs = idleTimeoutMs(this.#options.limits);
+    for (const conn of this.#connections) {
+      if (conn.state !== 'open') continue;
+      if (conn.drainingSince !== 0 && now - conn.drainingSince > drainTimeoutMs) {
+        conn.destroy({ code: 'SB_ERR_SLOW_CONSUMER', reason: `output not drained within ${drainTimeoutMs} ms` });
+      } else if (!conn.session && now - conn.createdAt > loginTimeoutMs) {
+        conn.close({ code: 'SB_ERR_LOGIN_TIMEOUT', reason: `no login within ${loginTimeoutMs} ms` });
+      } else if (now - conn.lastInboundAt > idleMs) {
+        conn.close({ code: 'SB_ERR_IDLE_TIMEOUT', reason: `no frame within ${idleMs} ms` });
+      }
+    }
+  }
+}
+
+/** Often enough that every timeout fires within a quarter of itself, at most once a second. */
+function sweepIntervalMs(limits: WorkerLimits): number {
+  const shortest = Math.min(limits.loginTimeoutMs, idleTimeoutMs(limits), limits.drainTimeoutMs);
+  return Math.max(10, Math.min(1000, Math.floor(shortest / 4)));
+}

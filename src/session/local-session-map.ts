@@ -1,0 +1,52 @@
+// This worker's logged-in sessions, found by user id (for delivery) and by user + device (for
+// replacement). The seed's static SessionMap, as an instance owned by one worker.
+
+import type { LocalSession } from './local-session.js';
+
+const NONE: readonly LocalSession[] = Object.freeze([]);
+
+export class LocalSessionMap {
+  readonly #byUser = new Map<string, LocalSession[]>();
+  #size = 0;
+
+  /** Number of sessions. */
+  get size(): number {
+    return this.#size;
+  }
+
+  /** Number of distinct users with at least one session. */
+  get users(): number {
+    return this.#byUser.size;
+  }
+
+  /** The user's sessions; an empty frozen array when there are none. Do not mutate. */
+  byUser(uid: string): readonly LocalSession[] {
+    return this.#byUser.get(uid) ?? NONE;
+  }
+
+  find(uid: string, deviceId: string): LocalSession | undefined {
+    return this.#byUser.get(uid)?.find((s) => s.deviceId === deviceId);
+  }
+
+  add(session: LocalSession): void {
+    const list = this.#byUser.get(session.uid);
+    if (list) list.push(session);
+    else this.#byUser.set(session.uid, [session]);
+    this.#size++;
+  }
+
+  /** Removes exactly this session object; false when it is not (or no longer) in the map. */
+  remove(session: LocalSession): boolean {
+    const list = this.#byUser.get(session.uid);
+    const i = list ? list.indexOf(session) : -1;
+    if (!list || i < 0) return false;
+    if (list.length === 1) this.#byUser.delete(session.uid);
+    else list.splice(i, 1);
+    this.#size--;
+    return true;
+  }
+
+  *[Symbol.iterator](): IterableIterator<LocalSession> {
+    for (const list of this.#byUser.values()) yield* list;
+  }
+}

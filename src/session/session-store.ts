@@ -1,0 +1,23 @@
+// Where the cluster records which worker holds which session. Embedded mode keeps it in
+// memory; cluster mode keeps it in Redis. Both pass test/session/session-store.conformance.ts.
+
+export interface SessionRecord {
+  sessionId: string;
+  uid: string;
+  deviceId: string;
+  nodeId: string;
+  platform: number;
+  loginAt: number;
+}
+
+export interface SessionStore {
+  /** Records a session. Adding an existing sessionId overwrites it. */
+  add(record: SessionRecord): Promise<void>;
+  /** Removes one session of a user; resolves false when it was not recorded. */
+  remove(uid: string, sessionId: string): Promise<boolean>;
+  /** All recorded sessions of a user, in no particular order. */
+  byUser(uid: string): Promise<SessionRecord[]>;
+  /** Removes every session held by a node (after it left the cluster); resolves the count. */
+  purgeNode(nodeId: string): Promise<number>;
+  close(): Promise<void>;
+}
