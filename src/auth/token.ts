@@ -49,18 +49,20 @@ export class TokenSigner {
     const parts = token.split('.');
     if (parts.length !== 3 || parts[0] !== PREFIX) throw new SwitchboardError('SB_ERR_TOKEN_INVALID', 'token is not an sb1 token');
     const payload = parts[1]!;
-    const given = Buffer.from(parts[2]!, 'base64url');
-    const expected = Buffer.from(this.#sign(payload), 'base64url');
+    // Compare the text, not the decoded bytes: base64url decoding ignores stray characters and
+    // the unused low bits of the last one, so altered signatures would decode to the same bytes.
+    const given = Buffer.from(parts[2]!, 'utf8');
+    const expected = Buffer.from(this.#sign(payload), 'utf8');
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
       throw new SwitchboardError('SB_ERR_TOKEN_INVALID', 'token signature does not verify');
     }
-    let claims: { u?: unknown; d?: unknown; e?: unknown };
+    let claims: { u?: unknown; d?: unknown; e?: unknown } | null;
     try {
       claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
     } catch (err) {
       throw new SwitchboardError('SB_ERR_TOKEN_INVALID', 'token payload is not JSON', { cause: err });
     }
-    if (typeof claims.u !== 'string' || typeof claims.d !== 'string' || typeof claims.e !== 'number') {
+    if (typeof claims?.u !== 'string' || typeof claims.d !== 'string' || typeof claims.e !== 'number') {
       throw new SwitchboardError('SB_ERR_TOKEN_INVALID', 'token payload lacks u, d or e');
     }
     if (claims.e <= now) throw new SwitchboardError('SB_ERR_TOKEN_EXPIRED', `token expired at ${new Date(claims.e).toISOString()}`);

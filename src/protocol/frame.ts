@@ -16,6 +16,7 @@ export const DEFAULT_MAX_FRAME_LENGTH = 64 * 1024;
 
 /** Versions this decoder accepts. The original clients send 1; nothing else exists yet. */
 const SUPPORTED_VERSIONS: ReadonlySet<number> = new Set([FRAME_VERSION]);
+const EMPTY_BODY = Buffer.alloc(0);
 
 export interface FrameDecoderOptions {
   /** Largest accepted body length in bytes. */
@@ -146,6 +147,8 @@ export class FrameDecoder {
    * copies them into `into` (or a new buffer).
    */
   #read(n: number, into?: Buffer): Buffer {
+    // An empty body may follow a header that used up the last buffered chunk.
+    if (n === 0) return EMPTY_BODY;
     const first = this.#chunks[0]!;
     const available = first.length - this.#offset;
     if (n <= available && !into) {

@@ -26,7 +26,13 @@ export interface ConnectionHandler {
    * Throwing a SwitchboardError closes the connection with that error.
    */
   onMessage(conn: Connection, message: ImMessage): void | Promise<void>;
-  /** Called once, after the socket has closed. */
+  /**
+   * Called once, when the connection stops accepting output (close(), destroy(), or the peer
+   * closing), possibly long before the socket has closed: from here on, frames sent to it are
+   * dropped, so its session must no longer be reachable.
+   */
+  onClosing(conn: Connection): void;
+  /** Called once, after the socket has closed (always after onClosing). */
   onClose(conn: Connection): void;
 }
 
@@ -68,6 +74,7 @@ export class Connection implements Outbound {
     });
     socket.on('error', (err) => this.log.debug({ err }, 'socket error'));
     socket.on('close', () => {
+      this.#enterClosing();
       this.#state = 'closed';
       this.#queue.length = 0;
       this.#handler.onClose(this);
@@ -116,7 +123,7 @@ export class Connection implements Outbound {
     if (this.#state !== 'open') return;
     this.#recordReason(failure);
     if (failure && notify) this.sendFrame(encodeMessageFrame(closingNotification(failure, this.session?.sessionId)));
-    this.#state = 'closing';
+    this.#enterClosing();
     this.#decoder.stop();
     this.#queue.length = 0;
     this.socket.end();
@@ -130,7 +137,7 @@ export class Connection implements Outbound {
   destroy(failure: Failure): void {
     if (this.#state === 'closed') return;
     this.#recordReason(failure);
-    this.#state = 'closing';
+    this.#enterClosing();
     this.#decoder.stop();
     this.#queue.length = 0;
     this.socket.destroy();
@@ -140,6 +147,12 @@ export class Connection implements Outbound {
     if (!this.#corked) return;
     this.#corked = false;
     this.socket.uncork();
+  }
+
+  #enterClosing(): void {
+    if (this.#state !== 'open') return;
+    this.#state = 'closing';
+    this.#handler.onClosing(this);
   }
 
   #recordReason(failure: Failure | undefined): void {

@@ -40,6 +40,7 @@ export class WorkerServer {
   #sweep: NodeJS.Timeout | undefined;
   #nextConnId = 1;
   #info: WorkerInfo | undefined;
+  #onAllClosed: (() => void) | undefined;
 
   constructor(options: WorkerServerOptions) {
     this.#options = options;
@@ -56,6 +57,7 @@ export class WorkerServer {
     };
     this.#handler = {
       onMessage: (conn, message) => dispatch(this.#ctx, conn, message),
+      onClosing: (conn) => this.#release(conn),
       onClose: (conn) => this.#onClose(conn),
     };
     this.#server = net.createServer((socket) => this.#accept(socket));
@@ -103,6 +105,8 @@ export class WorkerServer {
       for (const conn of this.#connections) conn.socket.destroy();
     }, this.#options.limits.closeGraceMs);
     await closed;
+    // The server's 'close' comes before its sockets' 'close' events: wait for their cleanup too.
+    if (this.#connections.size > 0) await new Promise<void>((resolve) => (this.#onAllClosed = resolve));
     clearTimeout(grace);
     this.#log.info('worker stopped');
   }
@@ -115,11 +119,19 @@ export class WorkerServer {
     log.debug({ remote: `${socket.remoteAddress}:${socket.remotePort}` }, 'connection accepted');
   }
 
-  /** A closed connection's session is removed locally and from the store. */
   #onClose(conn: Connection): void {
     this.#connections.delete(conn);
-    const session = conn.session;
     conn.log.debug({ code: conn.closeReason?.code }, 'connection closed');
+    this.#release(conn);
+    if (this.#connections.size === 0) this.#onAllClosed?.();
+  }
+
+  /**
+   * A closing connection's session is removed locally and from the store at once, not when the
+   * socket finally closes: a message routed to it meanwhile would be acknowledged and dropped.
+   */
+  #release(conn: Connection): void {
+    const session = conn.session;
     if (!session) return;
     conn.attrs.delete(SESSION);
     if (this.sessions.remove(session)) this.#ctx.sessionsChanged();

@@ -1,0 +1,198 @@
+// TokenSigner: mint/verify, every way a token can be wrong, expiry through the `now`
+// parameters, and binding to a user and device.
+
+import t, { type Test } from 'tap';
+import fc from 'fast-check';
+import { createHmac } from 'node:crypto';
+import { ANY_DEVICE, TokenSigner } from '../../src/auth/token.js';
+import { SwitchboardError, type ErrorCode } from '../../src/errors.js';
+
+const SECRET = 'test-secret';
+const NOW = 1_700_000_000_000;
+const signer = new TokenSigner(SECRET);
+
+function catchError(fn: () => void): unknown {
+  try {
+    fn();
+  } catch (err) {
+    return err;
+  }
+  return undefined;
+}
+
+function throwsCode(t: Test, fn: () => void, code: ErrorCode, message: string): void {
+  const err = catchError(fn);
+  t.ok(err instanceof SwitchboardError, `${message}: a SwitchboardError`);
+  t.equal((err as SwitchboardError | undefined)?.code, code, `${message}: ${code}`);
+}
+
+/** A token with an arbitrary payload, correctly signed with `secret` (as a buggy minter might make). */
+function signRaw(payloadJson: string, secret = SECRET): string {
+  const payload = Buffer.from(payloadJson).toString('base64url');
+  const sig = createHmac('sha256', secret).update(`sb1.${payload}`).digest('base64url');
+  return `sb1.${payload}.${sig}`;
+}
+
+const B64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+
+t.test('mint then verify returns the claims', async (t) => {
+  const token = signer.mint({ uid: 'alice', deviceId: 'phone-1', ttlMs: 60_000, now: NOW });
+  t.match(token, /^sb1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}$/, 'sb1.<payload>.<HMAC-SHA256>, base64url');
+  t.strictSame(signer.verify(token, NOW), { uid: 'alice', deviceId: 'phone-1', expiresAt: NOW + 60_000 });
+  t.strictSame(signer.verifyFor(token, 'alice', 'phone-1', NOW), { uid: 'alice', deviceId: 'phone-1', expiresAt: NOW + 60_000 });
+  t.equal(new TokenSigner(SECRET).verify(token, NOW).uid, 'alice', 'another signer with the same secret accepts it');
+  t.equal(signer.verify(signer.mint({ uid: 'bob', ttlMs: 60_000 })).uid, 'bob', 'default clocks');
+  t.equal(signer.verify(signer.mint({ uid: 'bob', ttlMs: 1000, now: NOW }), NOW).deviceId, ANY_DEVICE, 'device defaults to "*"');
+});
+
+t.test('property: any uid and device id round-trip', async (t) => {
+  fc.assert(
+    fc.property(fc.string({ unit: 'grapheme', minLength: 1 }), fc.string({ unit: 'grapheme' }), fc.integer({ min: 1, max: 10 ** 10 }), (uid, deviceId, ttlMs) => {
+      const claims = signer.verify(signer.mint({ uid, deviceId, ttlMs, now: NOW }), NOW);
+      return claims.uid === uid && claims.deviceId === deviceId && claims.expiresAt === NOW + ttlMs;
+    }),
+    { numRuns: 300 },
+  );
+  t.pass('claims survive, including "." and non-ASCII in ids');
+});
+
+t.test('a token signed with another secret is invalid', async (t) => {
+  const token = new TokenSigner('other-secret').mint({ uid: 'alice', ttlMs: 60_000, now: NOW });
+  throwsCode(t, () => signer.verify(token, NOW), 'SB_ERR_TOKEN_INVALID', 'verify');
+  throwsCode(t, () => signer.verifyFor(token, 'alice', 'phone', NOW), 'SB_ERR_TOKEN_INVALID', 'verifyFor');
+});
+
+t.test('a tampered payload is invalid', async (t) => {
+  const token = signer.mint({ uid: 'alice', deviceId: 'phone', ttlMs: 60_000, now: NOW });
+  const [prefix, payload, sig] = token.split('.') as [string, string, string];
+  const forge = (claims: object): string => `${prefix}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.${sig}`;
+  throwsCode(t, () => signer.verify(forge({ u: 'admin', d: 'phone', e: NOW + 60_000 }), NOW), 'SB_ERR_TOKEN_INVALID', 'another uid');
+  throwsCode(t, () => signer.verify(forge({ u: 'alice', d: '*', e: NOW + 60_000 }), NOW), 'SB_ERR_TOKEN_INVALID', 'widened to any device');
+  throwsCode(t, () => signer.verify(forge({ u: 'alice', d: 'phone', e: NOW + 10 ** 12 }), NOW), 'SB_ERR_TOKEN_INVALID', 'extended expiry');
+  // Every single-character change of the payload text.
+  let accepted = 0;
+  for (let i = 0; i < payload.length; i++) {
+    const c = B64URL[B64URL.indexOf(payload[i]!) ^ 1]!;
+    const tampered = `${prefix}.${payload.slice(0, i)}${c}${payload.slice(i + 1)}.${sig}`;
+    const err = catchError(() => signer.verify(tampered, NOW));
+    if (!(err instanceof SwitchboardError && err.code === 'SB_ERR_TOKEN_INVALID')) accepted++;
+  }
+  t.equal(accepted, 0, `all ${payload.length} one-character payload changes are rejected`);
+});
+
+t.test('a tampered signature is invalid, including non-canonical spellings of the same bytes', async (t) => {
+  const token = signer.mint({ uid: 'alice', ttlMs: 60_000, now: NOW });
+  const [prefix, payload, sig] = token.split('.') as [string, string, string];
+  const withSig = (s: string): string => `${prefix}.${payload}.${s}`;
+  // Flipping the lowest bit of each character: in the last character that bit is padding, so
+  // the decoded bytes stay the same; the token text is still not the one that was minted.
+  for (let i = 0; i < sig.length; i++) {
+    const c = B64URL[B64URL.indexOf(sig[i]!) ^ 1]!;
+    throwsCode(t, () => signer.verify(withSig(sig.slice(0, i) + c + sig.slice(i + 1)), NOW), 'SB_ERR_TOKEN_INVALID', `signature char ${i} changed`);
+  }
+  throwsCode(t, () => signer.verify(withSig(sig.slice(0, -1)), NOW), 'SB_ERR_TOKEN_INVALID', 'truncated signature');
+  throwsCode(t, () => signer.verify(withSig(sig + 'A'), NOW), 'SB_ERR_TOKEN_INVALID', 'extended signature');
+  throwsCode(t, () => signer.verify(withSig(sig + '='), NOW), 'SB_ERR_TOKEN_INVALID', 'padded signature');
+  throwsCode(t, () => signer.verify(withSig(sig + '!'), NOW), 'SB_ERR_TOKEN_INVALID', 'stray character after the signature');
+  throwsCode(t, () => signer.verify(withSig(`${sig.slice(0, 10)}\n${sig.slice(10)}`), NOW), 'SB_ERR_TOKEN_INVALID', 'whitespace inside the signature');
+  throwsCode(t, () => signer.verify(withSig(Buffer.from(sig, 'base64url').toString('base64')), NOW), 'SB_ERR_TOKEN_INVALID', 'standard base64 spelling');
+  throwsCode(t, () => signer.verify(withSig(''), NOW), 'SB_ERR_TOKEN_INVALID', 'empty signature');
+  t.equal(signer.verify(withSig(sig), NOW).uid, 'alice', 'the original still verifies');
+});
+
+t.test('malformed tokens are invalid', async (t) => {
+  const good = signer.mint({ uid: 'alice', ttlMs: 60_000, now: NOW });
+  const cases: Record<string, string> = {
+    'the uid itself (what original clients send)': 'alice',
+    'two parts': good.split('.').slice(0, 2).join('.'),
+    'four parts': `${good}.x`,
+    'wrong prefix': good.replace(/^sb1/, 'sb2'),
+    'no prefix': good.replace(/^sb1/, ''),
+    'dots only': '..',
+    'a JWT': 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl',
+  };
+  for (const [name, token] of Object.entries(cases)) {
+    throwsCode(t, () => signer.verify(token, NOW), 'SB_ERR_TOKEN_INVALID', name);
+  }
+});
+
+t.test('correctly signed payloads without valid claims are invalid, not a crash', async (t) => {
+  const payloads: Record<string, string> = {
+    'not JSON': 'not json',
+    'JSON null': 'null',
+    'JSON number': '42',
+    'JSON string': '"alice"',
+    'JSON array': '[]',
+    'no u': JSON.stringify({ d: '*', e: NOW + 1000 }),
+    'numeric u': JSON.stringify({ u: 1, d: '*', e: NOW + 1000 }),
+    'no d': JSON.stringify({ u: 'alice', e: NOW + 1000 }),
+    'string e': JSON.stringify({ u: 'alice', d: '*', e: String(NOW + 1000) }),
+    'no e': JSON.stringify({ u: 'alice', d: '*' }),
+  };
+  for (const [name, json] of Object.entries(payloads)) {
+    throwsCode(t, () => signer.verify(signRaw(json), NOW), 'SB_ERR_TOKEN_INVALID', name);
+  }
+  const notJson = catchError(() => signer.verify(signRaw('not json'), NOW));
+  t.ok((notJson as Error).cause instanceof SyntaxError, 'the JSON error is kept as cause');
+  t.equal(signer.verify(signRaw(JSON.stringify({ u: 'alice', d: '*', e: NOW + 1000 })), NOW).uid, 'alice', 'the same helper signs valid tokens');
+});
+
+t.test('fuzz: garbage strings throw a SwitchboardError, never anything else', async (t) => {
+  const b64 = fc.string({ unit: fc.constantFrom(...B64URL.split('')), maxLength: 60 });
+  const garbage = fc.oneof(
+    fc.string(),
+    fc.string({ unit: 'binary' }),
+    fc.tuple(b64, b64).map(([p, s]) => `sb1.${p}.${s}`),
+    fc.string({ unit: 'grapheme' }).map((j) => `sb1.${Buffer.from(j).toString('base64url')}.${'A'.repeat(43)}`),
+    fc.array(fc.constantFrom('sb1', '.', 'A', '=', '-', '_', '{', '"'), { maxLength: 20 }).map((a) => a.join('')),
+  );
+  fc.assert(
+    fc.property(garbage, (token) => {
+      const err = catchError(() => signer.verify(token, NOW));
+      if (!(err instanceof SwitchboardError)) return false;
+      return token === '' ? err.code === 'SB_ERR_NO_TOKEN' : err.code === 'SB_ERR_TOKEN_INVALID';
+    }),
+    { numRuns: 1000 },
+  );
+  t.pass('every garbage token was rejected with a typed error');
+});
+
+t.test('expiry is checked against the `now` parameter', async (t) => {
+  const token = signer.mint({ uid: 'alice', deviceId: 'phone', ttlMs: 500, now: 1000 });
+  t.equal(signer.verify(token, 1000).expiresAt, 1500);
+  t.equal(signer.verify(token, 1499).uid, 'alice', 'valid until the last millisecond');
+  throwsCode(t, () => signer.verify(token, 1500), 'SB_ERR_TOKEN_EXPIRED', 'at expiresAt');
+  throwsCode(t, () => signer.verify(token, NOW), 'SB_ERR_TOKEN_EXPIRED', 'long after');
+  throwsCode(t, () => signer.verifyFor(token, 'alice', 'phone', 1500), 'SB_ERR_TOKEN_EXPIRED', 'verifyFor');
+  throwsCode(t, () => signer.verify(signer.mint({ uid: 'alice', ttlMs: 0, now: NOW }), NOW), 'SB_ERR_TOKEN_EXPIRED', 'ttl 0');
+});
+
+t.test('a missing token is SB_ERR_NO_TOKEN', async (t) => {
+  throwsCode(t, () => signer.verify(undefined, NOW), 'SB_ERR_NO_TOKEN', 'undefined');
+  throwsCode(t, () => signer.verify('', NOW), 'SB_ERR_NO_TOKEN', 'empty string (proto3 default of an absent token)');
+  throwsCode(t, () => signer.verifyFor(undefined, 'alice', 'phone', NOW), 'SB_ERR_NO_TOKEN', 'verifyFor undefined');
+  throwsCode(t, () => signer.verifyFor('', 'alice', 'phone', NOW), 'SB_ERR_NO_TOKEN', 'verifyFor empty');
+});
+
+t.test('verifyFor binds the token to its user and device', async (t) => {
+  const token = signer.mint({ uid: 'alice', deviceId: 'phone', ttlMs: 60_000, now: NOW });
+  t.equal(signer.verifyFor(token, 'alice', 'phone', NOW).uid, 'alice');
+  throwsCode(t, () => signer.verifyFor(token, 'bob', 'phone', NOW), 'SB_ERR_TOKEN_MISMATCH', 'another uid');
+  throwsCode(t, () => signer.verifyFor(token, 'Alice', 'phone', NOW), 'SB_ERR_TOKEN_MISMATCH', 'uid differs in case');
+  throwsCode(t, () => signer.verifyFor(token, 'alice', 'tablet', NOW), 'SB_ERR_TOKEN_MISMATCH', 'another device');
+  throwsCode(t, () => signer.verifyFor(token, 'alice', ANY_DEVICE, NOW), 'SB_ERR_TOKEN_MISMATCH', 'a client claiming device "*"');
+  throwsCode(t, () => signer.verifyFor(token, 'alice', '', NOW), 'SB_ERR_TOKEN_MISMATCH', 'empty device id');
+});
+
+t.test('a "*" device token is valid for any device of its user only', async (t) => {
+  const token = signer.mint({ uid: 'alice', deviceId: ANY_DEVICE, ttlMs: 60_000, now: NOW });
+  for (const device of ['phone', 'tablet', '', ANY_DEVICE]) {
+    t.strictSame(signer.verifyFor(token, 'alice', device, NOW), { uid: 'alice', deviceId: ANY_DEVICE, expiresAt: NOW + 60_000 }, `device ${JSON.stringify(device)}`);
+  }
+  throwsCode(t, () => signer.verifyFor(token, 'bob', 'phone', NOW), 'SB_ERR_TOKEN_MISMATCH', 'another uid');
+});
+
+t.test('empty secret and empty uid are configuration errors', async (t) => {
+  throwsCode(t, () => new TokenSigner(''), 'SB_ERR_CONFIG', 'empty secret');
+  throwsCode(t, () => signer.mint({ uid: '', ttlMs: 1000 }), 'SB_ERR_CONFIG', 'empty uid');
+});

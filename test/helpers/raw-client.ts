@@ -1,0 +1,332 @@
+// A bare TCP client for integration tests, written from the wire protocol alone (it does not use
+// src/client), so it behaves like a native CrazyIM client: it sends exactly the frames a test
+// asks for and records everything the server sends back.
+
+import net from 'node:net';
+import { once } from 'node:events';
+import Long from 'long';
+import { FrameDecoder, FRAME_MAGIC, FRAME_VERSION, HEADER_LENGTH } from '../../src/protocol/frame.js';
+import { decodeMessage, encodeMessageFrame } from '../../src/protocol/codec.js';
+import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage, type MessageRequest } from '../../src/protocol/types.js';
+
+/** The `sequence` an original client sends before login. */
+export const PRE_LOGIN_SEQUENCE = Long.MAX_UNSIGNED_VALUE;
+
+/** How long next() waits by default before rejecting, so a test never hangs. */
+export const DEFAULT_TIMEOUT_MS = 5_000;
+
+/** What a CLOSING notification (MESSAGE_NOTIFICATION with json {type: 90, data}) says. */
+export interface Closing {
+  code: string;
+  reason: string;
+}
+
+export type Predicate = (message: ImMessage) => boolean;
+
+interface Waiter {
+  predicate: Predicate;
+  resolve: (message: ImMessage) => void;
+  reject: (err: Error) => void;
+  timer: NodeJS.Timeout;
+}
+
+/** The CLOSING notification carried by `message`, or undefined when it is something else. */
+export function closingOf(message: ImMessage): Closing | undefined {
+  if (message.type !== HeadType.MESSAGE_NOTIFICATION || !message.notification?.json) return undefined;
+  let parsed: { type?: unknown; data?: { code?: unknown; reason?: unknown } };
+  try {
+    parsed = JSON.parse(message.notification.json);
+  } catch {
+    return undefined;
+  }
+  if (parsed.type !== NotificationType.CLOSING || typeof parsed.data?.code !== 'string') return undefined;
+  return { code: parsed.data.code, reason: String(parsed.data.reason ?? '') };
+}
+
+export const isType =
+  (type: number): Predicate =>
+  (m) =>
+    m.type === type;
+
+/** A frame header with arbitrary (possibly invalid) fields. */
+export function frameHeader(length: number, { magic = FRAME_MAGIC, version = FRAME_VERSION } = {}): Buffer {
+  const header = Buffer.alloc(HEADER_LENGTH);
+  header.writeUInt16BE(magic, 0);
+  header.writeUInt16BE(version, 2);
+  header.writeInt32BE(length, 4);
+  return header;
+}
+
+/** A uint64 field as a decimal string, whether it decoded as a Long or was set as a number. */
+export function u64(value: Long | number | undefined | null): string {
+  return value === undefined || value === null ? '' : Long.fromValue(value, true).toString();
+}
+
+export class RawClient {
+  readonly socket: net.Socket;
+  /** Every decoded message, in arrival order (including the ones next() consumed). */
+  readonly received: ImMessage[] = [];
+  /** Resolves when the socket has closed, for whatever reason; never rejects. */
+  readonly closed: Promise<void>;
+  /** Resolves when the server has ended its side (FIN) or the socket has closed. */
+  readonly ended: Promise<void>;
+  /** The CLOSING notification received, if any. */
+  closing: Closing | undefined;
+  /** Session id from a successful login. */
+  sessionId = PRE_LOGIN_SESSION_ID;
+  /** A socket error (ECONNRESET and the like), recorded rather than thrown. */
+  socketError: Error | undefined;
+  /** Set when the server sent bytes this client could not decode. */
+  decodeError: Error | undefined;
+
+  readonly #decoder: FrameDecoder;
+  readonly #inbox: ImMessage[] = [];
+  readonly #waiters = new Set<Waiter>();
+  #isClosed = false;
+  #sequence = 0;
+
+  private constructor(socket: net.Socket) {
+    this.socket = socket;
+    // Server frames are bounded by what clients may send; allow some headroom anyway.
+    this.#decoder = new FrameDecoder((body) => this.#onFrame(body), { maxFrameLength: 1024 * 1024 });
+    socket.on('data', (chunk: Buffer) => {
+      try {
+        this.#decoder.push(chunk);
+      } catch (err) {
+        this.decodeError = err as Error;
+        socket.destroy();
+      }
+    });
+    socket.on('error', (err) => {
+      this.socketError = err;
+    });
+    this.ended = new Promise((resolve) => {
+      socket.once('end', resolve);
+      socket.once('close', resolve);
+    });
+    this.closed = new Promise((resolve) => {
+      socket.once('close', () => {
+        this.#isClosed = true;
+        for (const waiter of this.#waiters) {
+          clearTimeout(waiter.timer);
+          waiter.reject(new Error(`connection closed while waiting for a message (received ${this.#describe()})`));
+        }
+        this.#waiters.clear();
+        resolve();
+      });
+    });
+  }
+
+  /**
+   * `allowHalfOpen` keeps this side writable after the server's FIN, as a client that is slow to
+   * notice the close would, so the server's socket stays half-open until it gives up.
+   */
+  static async connect(port: number, { host = '127.0.0.1', allowHalfOpen = false } = {}): Promise<RawClient> {
+    const socket = net.connect({ port, host, allowHalfOpen });
+    await once(socket, 'connect');
+    socket.setNoDelay(true);
+    return new RawClient(socket);
+  }
+
+  get isClosed(): boolean {
+    return this.#isClosed;
+  }
+
+  /** The next sequence number for a request sent after login (1, 2, ...). */
+  nextSequence(): number {
+    return ++this.#sequence;
+  }
+
+  send(message: ImMessage): void {
+    this.socket.write(encodeMessageFrame(message));
+  }
+
+  sendRaw(bytes: Uint8Array): void {
+    this.socket.write(bytes);
+  }
+
+  /** The LOGIN_REQUEST frame a native client sends: pre-login sequence and session id "-1". */
+  static loginMessage(uid: string, token: string | undefined, deviceId: string, sequence: Long | number = PRE_LOGIN_SEQUENCE): ImMessage {
+    return {
+      type: HeadType.LOGIN_REQUEST,
+      sequence,
+      sessionId: PRE_LOGIN_SESSION_ID,
+      loginRequest: { uid, deviceId, token, platform: 1, appVersion: 'raw-test' },
+    };
+  }
+
+  /** Sends a LOGIN_REQUEST and resolves the LOGIN_RESPONSE envelope (successful or not). */
+  async login(uid: string, token: string | undefined, deviceId: string): Promise<ImMessage> {
+    this.send(RawClient.loginMessage(uid, token, deviceId));
+    const response = await this.next(isType(HeadType.LOGIN_RESPONSE));
+    if (response.loginResponse?.result) this.sessionId = response.sessionId ?? '';
+    return response;
+  }
+
+  /** A MESSAGE_REQUEST envelope with a fresh sequence. */
+  chatMessage(to: string, content: string, fields: MessageRequest = {}): ImMessage {
+    const sequence = this.nextSequence();
+    return {
+      type: HeadType.MESSAGE_REQUEST,
+      sequence,
+      sessionId: this.sessionId,
+      messageRequest: { msgId: sequence, to, content, time: Date.now(), msgType: 1, ...fields },
+    };
+  }
+
+  /** Sends a MESSAGE_REQUEST and returns its sequence. */
+  chat(to: string, content: string, fields: MessageRequest = {}): number {
+    const message = this.chatMessage(to, content, fields);
+    this.send(message);
+    return message.sequence as number;
+  }
+
+  /** Resolves the MESSAGE_RESPONSE whose sequence is `sequence`. */
+  response(sequence: number, timeoutMs?: number): Promise<ImMessage> {
+    return this.next((m) => m.type === HeadType.MESSAGE_RESPONSE && u64(m.sequence) === String(sequence), timeoutMs);
+  }
+
+  /** Sends a chat message and resolves its MESSAGE_RESPONSE. */
+  async chatAndWait(to: string, content: string, fields: MessageRequest = {}): Promise<ImMessage> {
+    return this.response(this.chat(to, content, fields));
+  }
+
+  heartbeat(seq = this.nextSequence()): ImMessage {
+    const message: ImMessage = {
+      type: HeadType.HEART_BEAT,
+      sequence: seq,
+      sessionId: this.sessionId,
+      heartBeat: { seq, uid: 'raw', json: '{"ping":true}' },
+    };
+    this.send(message);
+    return message;
+  }
+
+  /**
+   * Resolves (and consumes) the first received message matching `predicate`, waiting for it if
+   * needed. Messages that do not match stay queued for later calls. Rejects after `timeoutMs`,
+   * or as soon as the connection closes without a match.
+   */
+  next(predicate: Predicate = () => true, timeoutMs = DEFAULT_TIMEOUT_MS): Promise<ImMessage> {
+    const i = this.#inbox.findIndex(predicate);
+    if (i >= 0) return Promise.resolve(this.#inbox.splice(i, 1)[0]!);
+    if (this.#isClosed) return Promise.reject(new Error(`connection is closed (received ${this.#describe()})`));
+    return new Promise((resolve, reject) => {
+      const waiter: Waiter = {
+        predicate,
+        resolve,
+        reject,
+        timer: setTimeout(() => {
+          this.#waiters.delete(waiter);
+          reject(new Error(`no matching message within ${timeoutMs} ms (received ${this.#describe()})`));
+        }, timeoutMs),
+      };
+      this.#waiters.add(waiter);
+    });
+  }
+
+  /** Resolves the CLOSING notification (waiting for it if needed). */
+  async nextClosing(timeoutMs?: number): Promise<Closing> {
+    return closingOf(await this.next((m) => closingOf(m) !== undefined, timeoutMs))!;
+  }
+
+  /** Messages received and not yet consumed by next(). */
+  get pending(): readonly ImMessage[] {
+    return this.#inbox;
+  }
+
+  /** Resolves once the socket has closed; rejects after `timeoutMs`. */
+  async waitClosed(timeoutMs = DEFAULT_TIMEOUT_MS): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`connection still open after ${timeoutMs} ms`)), timeoutMs);
+    });
+    try {
+      await Promise.race([this.closed, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Stops reading: the server's output piles up in the kernel buffers and then in its own. */
+  pause(): void {
+    this.socket.pause();
+  }
+
+  resume(): void {
+    this.socket.resume();
+  }
+
+  /** Drops the connection without a logout, as a crashing client would. */
+  destroy(): void {
+    this.socket.destroy();
+  }
+
+  #onFrame(body: Buffer): void {
+    let message: ImMessage;
+    try {
+      message = decodeMessage(body);
+    } catch (err) {
+      this.decodeError = err as Error;
+      this.socket.destroy();
+      return;
+    }
+    this.received.push(message);
+    const closing = closingOf(message);
+    if (closing) this.closing ??= closing;
+    for (const waiter of this.#waiters) {
+      if (waiter.predicate(message)) {
+        this.#waiters.delete(waiter);
+        clearTimeout(waiter.timer);
+        waiter.resolve(message);
+        return;
+      }
+    }
+    this.#inbox.push(message);
+  }
+
+  #describe(): string {
+    const types = this.received.map((m) => {
+      const closing = closingOf(m);
+      return closing ? `CLOSING(${closing.code})` : String(m.type);
+    });
+    return types.length > 20 ? `${types.length} messages, last ${types.slice(-20).join(',')}` : `[${types.join(',')}]`;
+  }
+}
+
+/** Connects a RawClient that the test destroys on teardown. */
+export async function connect(
+  t: { teardown(fn: () => unknown): void },
+  port: number,
+  options: { allowHalfOpen?: boolean } = {},
+): Promise<RawClient> {
+  const client = await RawClient.connect(port, options);
+  t.teardown(() => client.destroy());
+  return client;
+}
+
+/** Connects and logs in; throws when the server refuses. */
+export async function connectLoggedIn(
+  t: { teardown(fn: () => unknown): void },
+  port: number,
+  uid: string,
+  token: string,
+  deviceId = 'dev-1',
+  options: { allowHalfOpen?: boolean } = {},
+): Promise<RawClient> {
+  const client = await connect(t, port, options);
+  const response = await client.login(uid, token, deviceId);
+  if (!response.loginResponse?.result) {
+    throw new Error(`login of ${uid}/${deviceId} refused: ${JSON.stringify(response.loginResponse)}`);
+  }
+  return client;
+}
+
+/** Polls `condition` until it holds; rejects after `timeoutMs`, naming `what`. */
+export async function waitFor(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = DEFAULT_TIMEOUT_MS): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

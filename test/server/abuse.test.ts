@@ -1,0 +1,234 @@
+// Misbehaving clients over real sockets: malformed frames and message types, and recipients
+// that stop reading. Each is closed with the right code while other clients keep chatting.
+
+import t, { type Test } from 'tap';
+import { pino } from 'pino';
+import { startNode, type TestNode } from '../helpers/node.js';
+import { connect, connectLoggedIn, frameHeader, isType, waitFor, type RawClient } from '../helpers/raw-client.js';
+import { encodeMessageFrame } from '../../src/protocol/codec.js';
+import { HeadType, ResultCode } from '../../src/protocol/types.js';
+
+/** A logger that keeps every line, to see why the server closed a connection it could not tell. */
+function captureLog() {
+  const lines: Record<string, unknown>[] = [];
+  const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+  const closes = () => lines.filter((l) => l.msg === 'closing connection');
+  return { log, closes };
+}
+
+/** Two logged-in users that must keep talking whatever happens to other connections. */
+async function chattingPair(t: Test, tn: TestNode) {
+  const carol = await connectLoggedIn(t, tn.port, 'carol', tn.token('carol'));
+  const dave = await connectLoggedIn(t, tn.port, 'dave', tn.token('dave'));
+  let n = 0;
+  async function exchange(): Promise<void> {
+    const i = n++;
+    const there = await carol.chatAndWait('dave', `ping ${i}`);
+    t.equal(there.messageResponse?.result, true, `carol -> dave ${i} accepted`);
+    t.equal((await dave.next(isType(HeadType.MESSAGE_REQUEST))).messageRequest?.content, `ping ${i}`, `dave got ping ${i}`);
+    const back = await dave.chatAndWait('carol', `pong ${i}`);
+    t.equal(back.messageResponse?.result, true, `dave -> carol ${i} accepted`);
+    t.equal((await carol.next(isType(HeadType.MESSAGE_REQUEST))).messageRequest?.content, `pong ${i}`, `carol got pong ${i}`);
+  }
+  return { carol, dave, exchange };
+}
+
+t.test('malformed input closes only the connection that sent it', async (t) => {
+  const tn = await startNode(t);
+  const { exchange } = await chattingPair(t, tn);
+  await exchange();
+
+  const validHeartbeat = encodeMessageFrame({ type: HeadType.HEART_BEAT, sequence: 1, sessionId: '-1', heartBeat: { seq: 1 } });
+  const cases: [name: string, bytes: Buffer, code: string][] = [
+    ['bad magic (an HTTP request)', Buffer.from('GET / HTTP/1.1\r\nHost: x\r\n\r\n'), 'SB_ERR_FRAME_BAD_MAGIC'],
+    ['bad magic (all zeros)', Buffer.alloc(16), 'SB_ERR_FRAME_BAD_MAGIC'],
+    ['unsupported version', Buffer.concat([frameHeader(2, { version: 2 }), Buffer.from([0x08, 0x04])]), 'SB_ERR_FRAME_BAD_VERSION'],
+    // Only the header is sent: the server must refuse it without waiting for 2 GB of body.
+    ['a 2 GB length', frameHeader(0x7fffffff), 'SB_ERR_FRAME_TOO_LONG'],
+    ['one byte over the maximum length', frameHeader(64 * 1024 + 1), 'SB_ERR_FRAME_TOO_LONG'],
+    ['a negative length (-1)', frameHeader(-1), 'SB_ERR_FRAME_NEGATIVE_LENGTH'],
+    ['a negative length (-2^31)', frameHeader(-0x80000000), 'SB_ERR_FRAME_NEGATIVE_LENGTH'],
+    // loginRequest (field 4) claims 3 bytes, none follow.
+    ['a truncated sub-message', Buffer.concat([frameHeader(2), Buffer.from([0x22, 0x03])]), 'SB_ERR_BAD_PROTOBUF'],
+    // sequence (field 2) is a varint whose last byte still says "more follows".
+    ['a truncated varint', Buffer.concat([frameHeader(2), Buffer.from([0x10, 0xff])]), 'SB_ERR_BAD_PROTOBUF'],
+    // Field 15 with wire type 7, which does not exist.
+    ['an invalid wire type', Buffer.concat([frameHeader(2), Buffer.from([0x7f, 0x00])]), 'SB_ERR_BAD_PROTOBUF'],
+    ['an unknown HeadType (99)', encodeMessageFrame({ type: 99, sequence: 1, sessionId: '-1' }), 'SB_ERR_UNKNOWN_TYPE'],
+    [
+      'a LOGIN_RESPONSE sent by a client',
+      encodeMessageFrame({ type: HeadType.LOGIN_RESPONSE, sequence: 1, sessionId: '-1', loginResponse: { result: true } }),
+      'SB_ERR_UNKNOWN_TYPE',
+    ],
+    ['a MESSAGE_RESPONSE sent by a client', encodeMessageFrame({ type: HeadType.MESSAGE_RESPONSE, sequence: 1 }), 'SB_ERR_UNKNOWN_TYPE'],
+    ['a MESSAGE_NOTIFICATION sent by a client', encodeMessageFrame({ type: HeadType.MESSAGE_NOTIFICATION, sequence: 1 }), 'SB_ERR_UNKNOWN_TYPE'],
+  ];
+
+  for (const [name, bytes, code] of cases) {
+    t.test(name, async (t) => {
+      const client = await connect(t, tn.port);
+      // A valid frame first, in the same write: handled before the garbage behind it.
+      client.sendRaw(Buffer.concat([validHeartbeat, bytes]));
+      t.equal((await client.next()).type, HeadType.HEART_BEAT, 'the valid frame before the garbage is handled');
+      const closing = await client.nextClosing();
+      t.equal(closing.code, code);
+      await client.waitClosed();
+      t.equal(client.pending.length, 0, 'nothing after the CLOSING');
+      await exchange();
+    });
+  }
+
+  t.test('garbage from a logged-in client also removes its session', async (t) => {
+    for (const [name, bytes, code] of [
+      ['bad magic', Buffer.from('\x00\x01garbage!'), 'SB_ERR_FRAME_BAD_MAGIC'],
+      ['server-only type', encodeMessageFrame({ type: HeadType.LOGOUT_RESPONSE, sequence: 1 }), 'SB_ERR_UNKNOWN_TYPE'],
+    ] as const) {
+      const erin = await connectLoggedIn(t, tn.port, 'erin', tn.token('erin'));
+      t.equal(tn.node.server.sessions.byUser('erin').length, 1);
+      erin.sendRaw(bytes);
+      const closing = await erin.nextClosing();
+      t.equal(closing.code, code, name);
+      t.equal(tn.node.server.sessions.byUser('erin').length, 0, `${name}: no longer reachable once told it is closing`);
+      await erin.waitClosed();
+      await waitFor('the store record to be removed', async () => (await tn.node.store.byUser('erin')).length === 0);
+      await exchange();
+    }
+  });
+
+  t.test('a frame trickled in one byte at a time is still understood', async (t) => {
+    const frank = await connect(t, tn.port);
+    const login = encodeMessageFrame({
+      type: HeadType.LOGIN_REQUEST,
+      sequence: 5,
+      sessionId: '-1',
+      loginRequest: { uid: 'frank', deviceId: 'd', token: tn.token('frank') },
+    });
+    for (const byte of login) {
+      frank.sendRaw(Buffer.from([byte]));
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const response = await frank.next(isType(HeadType.LOGIN_RESPONSE));
+    t.equal(response.loginResponse?.result, true);
+    await exchange();
+  });
+});
+
+/**
+ * Floods `victim` (paused, so its kernel buffers fill) from `sender` in batches of large
+ * messages, with the pair exchanging messages between batches, until the server reports the
+ * victim offline.
+ */
+async function floodUntilOffline(
+  t: Test,
+  sender: RawClient,
+  victim: string,
+  exchange: () => Promise<void>,
+  reader?: { uid: string; client: RawClient },
+): Promise<void> {
+  const content = 'x'.repeat(16 * 1024);
+  const maxMessages = 8000; // 128 MB: far more than loopback socket buffers can hold
+  let sent = 0;
+  let batches = 0;
+  while (sent < maxMessages) {
+    const sequences: number[] = [];
+    for (let i = 0; i < 10; i++, sent++) {
+      sequences.push(sender.chat(victim, content));
+      // The same load to a recipient that keeps reading, which must survive it.
+      if (reader) sender.chat(reader.uid, content);
+    }
+    const codes = [];
+    for (const sequence of sequences) codes.push((await sender.response(sequence, 10_000)).messageResponse?.code);
+    if (reader) {
+      for (let i = 0; i < 10; i++) await reader.client.next(isType(HeadType.MESSAGE_REQUEST), 10_000);
+    }
+    batches++;
+    if (codes.at(-1) === ResultCode.RECIPIENT_OFFLINE) {
+      t.pass(`${victim} went offline after ${batches} batches, the pair chatting in between`);
+      return;
+    }
+    t.same(new Set(codes), new Set([ResultCode.SUCCESS]), 'accepted while the victim is still connected');
+    await exchange();
+  }
+  throw new Error(`${victim} was still online after ${sent} messages`);
+}
+
+t.test('a recipient whose output exceeds maxOutboundBytes is dropped as a slow consumer', async (t) => {
+  const { log, closes } = captureLog();
+  // Above what one socket read (64 KiB) can make the server send in one tick, so only output
+  // that really piles up counts.
+  const tn = await startNode(t, { maxOutboundBytes: 256 * 1024 }, { log });
+  const { carol, exchange } = await chattingPair(t, tn);
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  const reader = await connectLoggedIn(t, tn.port, 'reader', tn.token('reader'));
+  const slow = await connectLoggedIn(t, tn.port, 'slow', tn.token('slow'));
+  slow.pause();
+
+  await floodUntilOffline(t, alice, 'slow', exchange, { uid: 'reader', client: reader });
+  t.equal(reader.isClosed, false, 'a recipient that reads survives the same load');
+  t.equal(tn.node.server.sessions.byUser('reader').length, 1);
+  t.same(tn.node.server.sessions.byUser('slow'), [], 'the slow session is gone');
+  await waitFor('the store record to be removed', async () => (await tn.node.store.byUser('slow')).length === 0);
+  const slowCloses = closes().filter((l) => l.uid === 'slow');
+  t.same(
+    slowCloses.map((l) => l.code),
+    ['SB_ERR_SLOW_CONSUMER'],
+    'closed as a slow consumer',
+  );
+  t.match(String(slowCloses[0]?.reason), /bytes of output waiting/);
+  t.same(
+    closes().filter((l) => l.uid !== 'slow'),
+    [],
+    'no other connection was closed',
+  );
+
+  slow.resume();
+  await slow.waitClosed(10_000);
+  t.equal(alice.isClosed, false, 'the sender is not punished');
+  t.equal((await alice.chatAndWait('carol', 'still here')).messageResponse?.result, true);
+  t.equal((await carol.next(isType(HeadType.MESSAGE_REQUEST))).messageRequest?.content, 'still here');
+  await exchange();
+});
+
+t.test('a recipient whose output does not drain within drainTimeoutMs is dropped', async (t) => {
+  const { log, closes } = captureLog();
+  const tn = await startNode(t, { maxOutboundBytes: 256 * 1024 * 1024, drainTimeoutMs: 300 }, { log });
+  const { exchange } = await chattingPair(t, tn);
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  const slow = await connectLoggedIn(t, tn.port, 'slow', tn.token('slow'));
+  slow.pause();
+
+  await floodUntilOffline(t, alice, 'slow', exchange);
+  t.same(tn.node.server.sessions.byUser('slow'), []);
+  const slowCloses = closes().filter((l) => l.uid === 'slow');
+  t.same(
+    slowCloses.map((l) => l.code),
+    ['SB_ERR_SLOW_CONSUMER'],
+  );
+  t.match(String(slowCloses[0]?.reason), /not drained within 300 ms/, 'by the drain timeout, not the byte limit');
+  t.equal(closes().length, 1, 'no other connection was closed');
+
+  slow.resume();
+  await slow.waitClosed(10_000);
+  await exchange();
+});
+
+t.test('a reader that is merely slower than the sender is not dropped', async (t) => {
+  const tn = await startNode(t, { maxOutboundBytes: 64 * 1024, drainTimeoutMs: 1_000 });
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  const bob = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'));
+  const content = 'y'.repeat(1024);
+  // Paced by the responses: the output never piles up, whatever the kernel buffers.
+  for (let batch = 0; batch < 20; batch++) {
+    let last = 0;
+    for (let i = 0; i < 20; i++) last = alice.chat('bob', content);
+    t.equal((await alice.response(last)).messageResponse?.result, true);
+  }
+  let received = 0;
+  while (received < 400) {
+    await bob.next(isType(HeadType.MESSAGE_REQUEST));
+    received++;
+  }
+  t.equal(received, 400);
+  t.equal(bob.isClosed, false);
+  t.equal(tn.node.server.sessions.byUser('bob').length, 1);
+});

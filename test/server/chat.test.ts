@@ -1,0 +1,164 @@
+// Chat over real sockets: delivery as the same MESSAGE_REQUEST envelope, the MESSAGE_RESPONSE
+// for every request, per-sender order, the sender check, offline recipients, several devices.
+
+import t from 'tap';
+import { startNode } from '../helpers/node.js';
+import { connectLoggedIn, isType, u64 } from '../helpers/raw-client.js';
+import { HeadType, ResultCode } from '../../src/protocol/types.js';
+
+t.test('a message reaches its recipient and the sender gets a MESSAGE_RESPONSE', async (t) => {
+  const tn = await startNode(t);
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  const bob = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'));
+
+  const sent = alice.chatMessage('bob', 'hello bob', {
+    from: 'alice',
+    msgId: 9001,
+    msgType: 3,
+    url: 'https://example.com/x',
+    property: 'p',
+    fromNick: 'Alice',
+    json: '{"k":1}',
+  });
+  alice.send(sent);
+
+  const delivered = await bob.next();
+  t.equal(delivered.type, HeadType.MESSAGE_REQUEST, 'delivered as a MESSAGE_REQUEST envelope');
+  t.equal(delivered.messageRequest?.from, 'alice');
+  t.equal(delivered.messageRequest?.to, 'bob');
+  t.equal(delivered.messageRequest?.content, 'hello bob');
+  t.equal(u64(delivered.messageRequest?.msgId), '9001');
+  t.equal(delivered.messageRequest?.msgType, 3);
+  t.equal(delivered.messageRequest?.url, 'https://example.com/x');
+  t.equal(delivered.messageRequest?.property, 'p');
+  t.equal(delivered.messageRequest?.fromNick, 'Alice');
+  t.equal(delivered.messageRequest?.json, '{"k":1}');
+  t.not(delivered.sessionId, alice.sessionId, "the sender's session id is not passed on");
+
+  const response = await alice.next();
+  t.equal(response.type, HeadType.MESSAGE_RESPONSE);
+  t.equal(response.messageResponse?.result, true);
+  t.equal(response.messageResponse?.code, ResultCode.SUCCESS);
+  t.equal(u64(response.sequence), u64(sent.sequence), "echoes the request's sequence");
+  t.equal(response.sessionId, alice.sessionId);
+
+  // And the other way round.
+  const back = await bob.chatAndWait('alice', 'hi alice');
+  t.equal(back.messageResponse?.result, true);
+  const reply = await alice.next(isType(HeadType.MESSAGE_REQUEST));
+  t.equal(reply.messageRequest?.from, 'bob');
+  t.equal(reply.messageRequest?.content, 'hi alice');
+});
+
+t.test('a burst of 500 messages keeps per-sender order', async (t) => {
+  const tn = await startNode(t);
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  const carol = await connectLoggedIn(t, tn.port, 'carol', tn.token('carol'));
+  const bob = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'));
+  const count = 500;
+
+  // Two senders at once, one write per message, nothing awaited in between.
+  const sequences: number[] = [];
+  for (let i = 0; i < count; i++) {
+    sequences.push(alice.chat('bob', `a${i}`));
+    carol.chat('bob', `c${i}`);
+  }
+
+  const fromAlice: string[] = [];
+  const fromCarol: string[] = [];
+  for (let i = 0; i < 2 * count; i++) {
+    const m = await bob.next(isType(HeadType.MESSAGE_REQUEST));
+    (m.messageRequest?.from === 'alice' ? fromAlice : fromCarol).push(m.messageRequest?.content ?? '');
+  }
+  t.same(fromAlice, Array.from({ length: count }, (_, i) => `a${i}`), "alice's messages arrive in the order she sent them");
+  t.same(fromCarol, Array.from({ length: count }, (_, i) => `c${i}`), "carol's messages arrive in the order she sent them");
+
+  const responses: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const r = await alice.next(isType(HeadType.MESSAGE_RESPONSE));
+    t.equal(r.messageResponse?.result, true);
+    responses.push(u64(r.sequence));
+  }
+  t.same(responses, sequences.map(String), 'responses come back in request order');
+});
+
+t.test('a spoofed from is refused with SENDER_MISMATCH and not delivered', async (t) => {
+  const tn = await startNode(t);
+  const mallory = await connectLoggedIn(t, tn.port, 'mallory', tn.token('mallory'));
+  const bob = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'));
+
+  const spoofed = mallory.chat('bob', 'I am alice', { from: 'alice' });
+  const response = await mallory.response(spoofed);
+  t.equal(response.messageResponse?.result, false);
+  t.equal(response.messageResponse?.code, ResultCode.SENDER_MISMATCH);
+  t.equal(response.messageResponse?.errorCode, 'SB_ERR_SENDER_MISMATCH');
+  t.equal(mallory.isClosed, false, 'a refused message does not close the connection');
+
+  // Same connection, honest this time: bob's first message is this one.
+  const honest = await mallory.chatAndWait('bob', 'I am mallory', { from: 'mallory' });
+  t.equal(honest.messageResponse?.result, true);
+  const first = await bob.next();
+  t.equal(first.messageRequest?.content, 'I am mallory', 'the spoofed message was never delivered');
+  t.equal(first.messageRequest?.from, 'mallory');
+});
+
+t.test('an empty from is filled in with the logged-in user', async (t) => {
+  const tn = await startNode(t);
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  const bob = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'));
+  const response = await alice.chatAndWait('bob', 'no from', { from: '' });
+  t.equal(response.messageResponse?.result, true);
+  const delivered = await bob.next(isType(HeadType.MESSAGE_REQUEST));
+  t.equal(delivered.messageRequest?.from, 'alice');
+  t.equal(delivered.messageRequest?.content, 'no from');
+});
+
+t.test('a message to an offline user is refused with RECIPIENT_OFFLINE', async (t) => {
+  const tn = await startNode(t);
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  const response = await alice.chatAndWait('nobody', 'anyone there?');
+  t.equal(response.messageResponse?.result, false);
+  t.equal(response.messageResponse?.code, ResultCode.RECIPIENT_OFFLINE);
+  t.equal(response.messageResponse?.errorCode, 'SB_ERR_RECIPIENT_OFFLINE');
+  t.equal(alice.isClosed, false);
+});
+
+t.test('a message without a recipient is refused with BAD_REQUEST', async (t) => {
+  const tn = await startNode(t);
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  const response = await alice.chatAndWait('', 'to whom?');
+  t.equal(response.messageResponse?.result, false);
+  t.equal(response.messageResponse?.code, ResultCode.BAD_REQUEST);
+  t.equal(response.messageResponse?.errorCode, 'SB_ERR_BAD_REQUEST');
+
+  const seq = alice.nextSequence();
+  alice.send({ type: HeadType.MESSAGE_REQUEST, sequence: seq, sessionId: alice.sessionId });
+  const bare = await alice.response(seq);
+  t.equal(bare.messageResponse?.errorCode, 'SB_ERR_BAD_REQUEST', 'no messageRequest at all');
+  t.equal(alice.isClosed, false);
+});
+
+t.test('every device of the recipient receives the message', async (t) => {
+  const tn = await startNode(t);
+  const phone = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'phone');
+  const tablet = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'tablet');
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  t.not(phone.sessionId, tablet.sessionId, 'one session per device');
+  t.equal(tn.node.server.sessions.byUser('bob').length, 2);
+
+  const response = await alice.chatAndWait('bob', 'to all of you');
+  t.equal(response.messageResponse?.result, true);
+  for (const [name, device] of [
+    ['phone', phone],
+    ['tablet', tablet],
+  ] as const) {
+    const m = await device.next(isType(HeadType.MESSAGE_REQUEST));
+    t.equal(m.messageRequest?.content, 'to all of you', name);
+    t.equal(m.messageRequest?.from, 'alice', name);
+  }
+
+  // A message one device sends to its own user reaches both devices, the sender included.
+  await phone.chatAndWait('bob', 'note to self');
+  t.equal((await tablet.next(isType(HeadType.MESSAGE_REQUEST))).messageRequest?.content, 'note to self');
+  t.equal((await phone.next(isType(HeadType.MESSAGE_REQUEST))).messageRequest?.content, 'note to self');
+});
