@@ -6,7 +6,7 @@
 
 import net from 'node:net';
 import { EventEmitter } from 'node:events';
-import { SwitchboardError, isErrorCode, type ErrorCode } from '../errors.js';
+import { SwitchboardError, isErrorCode, isSwitchboardError, type ErrorCode } from '../errors.js';
 import { FrameDecoder, DEFAULT_MAX_FRAME_LENGTH } from '../protocol/frame.js';
 import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
 import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage, type MessageRequest } from '../protocol/types.js';
@@ -207,8 +207,13 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     clearInterval(this.#timer);
     this.#socket?.destroy();
     this.#socket = undefined;
+    this.#sessionId = '';
     this.#rejectAll(new SwitchboardError('SB_ERR_CLIENT_CLOSED'), true);
+    // A connect() still waiting for its first login would otherwise never settle.
+    const login = this.#login;
+    this.#login = undefined;
     this.#setStatus('closed');
+    login?.reject(new SwitchboardError('SB_ERR_CLIENT_CLOSED', 'client was closed before the login completed'));
   }
 
   #setStatus(status: ClientStatus): void {
@@ -248,6 +253,8 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       try {
         decoder.push(chunk);
       } catch (err) {
+        // A throwing 'message' listener is the application's bug, not a bad frame: let it surface.
+        if (!isSwitchboardError(err)) throw err;
         this.#log.warn({ err }, 'bad frame from server');
         socket.destroy();
       }
@@ -301,8 +308,9 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       const login = this.#login;
       this.#login = undefined;
       this.close();
+      // A refusal on reconnect has no connect() to reject: it is an 'error' event, if anyone listens.
       if (login) login.reject(err);
-      else this.emit('error', err);
+      else if (this.listenerCount('error') > 0) this.emit('error', err);
       return;
     }
     this.#sessionId = message.sessionId ?? '';

@@ -66,5 +66,7 @@ export async function chatCommand(argv: string[]): Promise<void> {
     );
   });
   await done;
+  // rl.close() only pauses stdin; a piped stdin left open would keep the process alive.
+  process.stdin.destroy();
   await client.logout();
 }

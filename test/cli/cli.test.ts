@@ -1,0 +1,267 @@
+// The real `switchboard` command, spawned as a process: token minting, errors, --help, the
+// environment, a worker that clients can log in to and that SIGTERM stops cleanly, and a chat
+// session driven through stdin.
+// bin/switchboard.js runs the compiled dist/; it is rebuilt here when older than src/.
+
+import t, { type Test } from 'tap';
+import net from 'node:net';
+import fs from 'node:fs';
+import path from 'node:path';
+import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { TokenSigner, DEV_SECRET } from '../../src/auth/token.js';
+import { ImClient, type IncomingMessage } from '../../src/client/im-client.js';
+import { startNode } from '../helpers/node.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const BIN = path.join(ROOT, 'bin/switchboard.js');
+
+// `npm test` builds dist/ before tap runs; the CLI under test is the compiled one.
+if (!fs.existsSync(path.join(ROOT, 'dist/cli/main.js'))) throw new Error('dist/ is missing: run `npm run build` (npm test does) first');
+
+// Each test spawns its own processes and picks its own ports: run a few at once.
+t.jobs = 4;
+
+/** The environment without any SWITCHBOARD_* variable of the machine running the tests. */
+function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SWITCHBOARD_')));
+  return { ...env, ...extra };
+}
+
+interface Spawned {
+  child: ChildProcessWithoutNullStreams;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+function spawnCli(t: Test, args: string[], env: Record<string, string> = {}): Spawned {
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: cleanEnv(env), stdio: 'pipe' });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
+  child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('close', (code, signal) => resolve({ code, signal })),
+  );
+  t.teardown(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  return { child, stdout: () => stdout, stderr: () => stderr, exited };
+}
+
+async function runCli(t: Test, args: string[], env: Record<string, string> = {}) {
+  const p = spawnCli(t, args, env);
+  p.child.stdin.end();
+  const { code } = await p.exited;
+  return { code, stdout: p.stdout(), stderr: p.stderr() };
+}
+
+async function until(what: string, probe: () => boolean, p?: Spawned, withinMs = 15_000): Promise<void> {
+  const deadline = Date.now() + withinMs;
+  while (!probe()) {
+    if (Date.now() > deadline) {
+      throw new Error(`not within ${withinMs} ms: ${what}${p ? `\nstdout: ${p.stdout()}\nstderr: ${p.stderr()}` : ''}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+function logLines(out: string): { msg?: string; port?: number }[] {
+  return out
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as { msg?: string; port?: number });
+}
+
+t.test('token prints a token the same secret verifies for that user', async (t) => {
+  const { code, stdout, stderr } = await runCli(t, ['token', '--user', 'alice', '--secret', 's']);
+  t.equal(code, 0);
+  const token = stdout.trim();
+  t.match(token, /^sb1\.[\w-]+\.[\w-]+$/);
+  const claims = new TokenSigner('s').verify(token);
+  t.equal(claims.uid, 'alice');
+  t.ok(new TokenSigner('s').verifyFor(token, 'alice', 'any-device'), 'bound to any device by default');
+  t.ok(claims.expiresAt > Date.now() + 3_600_000, 'valid for a day by default');
+  t.throws(() => new TokenSigner('other').verify(token), { code: 'SB_ERR_TOKEN_INVALID' }, 'signed with s, not another secret');
+  t.notMatch(stderr, /development secret/, 'no warning when a secret is given');
+});
+
+t.test('token --device and --ttl-s end up in the claims', async (t) => {
+  const { code, stdout } = await runCli(t, ['token', '--user', 'bob', '--device', 'phone', '--ttl-s', '60', '--secret', 's']);
+  t.equal(code, 0);
+  const signer = new TokenSigner('s');
+  const claims = signer.verify(stdout.trim());
+  t.equal(claims.deviceId, 'phone');
+  t.ok(claims.expiresAt <= Date.now() + 60_000 && claims.expiresAt > Date.now(), 'expires within 60 s');
+  t.throws(() => signer.verifyFor(stdout.trim(), 'bob', 'laptop'), { code: 'SB_ERR_TOKEN_MISMATCH' });
+});
+
+t.test('token without --user fails with SB_ERR_CONFIG', async (t) => {
+  const { code, stdout, stderr } = await runCli(t, ['token', '--secret', 's']);
+  t.not(code, 0);
+  t.match(stderr, /SB_ERR_CONFIG/);
+  t.match(stderr, /--user/);
+  t.equal(stdout, '', 'no token printed');
+});
+
+t.test('a bad number option fails with SB_ERR_CONFIG', async (t) => {
+  const { code, stderr } = await runCli(t, ['token', '--user', 'alice', '--ttl-s', 'soon']);
+  t.not(code, 0);
+  t.match(stderr, /SB_ERR_CONFIG/);
+});
+
+t.test('an unknown command fails and shows the commands', async (t) => {
+  const { code, stderr } = await runCli(t, ['frobnicate']);
+  t.not(code, 0);
+  t.match(stderr, /unknown command/);
+  for (const name of ['start', 'worker', 'chat', 'token']) t.match(stderr, new RegExp(`\\b${name}\\b`));
+});
+
+t.test('SWITCHBOARD_SECRET is honoured by token, and --secret wins over it', async (t) => {
+  const fromEnv = await runCli(t, ['token', '--user', 'alice'], { SWITCHBOARD_SECRET: 'env-secret' });
+  t.equal(fromEnv.code, 0);
+  t.equal(new TokenSigner('env-secret').verify(fromEnv.stdout.trim()).uid, 'alice');
+  t.throws(() => new TokenSigner(DEV_SECRET).verify(fromEnv.stdout.trim()), { code: 'SB_ERR_TOKEN_INVALID' }, 'not the development secret');
+  t.notMatch(fromEnv.stderr, /development secret/);
+
+  const flagWins = await runCli(t, ['token', '--user', 'alice', '--secret', 'flag-secret'], { SWITCHBOARD_SECRET: 'env-secret' });
+  t.equal(new TokenSigner('flag-secret').verify(flagWins.stdout.trim()).uid, 'alice');
+
+  const { code, stdout, stderr } = await runCli(t, ['token', '--user', 'alice', '--secret', 's'], { SWITCHBOARD_USER: 'bob' });
+  t.equal(code, 0);
+  t.equal(new TokenSigner('s').verify(stdout.trim()).uid, 'alice', '--user wins over SWITCHBOARD_USER');
+  t.notMatch(stderr, /warning/);
+
+  const noSecret = await runCli(t, ['token', '--user', 'alice']);
+  t.equal(new TokenSigner(DEV_SECRET).verify(noSecret.stdout.trim()).uid, 'alice', 'no secret: the development one');
+  t.match(noSecret.stderr, /development secret/, 'with a warning');
+});
+
+const SERVE_FLAGS = [
+  'host',
+  'port',
+  'announce-host',
+  'secret',
+  'log-level',
+  'max-frame-length',
+  'login-timeout-ms',
+  'heartbeat-interval-ms',
+  'idle-intervals',
+  'max-devices',
+  'max-outbound-bytes',
+  'drain-timeout-ms',
+  'prelogin-queue',
+  'inbound-queue',
+  'close-grace-ms',
+];
+
+const HELP: Record<string, string[]> = {
+  token: ['user', 'device', 'ttl-s', 'secret'],
+  chat: ['user', 'host', 'port', 'device', 'token', 'secret'],
+  worker: SERVE_FLAGS,
+  start: SERVE_FLAGS,
+};
+
+for (const [command, flags] of Object.entries(HELP)) {
+  t.test(`${command} --help lists its flags and their environment variables`, async (t) => {
+    const { code, stdout } = await runCli(t, [command, '--help']);
+    t.equal(code, 0);
+    t.match(stdout, `usage: switchboard ${command}`);
+    for (const flag of flags) {
+      t.match(stdout, new RegExp(`--${flag}\\b`), `--${flag}`);
+      t.match(stdout, new RegExp(`\\bSWITCHBOARD_${flag.toUpperCase().replace(/-/g, '_')}\\b`), `SWITCHBOARD_${flag.toUpperCase().replace(/-/g, '_')}`);
+    }
+    t.match(stdout, '--help');
+  });
+}
+
+t.test('the top-level --help lists the commands', async (t) => {
+  const { code, stdout } = await runCli(t, ['--help']);
+  t.equal(code, 0);
+  for (const name of ['start', 'worker', 'chat', 'token']) t.match(stdout, new RegExp(`\\b${name}\\b`));
+});
+
+async function serveAndLogin(t: Test, args: string[], env: Record<string, string>, port: number, secret: string) {
+  const worker = spawnCli(t, args, env);
+  await until('worker listening', () => logLines(worker.stdout()).some((l) => l.msg === 'worker listening'), worker);
+  t.equal(logLines(worker.stdout()).find((l) => l.msg === 'worker listening')?.port, port, 'listening on the given port');
+
+  const alice = new ImClient({ host: '127.0.0.1', port, uid: 'alice', token: new TokenSigner(secret).mint({ uid: 'alice', ttlMs: 60_000 }), retryStrategy: false });
+  t.teardown(() => alice.close());
+  const closings: string[] = [];
+  alice.on('closing', (c) => closings.push(c.code));
+  await alice.connect();
+  t.equal(alice.status, 'ready', 'a client logs in with a token of the same secret');
+
+  const intruder = new ImClient({ host: '127.0.0.1', port, uid: 'alice', token: new TokenSigner('not-' + secret).mint({ uid: 'alice', ttlMs: 60_000 }), retryStrategy: false });
+  t.teardown(() => intruder.close());
+  await t.rejects(intruder.connect(), { code: 'SB_ERR_TOKEN_INVALID' }, 'a token of another secret is refused');
+
+  worker.child.kill('SIGTERM');
+  const { code, signal } = await worker.exited;
+  t.equal(signal, null, 'not killed by the signal');
+  t.equal(code, 0, 'SIGTERM shuts down cleanly');
+  t.same(closings, ['SB_ERR_SERVER_SHUTDOWN'], 'clients are told why');
+  await until('client closed', () => alice.status === 'closed');
+  t.ok(logLines(worker.stdout()).some((l) => l.msg === 'worker stopped'), 'logged the stop');
+}
+
+t.test('worker serves logins with --secret and stops on SIGTERM with exit code 0', async (t) => {
+  const port = await freePort();
+  await serveAndLogin(t, ['worker', '--host', '127.0.0.1', '--port', String(port), '--secret', 's'], {}, port, 's');
+});
+
+t.test('worker takes its port and secret from SWITCHBOARD_* variables', async (t) => {
+  const port = await freePort();
+  await serveAndLogin(t, ['worker'], { SWITCHBOARD_PORT: String(port), SWITCHBOARD_SECRET: 'env-s', SWITCHBOARD_HOST: '127.0.0.1' }, port, 'env-s');
+});
+
+t.test('chat: sends with "@user text", prints what arrives, /quit exits 0', async (t) => {
+  const n = await startNode(t, {}, { secret: 's' });
+  const bob = new ImClient({ host: '127.0.0.1', port: n.port, uid: 'bob', deviceId: 'bob-phone', token: n.token('bob'), retryStrategy: false });
+  t.teardown(() => bob.close());
+  await bob.connect();
+
+  const chat = spawnCli(t, ['chat', '--user', 'alice', '--port', String(n.port), '--secret', 's']);
+  await until('chat logged in', () => chat.stdout().includes('logged in as alice'), chat);
+  t.equal(n.node.server.sessions.byUser('alice').length, 1, 'alice is online');
+
+  const atBob = new Promise<IncomingMessage>((resolve) => bob.once('message', resolve));
+  chat.child.stdin.write('@bob hello\n');
+  const m = await atBob;
+  t.equal(m.from, 'alice');
+  t.equal(m.content, 'hello');
+
+  await bob.send('alice', 'hi there alice');
+  await until('chat printed the message', () => chat.stdout().includes('bob: hi there alice'), chat);
+  t.pass('the message from bob was printed');
+
+  chat.child.stdin.write('@nobody are you there\n');
+  await until('chat printed the refusal', () => chat.stdout().includes('SB_ERR_RECIPIENT_OFFLINE'), chat);
+  t.match(chat.stdout(), /not sent: SB_ERR_RECIPIENT_OFFLINE/);
+
+  chat.child.stdin.write('/quit\n');
+  let timer: NodeJS.Timeout | undefined;
+  const { code } = await Promise.race([
+    chat.exited,
+    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('chat still running 10 s after /quit')), 10_000))),
+  ]).finally(() => clearTimeout(timer));
+  t.equal(code, 0, '/quit exits 0');
+  await until('alice logged out', () => n.node.server.sessions.byUser('alice').length === 0);
+  t.equal(bob.status, 'ready', 'bob is unaffected');
+});
+
+t.test('chat refuses to start without --user', async (t) => {
+  const { code, stderr } = await runCli(t, ['chat', '--port', '1']);
+  t.not(code, 0);
+  t.match(stderr, /SB_ERR_CONFIG/);
+});
