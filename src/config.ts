@@ -24,6 +24,10 @@ export interface WorkerLimits {
   inboundQueueLimit: number;
   /** How long a closing connection may take to flush its last frame before it is destroyed. */
   closeGraceMs: number;
+  /** Deliveries an ack-capable device has not acknowledged after this long are sent again. */
+  ackTimeoutMs: number;
+  /** Messages read from the inbox per batch when replaying. */
+  syncBatchSize: number;
 }
 
 export const DEFAULT_LIMITS: Readonly<WorkerLimits> = Object.freeze({
@@ -37,6 +41,8 @@ export const DEFAULT_LIMITS: Readonly<WorkerLimits> = Object.freeze({
   preLoginQueueLimit: 8,
   inboundQueueLimit: 256,
   closeGraceMs: 2_000,
+  ackTimeoutMs: 10_000,
+  syncBatchSize: 100,
 });
 
 export function idleTimeoutMs(limits: WorkerLimits): number {

@@ -30,7 +30,8 @@ export const ERROR_CODES = {
   // Chat.
   SB_ERR_BAD_REQUEST: 'request is missing a required field',
   SB_ERR_SENDER_MISMATCH: 'from differs from the logged-in user',
-  SB_ERR_RECIPIENT_OFFLINE: 'recipient has no online session',
+  SB_ERR_MESSAGE_TOO_LARGE: 'the message would not fit in a frame once delivered',
+  SB_ERR_STORE_UNAVAILABLE: 'the message could not be stored; send it again with the same msg_id',
 
   // Client SDK.
   SB_ERR_CLIENT_CLOSED: 'client was closed',

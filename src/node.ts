@@ -10,6 +10,8 @@ import type { Registry, WorkerInfo } from './registry/registry.js';
 import { StaticRegistry } from './registry/static-registry.js';
 import { MemorySessionStore } from './session/memory-session-store.js';
 import type { SessionStore } from './session/session-store.js';
+import type { InboxStore } from './inbox/inbox-store.js';
+import { MemoryInboxStore } from './inbox/memory-inbox-store.js';
 import { WorkerServer } from './server/worker-server.js';
 
 export const VERSION: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
@@ -25,12 +27,15 @@ export interface NodeOptions {
   store?: SessionStore;
   /** Defaults to a single-node static registry (embedded mode). */
   registry?: Registry;
+  /** Defaults to an in-memory inbox (embedded mode). */
+  inbox?: InboxStore;
 }
 
 export interface SwitchboardNode {
   readonly server: WorkerServer;
   readonly registry: Registry;
   readonly store: SessionStore;
+  readonly inbox: InboxStore;
   readonly signer: TokenSigner;
   /** Resolves the registered worker once it listens. */
   start(): Promise<WorkerInfo>;
@@ -42,6 +47,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
   const limits: WorkerLimits = { ...DEFAULT_LIMITS, ...options.limits };
   const store = options.store ?? new MemorySessionStore();
   const registry = options.registry ?? new StaticRegistry();
+  const inbox = options.inbox ?? new MemoryInboxStore();
   const signer = new TokenSigner(options.secret);
   const server = new WorkerServer({
     host: options.host ?? '127.0.0.1',
@@ -50,6 +56,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
     limits,
     signer,
     store,
+    inbox,
     registry,
     log: log.child({ component: 'worker' }),
     version: VERSION,
@@ -58,12 +65,14 @@ export function createNode(options: NodeOptions): SwitchboardNode {
     server,
     registry,
     store,
+    inbox,
     signer,
     start: () => server.start(),
     async stop() {
       await server.stop();
       await registry.close();
       await store.close();
+      await inbox.close();
     },
   };
 }

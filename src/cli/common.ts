@@ -2,6 +2,7 @@
 
 import { DEFAULT_LIMITS, type WorkerLimits } from '../config.js';
 import { DEV_SECRET } from '../auth/token.js';
+import { DEFAULT_INBOX_LIMITS, type InboxLimits } from '../inbox/inbox-store.js';
 import type { Logger } from '../log.js';
 import type { OptionSpecs, OptionValues } from './options.js';
 
@@ -24,7 +25,24 @@ export const LIMIT_OPTIONS = {
   'prelogin-queue': { type: 'number', description: 'frames accepted while a login is being processed', default: DEFAULT_LIMITS.preLoginQueueLimit },
   'inbound-queue': { type: 'number', description: 'frames queued behind a busy handler before reading pauses', default: DEFAULT_LIMITS.inboundQueueLimit },
   'close-grace-ms': { type: 'number', description: 'time a closing connection gets to flush its last frame', default: DEFAULT_LIMITS.closeGraceMs },
+  'ack-timeout-ms': { type: 'number', description: 'resend deliveries a device has not acknowledged after this long', default: DEFAULT_LIMITS.ackTimeoutMs },
+  'sync-batch': { type: 'number', description: 'messages per inbox read when replaying', default: DEFAULT_LIMITS.syncBatchSize },
 } as const satisfies OptionSpecs;
+
+export const INBOX_OPTIONS = {
+  redis: { type: 'string', description: 'redis:// URL of the inbox store; unset: in memory (lost on exit)' },
+  'inbox-max-messages': { type: 'number', description: 'messages kept per user inbox', default: DEFAULT_INBOX_LIMITS.maxMessages },
+  'inbox-max-age-s': { type: 'number', description: 'messages older than this are pruned (seconds)', default: DEFAULT_INBOX_LIMITS.maxAgeMs / 1000 },
+  'dedupe-window-s': { type: 'number', description: 'a resent msg_id within this window is stored once (seconds)', default: DEFAULT_INBOX_LIMITS.dedupeWindowMs / 1000 },
+} as const satisfies OptionSpecs;
+
+export function inboxLimitsFrom(v: OptionValues<typeof INBOX_OPTIONS>): InboxLimits {
+  return {
+    maxMessages: v['inbox-max-messages'],
+    maxAgeMs: v['inbox-max-age-s'] * 1000,
+    dedupeWindowMs: v['dedupe-window-s'] * 1000,
+  };
+}
 
 export function limitsFrom(v: OptionValues<typeof LIMIT_OPTIONS>): WorkerLimits {
   return {
@@ -38,6 +56,8 @@ export function limitsFrom(v: OptionValues<typeof LIMIT_OPTIONS>): WorkerLimits 
     preLoginQueueLimit: v['prelogin-queue'],
     inboundQueueLimit: v['inbound-queue'],
     closeGraceMs: v['close-grace-ms'],
+    ackTimeoutMs: v['ack-timeout-ms'],
+    syncBatchSize: v['sync-batch'],
   };
 }
 

@@ -34,10 +34,18 @@ export interface ImClientOptions {
   maxFrameLength?: number;
   /** Default: capped exponential backoff with jitter, never giving up. False: no reconnect. */
   retryStrategy?: RetryStrategy | false;
+  /** Acknowledge deliveries (MESSAGE_ACK) and replay from the last processed one. Default true. */
+  acks?: boolean;
+  /** Highest inbox sequence this device processed before (e.g. loaded from disk). */
+  lastSeq?: number;
+  /** Called with the new position after each processed delivery: persist it to resume there. */
+  savePosition?: (seq: number) => void;
   log?: Logger;
 }
 
 export interface IncomingMessage {
+  /** Position in the recipient's inbox (0 from a server without inboxes). */
+  seq: number;
   from: string;
   to: string;
   content: string;
@@ -63,7 +71,12 @@ export interface SendOptions {
 
 export interface SendResult {
   msgId: string;
+  /** The envelope sequence of the request. */
   sequence: number;
+  /** Position in the recipient's inbox. */
+  seq: number;
+  /** The server had stored this msgId already (a retry); `seq` is the original. */
+  duplicate: boolean;
 }
 
 export interface ServerNotification {
@@ -78,6 +91,8 @@ export interface ImClientEvents {
   notification: [ServerNotification];
   /** The server announced it is closing this connection, and why. */
   closing: [{ code: string; reason: string }];
+  /** Messages after `requested` were pruned from the inbox; the replay starts after `from`. */
+  gap: [{ requested: number; from: number }];
   error: [Error];
 }
 
@@ -88,6 +103,8 @@ interface Pending {
   frame: Buffer;
   /** True once written on the current connection. */
   sent: boolean;
+  /** Sent again after a reconnect (chat messages: the server deduplicates by msg_id). */
+  retry: boolean;
 }
 
 /** Codes after which reconnecting would only repeat the refusal or fight another device. */
@@ -124,6 +141,10 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   #login: { resolve: () => void; reject: (err: Error) => void } | undefined;
   #loginSequence = -1;
   #final = false;
+  /** Highest inbox sequence processed; undefined until known. */
+  #lastSeq: number | undefined;
+  #ackScheduled = false;
+  readonly #acks: boolean;
 
   constructor(options: ImClientOptions) {
     super();
@@ -137,11 +158,18 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     this.uid = options.uid;
     this.deviceId = options.deviceId ?? '';
     this.#retry = options.retryStrategy === false ? false : (options.retryStrategy ?? defaultRetryStrategy());
+    this.#acks = options.acks ?? true;
+    this.#lastSeq = options.lastSeq;
     this.#log = (options.log ?? silentLogger()).child({ uid: this.uid, deviceId: this.deviceId });
   }
 
   get status(): ClientStatus {
     return this.#status;
+  }
+
+  /** Highest inbox sequence processed by this client; undefined before the first login. */
+  get lastSeq(): number | undefined {
+    return this.#lastSeq;
   }
 
   /** The server's session id of the current login; '' when not logged in. */
@@ -158,9 +186,10 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   }
 
   /**
-   * Sends a chat message. Resolves when the server accepted it; rejects with the server's
-   * error code (e.g. SB_ERR_RECIPIENT_OFFLINE) or a client one (SB_ERR_CLIENT_*). While the
-   * client is reconnecting the message waits, within `maxPendingRequests`.
+   * Sends a chat message. Resolves once the server has stored it in the recipient's inbox;
+   * rejects with the server's error code or a client one (SB_ERR_CLIENT_*). While the client
+   * is reconnecting the message waits, within `maxPendingRequests`; a message whose answer was
+   * lost with the connection is sent again with the same msgId (the server stores it once).
    */
   async send(to: string, content: string, options: SendOptions = {}): Promise<SendResult> {
     const msgId = String(options.msgId ?? this.#msgIdBase + ++this.#msgCount);
@@ -176,10 +205,10 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       property: options.property,
       fromNick: options.fromNick,
     };
-    const response = await this.#request(HeadType.MESSAGE_REQUEST, { messageRequest: request });
+    const response = await this.#request(HeadType.MESSAGE_REQUEST, { messageRequest: request }, true);
     const body = response.messageResponse;
     if (!body?.result) throw serverError(body?.errorCode, body?.info, 'message refused');
-    return { msgId, sequence: Number(response.sequence) };
+    return { msgId, sequence: Number(response.sequence), seq: Number(body.seq ?? 0), duplicate: body.duplicate === true };
   }
 
   /** Logs out and closes. Resolves once the server confirmed or the connection ended. */
@@ -190,7 +219,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     }
     this.#final = true;
     try {
-      await this.#request(HeadType.LOGOUT_REQUEST, {});
+      await this.#request(HeadType.LOGOUT_REQUEST, {}, false);
     } catch {
       // The connection ending before the answer is as good as the answer.
     } finally {
@@ -208,7 +237,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     this.#socket?.destroy();
     this.#socket = undefined;
     this.#sessionId = '';
-    this.#rejectAll(new SwitchboardError('SB_ERR_CLIENT_CLOSED'), true);
+    this.#rejectAll(new SwitchboardError('SB_ERR_CLIENT_CLOSED'));
     // A connect() still waiting for its first login would otherwise never settle.
     const login = this.#login;
     this.#login = undefined;
@@ -244,6 +273,8 @@ export class ImClient extends EventEmitter<ImClientEvents> {
             token: this.#options.token,
             platform: this.#options.platform ?? 0,
             appVersion: this.#options.appVersion ?? '',
+            acks: this.#acks,
+            ...(this.#lastSeq !== undefined ? { lastSeq: this.#lastSeq } : {}),
           },
         }),
       );
@@ -315,6 +346,9 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     }
     this.#sessionId = message.sessionId ?? '';
     this.#attempt = 0;
+    const syncFrom = Number(body.syncFrom ?? 0);
+    if (body.gap) this.emit('gap', { requested: this.#lastSeq ?? 0, from: syncFrom });
+    if (this.#lastSeq === undefined || body.gap) this.#lastSeq = syncFrom;
     this.#setStatus('ready');
     this.#startTimer();
     for (const pending of this.#pending.values()) {
@@ -332,7 +366,16 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   #onIncoming(message: ImMessage): void {
     const m = message.messageRequest;
     if (!m) return;
+    const seq = Number(m.seq ?? 0);
+    if (seq > 0) {
+      // A resend of something already processed: acknowledge again, show nothing.
+      if (this.#lastSeq !== undefined && seq <= this.#lastSeq) {
+        this.#scheduleAck();
+        return;
+      }
+    }
     this.emit('message', {
+      seq,
       from: m.from ?? '',
       to: m.to ?? '',
       content: m.content ?? '',
@@ -343,6 +386,23 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       url: m.url ?? '',
       property: m.property ?? '',
       fromNick: m.fromNick ?? '',
+    });
+    // Processed once the listeners returned: that is the position to acknowledge and keep.
+    if (seq > 0) {
+      this.#lastSeq = seq;
+      this.#options.savePosition?.(seq);
+      this.#scheduleAck();
+    }
+  }
+
+  /** One cumulative MESSAGE_ACK per tick, for the highest sequence processed. */
+  #scheduleAck(): void {
+    if (!this.#acks || this.#ackScheduled) return;
+    this.#ackScheduled = true;
+    process.nextTick(() => {
+      this.#ackScheduled = false;
+      if (this.#status !== 'ready' || this.#lastSeq === undefined) return;
+      this.#write(encodeMessageFrame({ type: HeadType.MESSAGE_ACK, sessionId: this.#sessionId, ack: { seq: this.#lastSeq } }));
     });
   }
 
@@ -372,7 +432,8 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     pending.resolve(message);
   }
 
-  #request(type: number, body: Partial<ImMessage>, sequence = ++this.#sequence): Promise<ImMessage> {
+  #request(type: number, body: Partial<ImMessage>, retry: boolean): Promise<ImMessage> {
+    const sequence = ++this.#sequence;
     if (this.#status === 'closed') return Promise.reject(new SwitchboardError('SB_ERR_CLIENT_CLOSED'));
     if (this.#pending.size >= this.#options.maxPendingRequests) {
       return Promise.reject(new SwitchboardError('SB_ERR_CLIENT_QUEUE_FULL', `${this.#pending.size} requests are already waiting`));
@@ -380,7 +441,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     const frame = encodeMessageFrame({ ...body, type, sequence, sessionId: this.#sessionId });
     return new Promise<ImMessage>((resolve, reject) => {
       const ready = this.#status === 'ready';
-      this.#pending.set(sequence, { resolve, reject, deadline: Date.now() + this.#options.requestTimeoutMs, frame, sent: ready });
+      this.#pending.set(sequence, { resolve, reject, deadline: Date.now() + this.#options.requestTimeoutMs, frame, sent: ready, retry });
       if (ready) this.#write(frame);
       this.#startTimer();
     });
@@ -436,8 +497,17 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     this.#sessionId = '';
     clearInterval(this.#timer);
     this.#timer = undefined;
-    // Sent but unanswered: the server may or may not have taken them.
-    this.#rejectAll(new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST'), false);
+    // Sent but unanswered: the server may or may not have taken them. Chat messages go again
+    // after the reconnect (deduplicated by msg_id); anything else cannot be known.
+    for (const [sequence, pending] of this.#pending) {
+      if (!pending.sent) continue;
+      if (pending.retry && !this.#final && this.#retry !== false) {
+        pending.sent = false;
+        continue;
+      }
+      this.#pending.delete(sequence);
+      pending.reject(new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST'));
+    }
     if (this.#final || this.#retry === false) {
       this.#giveUp(new SwitchboardError('SB_ERR_CLIENT_CLOSED', 'connection closed'));
       return;
@@ -460,13 +530,9 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     login?.reject(err);
   }
 
-  /** Rejects waiting requests: all of them, or only those already written. */
-  #rejectAll(err: SwitchboardError, all: boolean): void {
-    for (const [sequence, pending] of this.#pending) {
-      if (!all && !pending.sent) continue;
-      this.#pending.delete(sequence);
-      pending.reject(err);
-    }
+  #rejectAll(err: SwitchboardError): void {
+    for (const pending of this.#pending.values()) pending.reject(err);
+    this.#pending.clear();
   }
 }
 

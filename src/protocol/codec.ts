@@ -8,7 +8,7 @@ import protobuf from 'protobufjs';
 import Long from 'long';
 import { SwitchboardError } from '../errors.js';
 import { encodeFrame } from './frame.js';
-import type { ImMessage } from './types.js';
+import type { ImMessage, MessageRequest } from './types.js';
 
 // protobufjs picks up `long` itself when it can require it; make that explicit so uint64
 // fields always decode exactly.
@@ -19,6 +19,7 @@ export const PROTO_PATH = fileURLToPath(new URL('../../proto/im.proto', import.m
 
 const root = protobuf.loadSync(PROTO_PATH);
 const MessageType = root.lookupType('switchboard.Message');
+const MessageRequestType = root.lookupType('switchboard.MessageRequest');
 
 /** The reflected protobufjs type of the envelope, for tools that need it (bench, tests). */
 export const messageType: protobuf.Type = MessageType;
@@ -40,4 +41,9 @@ export function encodeMessage(message: ImMessage): Uint8Array {
 /** Encodes a message into a complete frame (header + body). */
 export function encodeMessageFrame(message: ImMessage): Buffer {
   return encodeFrame(encodeMessage(message));
+}
+
+/** Encodes a MessageRequest alone: the form a chat message is stored in. */
+export function encodeMessageRequest(request: MessageRequest): Uint8Array {
+  return MessageRequestType.encode(request as unknown as protobuf.Message).finish();
 }

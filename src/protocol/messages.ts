@@ -14,11 +14,10 @@ export function resultCodeFor(code: ErrorCode): ResultCode {
       return ResultCode.AUTH_FAILED;
     case 'SB_ERR_BAD_REQUEST':
     case 'SB_ERR_ALREADY_LOGGED_IN':
+    case 'SB_ERR_MESSAGE_TOO_LARGE':
       return ResultCode.BAD_REQUEST;
     case 'SB_ERR_SENDER_MISMATCH':
       return ResultCode.SENDER_MISMATCH;
-    case 'SB_ERR_RECIPIENT_OFFLINE':
-      return ResultCode.RECIPIENT_OFFLINE;
     case 'SB_ERR_TOO_MANY_DEVICES':
       return ResultCode.TOO_MANY_DEVICES;
     case 'SB_ERR_NOT_LOGGED_IN':
@@ -33,25 +32,40 @@ export interface Failure {
   reason: string;
 }
 
-export function loginResponse(sequence: UInt64 | undefined, sessionId: string, failure?: Failure): ImMessage {
+/** Where the replay after a login starts (LoginResponse extension fields). */
+export interface SyncStart {
+  inboxHead: number;
+  syncFrom: number;
+  gap: boolean;
+}
+
+export function loginResponse(sequence: UInt64 | undefined, sessionId: string, outcome: Failure | SyncStart): ImMessage {
   return {
     type: HeadType.LOGIN_RESPONSE,
     sequence,
     sessionId,
-    loginResponse: failure
-      ? { result: false, code: resultCodeFor(failure.code), info: failure.reason, errorCode: failure.code }
-      : { result: true, code: ResultCode.SUCCESS, info: 'login ok' },
+    loginResponse:
+      'code' in outcome
+        ? { result: false, code: resultCodeFor(outcome.code), info: outcome.reason, errorCode: outcome.code }
+        : { result: true, code: ResultCode.SUCCESS, info: 'login ok', inboxHead: outcome.inboxHead, syncFrom: outcome.syncFrom, gap: outcome.gap },
   };
 }
 
-export function messageResponse(sequence: UInt64 | undefined, sessionId: string, failure?: Failure): ImMessage {
+/** Where a chat message was stored (MessageResponse extension fields). */
+export interface Stored {
+  seq: number;
+  duplicate: boolean;
+}
+
+export function messageResponse(sequence: UInt64 | undefined, sessionId: string, outcome: Failure | Stored): ImMessage {
   return {
     type: HeadType.MESSAGE_RESPONSE,
     sequence,
     sessionId,
-    messageResponse: failure
-      ? { result: false, code: resultCodeFor(failure.code), info: failure.reason, errorCode: failure.code }
-      : { result: true, code: ResultCode.SUCCESS, info: 'ok' },
+    messageResponse:
+      'code' in outcome
+        ? { result: false, code: resultCodeFor(outcome.code), info: outcome.reason, errorCode: outcome.code }
+        : { result: true, code: ResultCode.SUCCESS, info: 'ok', seq: outcome.seq, duplicate: outcome.duplicate },
   };
 }
 

@@ -16,6 +16,8 @@ export const HeadType = {
   MESSAGE_REQUEST: 5,
   MESSAGE_RESPONSE: 6,
   MESSAGE_NOTIFICATION: 7,
+  /** switchboard: client's cumulative receipt of inbox sequences. */
+  MESSAGE_ACK: 8,
 } as const;
 export type HeadType = (typeof HeadType)[keyof typeof HeadType];
 
@@ -27,6 +29,7 @@ export const ResultCode = {
   UNKNOWN_ERROR: 3,
   BAD_REQUEST: 4,
   SENDER_MISMATCH: 5,
+  /** No longer sent: messages to offline users are stored. Kept so the number is not reused. */
   RECIPIENT_OFFLINE: 6,
   TOO_MANY_DEVICES: 7,
   NOT_LOGGED_IN: 8,
@@ -52,6 +55,9 @@ export interface LoginRequest {
   token?: string;
   platform?: number;
   appVersion?: string;
+  acks?: boolean;
+  /** Presence matters: absent means "use the server's stored position". */
+  lastSeq?: UInt64 | null;
 }
 
 export interface LoginResponse {
@@ -60,6 +66,9 @@ export interface LoginResponse {
   info?: string;
   expose?: number;
   errorCode?: string;
+  inboxHead?: UInt64;
+  syncFrom?: UInt64;
+  gap?: boolean;
 }
 
 export interface MessageRequest {
@@ -73,6 +82,7 @@ export interface MessageRequest {
   property?: string;
   fromNick?: string;
   json?: string;
+  seq?: UInt64;
 }
 
 export interface MessageResponse {
@@ -81,6 +91,12 @@ export interface MessageResponse {
   info?: string;
   expose?: number;
   errorCode?: string;
+  seq?: UInt64;
+  duplicate?: boolean;
+}
+
+export interface MessageAck {
+  seq?: UInt64;
 }
 
 export interface MessageNotification {
@@ -105,4 +121,5 @@ export interface ImMessage {
   messageResponse?: MessageResponse | null;
   notification?: MessageNotification | null;
   heartBeat?: MessageHeartBeat | null;
+  ack?: MessageAck | null;
 }

@@ -52,6 +52,8 @@ export class Connection implements Outbound {
   readonly #queue: ImMessage[] = [];
   #state: ConnectionState = 'open';
   #busy = false;
+  /** Asynchronous work started by handlers that has not finished (e.g. inbox appends). */
+  #tasks = 0;
   #paused = false;
   #corked = false;
 
@@ -87,6 +89,36 @@ export class Connection implements Outbound {
 
   get session(): LocalSession | undefined {
     return this.attrs.get(SESSION);
+  }
+
+  get congested(): boolean {
+    return this.drainingSince !== 0;
+  }
+
+  drained(): Promise<void> {
+    if (this.drainingSince === 0 || this.#state === 'closed') return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        this.socket.off('drain', done);
+        this.socket.off('close', done);
+        resolve();
+      };
+      this.socket.once('drain', done);
+      this.socket.once('close', done);
+    });
+  }
+
+  /**
+   * A handler started work that finishes later without holding up the next frame (an inbox
+   * append whose response follows). Too many at once pause reading, like a full queue.
+   */
+  startTask(): void {
+    if (++this.#tasks >= this.#limits.inboundQueueLimit) this.#pause();
+  }
+
+  endTask(): void {
+    this.#tasks--;
+    this.#maybeResume();
   }
 
   /** Encodes and queues a message. */
@@ -189,9 +221,8 @@ export class Connection implements Outbound {
         this.close({ code: 'SB_ERR_PRELOGIN_QUEUE_FULL', reason: `more than ${this.#limits.preLoginQueueLimit} frames sent during login` });
         return;
       }
-    } else if (queue.length + 1 >= this.#limits.inboundQueueLimit && !this.#paused) {
-      this.#paused = true;
-      this.socket.pause();
+    } else if (queue.length + 1 >= this.#limits.inboundQueueLimit) {
+      this.#pause();
     }
     queue.push(message);
   }
@@ -217,10 +248,21 @@ export class Connection implements Outbound {
     this.#busy = false;
     const queue = this.#queue;
     while (queue.length > 0 && !this.#busy && this.#state === 'open') this.#handle(queue.shift()!);
-    if (this.#paused && queue.length < this.#limits.inboundQueueLimit / 2 && this.#state === 'open') {
-      this.#paused = false;
-      this.socket.resume();
-    }
+    this.#maybeResume();
+  }
+
+  #pause(): void {
+    if (this.#paused) return;
+    this.#paused = true;
+    this.socket.pause();
+  }
+
+  /** Reading resumes once queued frames and unfinished tasks are both below half the limit. */
+  #maybeResume(): void {
+    const half = this.#limits.inboundQueueLimit / 2;
+    if (!this.#paused || this.#state !== 'open' || this.#queue.length >= half || this.#tasks >= half) return;
+    this.#paused = false;
+    this.socket.resume();
   }
 
   /** A frame or handler failed: a SwitchboardError closes with its code, anything else is a bug. */

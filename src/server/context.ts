@@ -5,11 +5,15 @@ import type { Logger } from '../log.js';
 import type { TokenSigner } from '../auth/token.js';
 import type { LocalSessionMap } from '../session/local-session-map.js';
 import type { SessionStore } from '../session/session-store.js';
+import type { InboxStore } from '../inbox/inbox-store.js';
+import type { Delivery } from './delivery.js';
 
 export interface ServerContext {
   readonly limits: WorkerLimits;
   readonly sessions: LocalSessionMap;
   readonly store: SessionStore;
+  readonly inbox: InboxStore;
+  readonly delivery: Delivery;
   readonly signer: TokenSigner;
   readonly log: Logger;
   /** Resolves this worker's registry id once it is registered. */

@@ -5,6 +5,7 @@ import { SwitchboardError } from '../errors.js';
 import { HeadType, type ImMessage } from '../protocol/types.js';
 import type { Connection } from './connection.js';
 import type { ServerContext } from './context.js';
+import { handleAck } from './handlers/ack.js';
 import { handleChat } from './handlers/chat.js';
 import { handleHeartbeat } from './handlers/heartbeat.js';
 import { handleLogin } from './handlers/login.js';
@@ -20,6 +21,8 @@ export function dispatch(ctx: ServerContext, conn: Connection, message: ImMessag
       return handleChat(ctx, conn, requireSession(conn, message), message);
     case HeadType.LOGOUT_REQUEST:
       return handleLogout(conn, requireSession(conn, message), message);
+    case HeadType.MESSAGE_ACK:
+      return handleAck(ctx, requireSession(conn, message), message);
     default:
       throw new SwitchboardError('SB_ERR_UNKNOWN_TYPE', `message type ${message.type} is not accepted from a client`);
   }

@@ -1,6 +1,7 @@
 // The worker's TCP server: accepts client sockets, wraps each in a Connection, dispatches their
 // messages, cleans up after them, registers the worker in the Registry and keeps its balance
-// current. One periodic sweep enforces the login, idle and drain timeouts of all connections.
+// current. One periodic sweep enforces the login, idle and drain timeouts of all connections
+// and drives Delivery's resends and position saves.
 
 import net from 'node:net';
 import { once } from 'node:events';
@@ -10,6 +11,8 @@ import type { TokenSigner } from '../auth/token.js';
 import type { Registry, WorkerInfo } from '../registry/registry.js';
 import { LocalSessionMap } from '../session/local-session-map.js';
 import type { SessionStore } from '../session/session-store.js';
+import type { InboxStore } from '../inbox/inbox-store.js';
+import { Delivery } from './delivery.js';
 import { Connection, SESSION, type ConnectionHandler } from './connection.js';
 import type { ServerContext } from './context.js';
 import { dispatch } from './dispatch.js';
@@ -23,6 +26,7 @@ export interface WorkerServerOptions {
   limits: WorkerLimits;
   signer: TokenSigner;
   store: SessionStore;
+  inbox: InboxStore;
   registry: Registry;
   log: Logger;
   version: string;
@@ -50,6 +54,8 @@ export class WorkerServer {
       limits: options.limits,
       sessions: this.sessions,
       store: options.store,
+      inbox: options.inbox,
+      delivery: new Delivery(options.inbox, options.limits, options.log),
       signer: options.signer,
       log: options.log,
       nodeId,
@@ -134,6 +140,7 @@ export class WorkerServer {
     const session = conn.session;
     if (!session) return;
     conn.attrs.delete(SESSION);
+    this.#ctx.delivery.release(session);
     if (this.sessions.remove(session)) this.#ctx.sessionsChanged();
     this.#options.store.remove(session.uid, session.sessionId).catch((err: unknown) => {
       conn.log.error({ err }, 'session store removal failed');
@@ -154,11 +161,12 @@ export class WorkerServer {
         conn.close({ code: 'SB_ERR_IDLE_TIMEOUT', reason: `no frame within ${idleMs} ms` });
       }
     }
+    this.#ctx.delivery.sweep(this.sessions, now);
   }
 }
 
 /** Often enough that every timeout fires within a quarter of itself, at most once a second. */
 function sweepIntervalMs(limits: WorkerLimits): number {
-  const shortest = Math.min(limits.loginTimeoutMs, idleTimeoutMs(limits), limits.drainTimeoutMs);
+  const shortest = Math.min(limits.loginTimeoutMs, idleTimeoutMs(limits), limits.drainTimeoutMs, limits.ackTimeoutMs);
   return Math.max(10, Math.min(1000, Math.floor(shortest / 4)));
 }

@@ -9,9 +9,33 @@ export interface Outbound {
   sendFrame(frame: Buffer): void;
   /** Sends a CLOSING notification (when possible) and closes. */
   close(failure: Failure): void;
+  /** True while written output waits for the socket to drain. */
+  readonly congested: boolean;
+  /** Resolves when the output has drained or the connection has closed. */
+  drained(): Promise<void>;
 }
 
 export class LocalSession {
+  // Delivery state, owned by the server's Delivery (see src/server/delivery.ts).
+  /** The device acknowledges deliveries with MESSAGE_ACK. */
+  acks = false;
+  /** Replay position is known and the LoginResponse is out: deliveries may flow. */
+  ready = false;
+  /** Gone from the server: nothing more is sent and its position is saved. */
+  released = false;
+  /** A catch-up read from the inbox is in progress. */
+  pumping = false;
+  /** Highest inbox sequence written to this device. */
+  sentSeq = 0;
+  /** Highest inbox sequence the device acknowledged (ack devices). */
+  ackedSeq = 0;
+  /** Highest inbox sequence known to exist. */
+  knownHead = 0;
+  /** When the oldest unacknowledged delivery was written; 0 when all are acknowledged. */
+  unackedSince = 0;
+  /** Position last written to the InboxStore. */
+  savedPosition = 0;
+
   constructor(
     readonly sessionId: string,
     readonly uid: string,

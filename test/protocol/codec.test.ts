@@ -138,9 +138,9 @@ t.test('uint64 values are exact, including the pre-login sequence 2^64-1', async
   t.equal(decoded.sessionId, PRE_LOGIN_SESSION_ID);
 
   // Echoed back in the reply exactly as received.
-  const reply = decodeMessage(encodeMessage(loginResponse(decoded.sequence, 's-1')));
+  const reply = decodeMessage(encodeMessage(loginResponse(decoded.sequence, 's-1', { inboxHead: 0, syncFrom: 0, gap: false })));
   t.equal(reply.sequence!.toString(), MAX_U64, 'echoed sequence is still 2^64-1');
-  t.ok(toHex(encodeMessage(loginResponse(decoded.sequence, 's-1'))).includes('10ffffffffffffffffff01'), 're-encodes to the same 10-byte varint');
+  t.ok(toHex(encodeMessage(loginResponse(decoded.sequence, 's-1', { inboxHead: 0, syncFrom: 0, gap: false }))).includes('10ffffffffffffffffff01'), 're-encodes to the same 10-byte varint');
 
   // Above 2^53 a JS number would round; the Long must not.
   for (const s of ['9007199254740993', '9223372036854775807', '9223372036854775808', '18446744073709551614']) {
@@ -278,7 +278,7 @@ t.test('resultCodeFor maps error codes to the result codes original clients know
   t.equal(resultCodeFor('SB_ERR_BAD_REQUEST'), ResultCode.BAD_REQUEST);
   t.equal(resultCodeFor('SB_ERR_ALREADY_LOGGED_IN'), ResultCode.BAD_REQUEST);
   t.equal(resultCodeFor('SB_ERR_SENDER_MISMATCH'), ResultCode.SENDER_MISMATCH);
-  t.equal(resultCodeFor('SB_ERR_RECIPIENT_OFFLINE'), ResultCode.RECIPIENT_OFFLINE);
+  t.equal(resultCodeFor('SB_ERR_MESSAGE_TOO_LARGE'), ResultCode.BAD_REQUEST);
   t.equal(resultCodeFor('SB_ERR_TOO_MANY_DEVICES'), ResultCode.TOO_MANY_DEVICES);
   t.equal(resultCodeFor('SB_ERR_NOT_LOGGED_IN'), ResultCode.NOT_LOGGED_IN);
   t.equal(resultCodeFor('SB_ERR_INTERNAL'), ResultCode.UNKNOWN_ERROR, 'anything else is UNKNOWN_ERROR');
@@ -289,11 +289,13 @@ t.test('resultCodeFor maps error codes to the result codes original clients know
 
 t.test('loginResponse and messageResponse builders', async (t) => {
   const seq = u64(MAX_U64);
-  const ok = decodeMessage(encodeMessage(loginResponse(seq, 'sess-1')));
+  const ok = decodeMessage(encodeMessage(loginResponse(seq, 'sess-1', { inboxHead: 9, syncFrom: 4, gap: true })));
   t.equal(ok.type, HeadType.LOGIN_RESPONSE);
   t.equal(ok.sequence!.toString(), MAX_U64, 'echoes the request sequence');
   t.equal(ok.sessionId, 'sess-1');
-  t.match(ok.loginResponse, { result: true, code: ResultCode.SUCCESS, errorCode: '' });
+  t.match(ok.loginResponse, { result: true, code: ResultCode.SUCCESS, errorCode: '', gap: true });
+  t.equal(Number(ok.loginResponse!.inboxHead), 9, 'inbox_head extension');
+  t.equal(Number(ok.loginResponse!.syncFrom), 4, 'sync_from extension');
 
   const failures: [ErrorCode, number][] = [
     ['SB_ERR_TOKEN_EXPIRED', 1],
@@ -311,8 +313,9 @@ t.test('loginResponse and messageResponse builders', async (t) => {
     t.equal(wire.info, `because ${code}`, `${code}: reason as info`);
   }
 
-  const mok = decodeMessage(encodeMessage(messageResponse(5, 's'))).messageResponse!;
-  t.match(mok, { result: true, code: ResultCode.SUCCESS });
+  const mok = decodeMessage(encodeMessage(messageResponse(5, 's', { seq: 12, duplicate: true }))).messageResponse!;
+  t.match(mok, { result: true, code: ResultCode.SUCCESS, duplicate: true });
+  t.equal(Number(mok.seq), 12, 'seq extension');
   const mfail = decodeMessage(encodeMessage(messageResponse(5, 's', { code: 'SB_ERR_SENDER_MISMATCH', reason: 'no' }))).messageResponse!;
   t.match(mfail, { result: false, code: ResultCode.SENDER_MISMATCH, errorCode: 'SB_ERR_SENDER_MISMATCH', info: 'no' });
 

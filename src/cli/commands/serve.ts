@@ -5,7 +5,9 @@ import { createNode } from '../../node.js';
 import { createLogger } from '../../log.js';
 import type { LevelWithSilent } from 'pino';
 import { parseOptions, usage, type OptionSpecs } from '../options.js';
-import { LIMIT_OPTIONS, LOG_OPTION, SECRET_OPTION, limitsFrom, secretFrom } from '../common.js';
+import { INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION, SECRET_OPTION, inboxLimitsFrom, limitsFrom, secretFrom } from '../common.js';
+import { MemoryInboxStore } from '../../inbox/memory-inbox-store.js';
+import { RedisInboxStore } from '../../inbox/redis-inbox-store.js';
 
 function serveOptions(port: number) {
   return {
@@ -14,6 +16,7 @@ function serveOptions(port: number) {
     'announce-host': { type: 'string', description: 'address clients and peers should use to reach this worker (default: --host)' },
     ...SECRET_OPTION,
     ...LOG_OPTION,
+    ...INBOX_OPTIONS,
     ...LIMIT_OPTIONS,
   } as const satisfies OptionSpecs;
 }
@@ -37,7 +40,15 @@ async function serve(command: string, summary: string, defaultPort: number, argv
     return;
   }
   const log = createLogger({ level: (o['log-level'] ?? 'info') as LevelWithSilent });
+  const inboxLimits = inboxLimitsFrom(o);
+  const inbox = o.redis ? new RedisInboxStore({ url: o.redis, limits: inboxLimits }) : new MemoryInboxStore(inboxLimits);
+  if (inbox instanceof RedisInboxStore) {
+    const redisLog = log.child({ component: 'redis' });
+    inbox.redis.on('error', (err: Error) => redisLog.warn({ err }, 'redis connection error'));
+    inbox.redis.on('ready', () => redisLog.info('redis ready'));
+  }
   const node = createNode({
+    inbox,
     host: o.host,
     port: o.port,
     announceHost: o['announce-host'],

@@ -1,9 +1,11 @@
-// MESSAGE_REQUEST: the sender is the session's user, whatever `from` says; the message goes to
-// every local session of `to` as the same MESSAGE_REQUEST envelope (encoded once), and the
-// sender gets a MESSAGE_RESPONSE echoing its `sequence`. Synchronous, so one sender's messages
-// leave in the order they arrived.
+// MESSAGE_REQUEST: the sender is the session's user, whatever `from` says. The message is
+// appended to the recipient's inbox; only once the append is confirmed does the sender get its
+// MESSAGE_RESPONSE (with the assigned sequence), and then the recipient's online devices get
+// it live. Appends are issued in arrival order and confirmed in that order, so one sender's
+// messages keep their order without waiting for each other.
 
-import { encodeMessageFrame } from '../../protocol/codec.js';
+import { encodeMessageRequest } from '../../protocol/codec.js';
+import { DELIVERY_OVERHEAD } from '../../protocol/delivery-frame.js';
 import { messageResponse } from '../../protocol/messages.js';
 import type { ImMessage } from '../../protocol/types.js';
 import type { LocalSession } from '../../session/local-session.js';
@@ -13,23 +15,34 @@ import type { ServerContext } from '../context.js';
 export function handleChat(ctx: ServerContext, conn: Connection, session: LocalSession, message: ImMessage): void {
   const request = message.messageRequest;
   const sequence = message.sequence;
+  const sessionId = session.sessionId;
   if (!request || !request.to) {
-    conn.send(messageResponse(sequence, session.sessionId, { code: 'SB_ERR_BAD_REQUEST', reason: 'MESSAGE_REQUEST needs messageRequest.to' }));
+    conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_BAD_REQUEST', reason: 'MESSAGE_REQUEST needs messageRequest.to' }));
     return;
   }
   if (request.from && request.from !== session.uid) {
-    conn.send(messageResponse(sequence, session.sessionId, { code: 'SB_ERR_SENDER_MISMATCH', reason: `from must be ${session.uid} or empty` }));
+    conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_SENDER_MISMATCH', reason: `from must be ${session.uid} or empty` }));
     return;
   }
-  const targets = ctx.sessions.byUser(request.to);
-  if (targets.length === 0) {
-    conn.send(messageResponse(sequence, session.sessionId, { code: 'SB_ERR_RECIPIENT_OFFLINE', reason: `${request.to} has no online session` }));
-    return;
-  }
-  // Reuse the decoded envelope: the sender's session id is not the recipient's business.
+  const to = request.to;
   request.from = session.uid;
-  message.sessionId = '';
-  const frame = encodeMessageFrame(message);
-  for (const target of targets) target.outbound.sendFrame(frame);
-  conn.send(messageResponse(sequence, session.sessionId));
+  delete request.seq; // assigned by the inbox, never by the sender
+  const body = encodeMessageRequest(request);
+  if (body.length + DELIVERY_OVERHEAD > ctx.limits.maxFrameLength) {
+    conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_MESSAGE_TOO_LARGE', reason: `the delivered message would exceed ${ctx.limits.maxFrameLength} bytes` }));
+    return;
+  }
+  conn.startTask();
+  ctx.inbox.append({ uid: to, sender: session.uid, msgId: String(request.msgId ?? 0), body }).then(
+    (stored) => {
+      conn.send(messageResponse(sequence, sessionId, stored));
+      if (!stored.duplicate) ctx.delivery.deliverLive(ctx.sessions.byUser(to), stored.seq, body);
+      conn.endTask();
+    },
+    (err: unknown) => {
+      conn.log.error({ err }, 'inbox append failed');
+      conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_STORE_UNAVAILABLE', reason: 'the message could not be stored; send it again with the same msg_id' }));
+      conn.endTask();
+    },
+  );
 }

@@ -1,10 +1,11 @@
 // LOGIN_REQUEST: verify the token, apply the device rules (replace the same device, cap the
-// number of devices), bind a LocalSession to the socket and record it in the SessionStore.
-// Any refusal is a LoginResponse with a code and a reason, then the close.
+// number of devices), bind a LocalSession to the socket, record it in the SessionStore and
+// decide where its inbox replay starts. Any refusal is a LoginResponse with a code and a
+// reason, then the close.
 
 import { randomUUID } from 'node:crypto';
 import { SwitchboardError, isSwitchboardError } from '../../errors.js';
-import { loginResponse, type Failure } from '../../protocol/messages.js';
+import { loginResponse, type Failure, type SyncStart } from '../../protocol/messages.js';
 import { PRE_LOGIN_SESSION_ID, type ImMessage } from '../../protocol/types.js';
 import { LocalSession } from '../../session/local-session.js';
 import { SESSION, type Connection } from '../connection.js';
@@ -50,20 +51,27 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
     replaced.outbound.close({ code: 'SB_ERR_SESSION_REPLACED', reason: `device ${deviceId || '(none)'} logged in again on another connection` });
   }
   const session = new LocalSession(randomUUID(), uid, deviceId, request!.platform ?? 0, conn);
+  session.acks = request!.acks === true;
+  // In the map before the awaits below, so messages stored meanwhile raise its knownHead and
+  // are part of the replay (Delivery holds them until start()).
   ctx.sessions.add(session);
   conn.attrs.set(SESSION, session);
   conn.log = conn.log.child({ uid, deviceId, sessionId: session.sessionId });
   ctx.sessionsChanged();
 
+  const requested = Object.hasOwn(request!, 'lastSeq') && request!.lastSeq != null ? Number(request!.lastSeq) : undefined;
+  let sync: SyncStart;
   try {
     await ctx.store.add({ sessionId: session.sessionId, uid, deviceId, nodeId, platform: session.platform, loginAt: session.loginAt });
+    sync = await ctx.delivery.prepare(session, requested);
   } catch (err) {
-    conn.log.error({ err }, 'session store write failed');
-    refuse({ code: 'SB_ERR_INTERNAL', reason: 'the session could not be recorded' });
+    conn.log.error({ err }, 'login storage failed');
+    refuse({ code: 'SB_ERR_INTERNAL', reason: 'the session could not be set up' });
     return;
   }
-  // Closed while the record was written: the close handler has removed it again.
+  // Closed meanwhile: the close handler has removed the session again.
   if (conn.state !== 'open') return;
-  conn.send(loginResponse(sequence, session.sessionId));
-  conn.log.info({ replaced: replaced !== undefined }, 'login');
+  conn.send(loginResponse(sequence, session.sessionId, sync));
+  ctx.delivery.start(session);
+  conn.log.info({ replaced: replaced !== undefined, acks: session.acks, ...sync }, 'login');
 }

@@ -1,0 +1,96 @@
+// In-memory InboxStore: the embedded default. Bounded like the Redis one: per user at most
+// maxMessages messages, none older than maxAgeMs, dedupe entries for dedupeWindowMs (and at
+// most maxMessages of them).
+
+import { DEFAULT_INBOX_LIMITS, hasDedupeId, type AppendRequest, type AppendResult, type InboxLimits, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
+
+interface Inbox {
+  head: number;
+  /** Retained messages, ascending; `start` is the index of the oldest. */
+  messages: StoredMessage[];
+  start: number;
+  /** `${sender}\0${msgId}` → seq and expiry, in insertion (= expiry) order. */
+  dedupe: Map<string, { seq: number; expiresAt: number }>;
+  cursors: Map<string, number>;
+}
+
+export class MemoryInboxStore implements InboxStore {
+  readonly #inboxes = new Map<string, Inbox>();
+  readonly #limits: InboxLimits;
+  readonly #now: () => number;
+
+  constructor(limits: Partial<InboxLimits> = {}, now: () => number = Date.now) {
+    this.#limits = { ...DEFAULT_INBOX_LIMITS, ...limits };
+    this.#now = now;
+  }
+
+  async append({ uid, sender, msgId, body }: AppendRequest): Promise<AppendResult> {
+    const now = this.#now();
+    const inbox = this.#inbox(uid);
+    const key = hasDedupeId(msgId) ? `${sender}\0${msgId}` : undefined;
+    if (key) {
+      this.#expireDedupe(inbox, now);
+      const seen = inbox.dedupe.get(key);
+      if (seen) return { seq: seen.seq, duplicate: true };
+    }
+    const seq = ++inbox.head;
+    inbox.messages.push({ seq, storedAt: now, body: Buffer.from(body) });
+    if (key) {
+      inbox.dedupe.set(key, { seq, expiresAt: now + this.#limits.dedupeWindowMs });
+      if (inbox.dedupe.size > this.#limits.maxMessages) inbox.dedupe.delete(inbox.dedupe.keys().next().value!);
+    }
+    this.#prune(inbox, now);
+    return { seq, duplicate: false };
+  }
+
+  async range(uid: string, after: number, limit: number): Promise<InboxRange> {
+    const inbox = this.#inboxes.get(uid);
+    if (!inbox) return { head: 0, oldest: 1, messages: [] };
+    this.#prune(inbox, this.#now());
+    const { messages, start, head } = inbox;
+    const oldest = start < messages.length ? messages[start]!.seq : head + 1;
+    // Sequences are dense from `oldest`, so the first wanted message is found by arithmetic.
+    const from = start + Math.max(0, after + 1 - oldest);
+    const out = messages.slice(from, Math.min(messages.length, from + limit)).map((m) => ({ ...m }));
+    return { head, oldest, messages: out };
+  }
+
+  async cursor(uid: string, deviceId: string): Promise<number | undefined> {
+    return this.#inboxes.get(uid)?.cursors.get(deviceId);
+  }
+
+  async saveCursor(uid: string, deviceId: string, seq: number): Promise<void> {
+    const cursors = this.#inbox(uid).cursors;
+    if (seq > (cursors.get(deviceId) ?? -1)) cursors.set(deviceId, seq);
+  }
+
+  async close(): Promise<void> {
+    this.#inboxes.clear();
+  }
+
+  #inbox(uid: string): Inbox {
+    let inbox = this.#inboxes.get(uid);
+    if (!inbox) this.#inboxes.set(uid, (inbox = { head: 0, messages: [], start: 0, dedupe: new Map(), cursors: new Map() }));
+    return inbox;
+  }
+
+  #prune(inbox: Inbox, now: number): void {
+    const cutoff = now - this.#limits.maxAgeMs;
+    const { messages } = inbox;
+    while (inbox.start < messages.length && (messages.length - inbox.start > this.#limits.maxMessages || messages[inbox.start]!.storedAt < cutoff)) {
+      inbox.start++;
+    }
+    // Compact once the pruned prefix dominates, so appends stay amortised O(1).
+    if (inbox.start > 64 && inbox.start * 2 > messages.length) {
+      messages.splice(0, inbox.start);
+      inbox.start = 0;
+    }
+  }
+
+  #expireDedupe(inbox: Inbox, now: number): void {
+    for (const [key, entry] of inbox.dedupe) {
+      if (entry.expiresAt > now) break;
+      inbox.dedupe.delete(key);
+    }
+  }
+}

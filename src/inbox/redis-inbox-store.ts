@@ -1,0 +1,156 @@
+// Redis InboxStore. One user's keys share the hash tag {uid}, so they live in one Redis Cluster
+// slot and each Lua script touches one slot:
+//
+//   <prefix>{uid}:seq            string   last assigned sequence (never expires)
+//   <prefix>{uid}:log            zset     score = seq, member = "<seq>|<storedAt>|<body bytes>"
+//   <prefix>{uid}:cur            hash     deviceId -> acknowledged / delivered position
+//   <prefix>{uid}:dd:<sender>\0<msgId>   string   seq, expires after the dedupe window
+//
+// Append (dedupe check, sequence, store, prune) is one script: one round trip, atomic. The
+// client auto-pipelines, so concurrent appends share round trips.
+
+import { Redis, type RedisOptions } from 'ioredis';
+import { DEFAULT_INBOX_LIMITS, hasDedupeId, type AppendRequest, type AppendResult, type InboxLimits, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
+
+/** Drops messages beyond the count cap, then expired ones from the oldest end (bounded work). */
+const PRUNE = `
+local function prune(log, now, maxMessages, maxAgeMs)
+  local n = redis.call('ZCARD', log)
+  if n > maxMessages then redis.call('ZREMRANGEBYRANK', log, 0, n - maxMessages - 1) end
+  local cutoff = now - maxAgeMs
+  for _ = 1, 1000 do
+    local first = redis.call('ZRANGE', log, 0, 0)
+    if #first == 0 then return end
+    local storedAt = tonumber(string.match(first[1], '^%d+|(%d+)|'))
+    if storedAt >= cutoff then return end
+    redis.call('ZREMRANGEBYRANK', log, 0, 0)
+  end
+end
+`;
+
+// KEYS: seq, log, dedupe   ARGV: body, now, maxMessages, maxAgeMs, dedupeWindowMs, dedupe(0|1)
+const APPEND = `${PRUNE}
+if ARGV[6] == '1' then
+  local seen = redis.call('GET', KEYS[3])
+  if seen then return {tonumber(seen), 1} end
+end
+local seq = redis.call('INCR', KEYS[1])
+redis.call('ZADD', KEYS[2], seq, seq .. '|' .. ARGV[2] .. '|' .. ARGV[1])
+prune(KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+if ARGV[6] == '1' then redis.call('SET', KEYS[3], seq, 'PX', ARGV[5]) end
+return {seq, 0}
+`;
+
+// KEYS: seq, log   ARGV: after, limit, now, maxMessages, maxAgeMs
+const RANGE = `${PRUNE}
+prune(KEYS[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+local head = tonumber(redis.call('GET', KEYS[1]) or '0')
+local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+local oldest = head + 1
+if #first > 0 then oldest = tonumber(first[2]) end
+local messages = {}
+if tonumber(ARGV[2]) > 0 then
+  messages = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf', 'LIMIT', 0, ARGV[2])
+end
+return {head, oldest, messages}
+`;
+
+// KEYS: cur   ARGV: deviceId, seq, ttlMs
+const SAVE_CURSOR = `
+local current = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '-1')
+if tonumber(ARGV[2]) > current then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 0
+`;
+
+type Scripts = {
+  sbAppend(seq: string, log: string, dedupe: string, body: Buffer, now: number, maxMessages: number, maxAgeMs: number, windowMs: number, dedupe01: string): Promise<[number, number]>;
+  sbRangeBuffer(seq: string, log: string, after: number, limit: number, now: number, maxMessages: number, maxAgeMs: number): Promise<[number, number, Buffer[]]>;
+  sbSaveCursor(cur: string, deviceId: string, seq: number, ttlMs: number): Promise<number>;
+};
+
+export interface RedisInboxStoreOptions {
+  /** A redis:// URL. */
+  url: string;
+  limits?: Partial<InboxLimits>;
+  /** Prefix of every key, default "sb:". */
+  keyPrefix?: string;
+  redisOptions?: RedisOptions;
+}
+
+export class RedisInboxStore implements InboxStore {
+  readonly #redis: Redis & Scripts;
+  readonly #limits: InboxLimits;
+  readonly #prefix: string;
+
+  constructor(options: RedisInboxStoreOptions) {
+    this.#limits = { ...DEFAULT_INBOX_LIMITS, ...options.limits };
+    this.#prefix = options.keyPrefix ?? 'sb:';
+    const redis = new Redis(options.url, { enableAutoPipelining: true, maxRetriesPerRequest: 3, ...options.redisOptions });
+    redis.defineCommand('sbAppend', { numberOfKeys: 3, lua: APPEND });
+    redis.defineCommand('sbRange', { numberOfKeys: 2, lua: RANGE });
+    redis.defineCommand('sbSaveCursor', { numberOfKeys: 1, lua: SAVE_CURSOR });
+    this.#redis = redis as Redis & Scripts;
+  }
+
+  /** The underlying connection, for health checks and logging of its events. */
+  get redis(): Redis {
+    return this.#redis;
+  }
+
+  async append({ uid, sender, msgId, body }: AppendRequest): Promise<AppendResult> {
+    const dedupe = hasDedupeId(msgId);
+    const k = this.#keys(uid);
+    const { maxMessages, maxAgeMs, dedupeWindowMs } = this.#limits;
+    const [seq, duplicate] = await this.#redis.sbAppend(
+      k.seq,
+      k.log,
+      dedupe ? `${k.base}:dd:${sender}\0${msgId}` : `${k.base}:dd`,
+      Buffer.from(body.buffer, body.byteOffset, body.byteLength),
+      Date.now(),
+      maxMessages,
+      maxAgeMs,
+      dedupeWindowMs,
+      dedupe ? '1' : '0',
+    );
+    return { seq: Number(seq), duplicate: duplicate === 1 };
+  }
+
+  async range(uid: string, after: number, limit: number): Promise<InboxRange> {
+    const k = this.#keys(uid);
+    const [head, oldest, members] = await this.#redis.sbRangeBuffer(k.seq, k.log, after, limit, Date.now(), this.#limits.maxMessages, this.#limits.maxAgeMs);
+    return { head: Number(head), oldest: Number(oldest), messages: members.map(parseMember) };
+  }
+
+  async cursor(uid: string, deviceId: string): Promise<number | undefined> {
+    const value = await this.#redis.hget(this.#keys(uid).cur, deviceId);
+    return value === null ? undefined : Number(value);
+  }
+
+  async saveCursor(uid: string, deviceId: string, seq: number): Promise<void> {
+    await this.#redis.sbSaveCursor(this.#keys(uid).cur, deviceId, seq, this.#limits.maxAgeMs);
+  }
+
+  async close(): Promise<void> {
+    await this.#redis.quit().catch(() => this.#redis.disconnect());
+  }
+
+  #keys(uid: string) {
+    const base = `${this.#prefix}{${uid}}`;
+    return { base, seq: `${base}:seq`, log: `${base}:log`, cur: `${base}:cur` };
+  }
+}
+
+const BAR = 0x7c;
+
+/** "<seq>|<storedAt>|<body>" → StoredMessage; the body may contain '|' itself. */
+function parseMember(member: Buffer): StoredMessage {
+  const a = member.indexOf(BAR);
+  const b = member.indexOf(BAR, a + 1);
+  return {
+    seq: Number(member.toString('latin1', 0, a)),
+    storedAt: Number(member.toString('latin1', a + 1, b)),
+    body: member.subarray(b + 1),
+  };
+}

@@ -1,0 +1,140 @@
+// The contract every InboxStore keeps. Run by memory-inbox-store.test.ts and
+// redis-inbox-store.test.ts; a new implementation adds one such file.
+
+import type { Test } from 'tap';
+import type { InboxLimits, InboxStore } from '../../src/inbox/inbox-store.js';
+
+export type MakeInbox = (limits?: Partial<InboxLimits>) => Promise<InboxStore>;
+
+const body = (text: string) => Buffer.from(text, 'utf8');
+const texts = (messages: { body: Buffer }[]) => messages.map((m) => m.body.toString('utf8'));
+
+export function inboxStoreConformance(t: Test, make: MakeInbox): void {
+  t.test('a new inbox is empty', async (t) => {
+    const inbox = await make();
+    t.teardown(() => inbox.close());
+    t.same(await inbox.range('nobody', 0, 10), { head: 0, oldest: 1, messages: [] });
+    t.equal(await inbox.cursor('nobody', 'phone'), undefined);
+  });
+
+  t.test('append assigns 1, 2, 3 per user and range returns them in order', async (t) => {
+    const inbox = await make();
+    t.teardown(() => inbox.close());
+    for (const [i, text] of ['a', 'b', 'c'].entries()) {
+      t.same(await inbox.append({ uid: 'bob', sender: 'alice', msgId: String(i + 1), body: body(text) }), { seq: i + 1, duplicate: false });
+    }
+    t.same(await inbox.append({ uid: 'carol', sender: 'alice', msgId: '1', body: body('x') }), { seq: 1, duplicate: false }, 'sequences are per user');
+    const all = await inbox.range('bob', 0, 10);
+    t.equal(all.head, 3);
+    t.equal(all.oldest, 1);
+    t.same(all.messages.map((m) => m.seq), [1, 2, 3]);
+    t.same(texts(all.messages), ['a', 'b', 'c']);
+    t.ok(all.messages.every((m) => m.storedAt > 0), 'storedAt is set');
+  });
+
+  t.test('range reads after a sequence, bounded by limit', async (t) => {
+    const inbox = await make();
+    t.teardown(() => inbox.close());
+    for (let i = 1; i <= 10; i++) await inbox.append({ uid: 'bob', sender: 'alice', msgId: String(i), body: body(`m${i}`) });
+    t.same((await inbox.range('bob', 3, 4)).messages.map((m) => m.seq), [4, 5, 6, 7]);
+    t.same((await inbox.range('bob', 8, 100)).messages.map((m) => m.seq), [9, 10]);
+    t.same((await inbox.range('bob', 10, 100)).messages, []);
+    const bounds = await inbox.range('bob', 0, 0);
+    t.same({ head: bounds.head, oldest: bounds.oldest, n: bounds.messages.length }, { head: 10, oldest: 1, n: 0 }, 'limit 0 gives bounds only');
+  });
+
+  t.test('bodies are binary-safe', async (t) => {
+    const inbox = await make();
+    t.teardown(() => inbox.close());
+    const bytes = Buffer.from([0, 0x7c, 0xff, 0x7c, 0x0a, 0x0d, 0x00, 0x80]);
+    await inbox.append({ uid: 'bob', sender: 'alice', msgId: '1', body: bytes });
+    t.same([...(await inbox.range('bob', 0, 1)).messages[0]!.body], [...bytes]);
+  });
+
+  t.test('concurrent appends get distinct, dense sequences', async (t) => {
+    const inbox = await make();
+    t.teardown(() => inbox.close());
+    const results = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => inbox.append({ uid: 'bob', sender: `s${i % 7}`, msgId: String(i + 1), body: body(String(i)) })),
+    );
+    t.same(
+      results.map((r) => r.seq).sort((a, b) => a - b),
+      Array.from({ length: 200 }, (_, i) => i + 1),
+    );
+    // Issued in order on one client, they are also stored in that order.
+    t.same(results.map((r) => r.seq), Array.from({ length: 200 }, (_, i) => i + 1));
+    const stored = await inbox.range('bob', 0, 1000);
+    t.same(texts(stored.messages), Array.from({ length: 200 }, (_, i) => String(i)));
+  });
+
+  t.test('dedupe: the same sender and msgId is stored once and keeps its sequence', async (t) => {
+    const inbox = await make();
+    t.teardown(() => inbox.close());
+    t.same(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '42', body: body('first') }), { seq: 1, duplicate: false });
+    await inbox.append({ uid: 'bob', sender: 'alice', msgId: '43', body: body('other') });
+    t.same(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '42', body: body('retry') }), { seq: 1, duplicate: true });
+    t.same(await inbox.append({ uid: 'bob', sender: 'carol', msgId: '42', body: body('carol') }), { seq: 3, duplicate: false }, 'another sender, same id: distinct');
+    t.same(await inbox.append({ uid: 'dave', sender: 'alice', msgId: '42', body: body('dave') }), { seq: 1, duplicate: false }, 'another recipient: distinct');
+    t.same(texts((await inbox.range('bob', 0, 10)).messages), ['first', 'other', 'carol']);
+  });
+
+  t.test('msgId 0 or empty is never deduplicated', async (t) => {
+    const inbox = await make();
+    t.teardown(() => inbox.close());
+    for (const msgId of ['0', '0', '', '']) await inbox.append({ uid: 'bob', sender: 'alice', msgId, body: body(msgId) });
+    t.equal((await inbox.range('bob', 0, 10)).messages.length, 4);
+  });
+
+  t.test('dedupe ends after the window', async (t) => {
+    const inbox = await make({ dedupeWindowMs: 100 });
+    t.teardown(() => inbox.close());
+    await inbox.append({ uid: 'bob', sender: 'alice', msgId: '7', body: body('a') });
+    await new Promise((r) => setTimeout(r, 250));
+    t.same(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '7', body: body('b') }), { seq: 2, duplicate: false });
+  });
+
+  t.test('retention by count keeps the newest messages and reports the oldest retained', async (t) => {
+    const inbox = await make({ maxMessages: 5 });
+    t.teardown(() => inbox.close());
+    for (let i = 1; i <= 12; i++) await inbox.append({ uid: 'bob', sender: 'alice', msgId: String(i), body: body(`m${i}`) });
+    const r = await inbox.range('bob', 0, 100);
+    t.equal(r.head, 12);
+    t.equal(r.oldest, 8);
+    t.same(r.messages.map((m) => m.seq), [8, 9, 10, 11, 12]);
+    t.same((await inbox.range('bob', 9, 100)).messages.map((m) => m.seq), [10, 11, 12]);
+  });
+
+  t.test('retention by age prunes expired messages, and the sequence keeps counting', async (t) => {
+    const inbox = await make({ maxAgeMs: 150 });
+    t.teardown(() => inbox.close());
+    await inbox.append({ uid: 'bob', sender: 'alice', msgId: '1', body: body('old') });
+    await inbox.append({ uid: 'bob', sender: 'alice', msgId: '2', body: body('old') });
+    await new Promise((r) => setTimeout(r, 400));
+    t.same(await inbox.range('bob', 0, 10), { head: 2, oldest: 3, messages: [] }, 'everything expired');
+    t.same(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '3', body: body('new') }), { seq: 3, duplicate: false });
+    const r = await inbox.range('bob', 0, 10);
+    t.same([r.oldest, r.messages.map((m) => m.seq)], [3, [3]]);
+  });
+
+  t.test('cursors are per device and only move forward', async (t) => {
+    const inbox = await make();
+    t.teardown(() => inbox.close());
+    await inbox.saveCursor('bob', 'phone', 5);
+    await inbox.saveCursor('bob', 'laptop', 2);
+    await inbox.saveCursor('bob', 'phone', 3);
+    t.equal(await inbox.cursor('bob', 'phone'), 5);
+    t.equal(await inbox.cursor('bob', 'laptop'), 2);
+    t.equal(await inbox.cursor('bob', 'tablet'), undefined);
+    await inbox.saveCursor('bob', 'tablet', 0);
+    t.equal(await inbox.cursor('bob', 'tablet'), 0, 'position 0 is a position');
+  });
+
+  t.test('user ids are ordinary strings, not object keys or key syntax', async (t) => {
+    const inbox = await make();
+    t.teardown(() => inbox.close());
+    for (const uid of ['__proto__', 'constructor', 'a}b{c', 'a:b', 'ünï']) {
+      t.same(await inbox.append({ uid, sender: 'x', msgId: '1', body: body(uid) }), { seq: 1, duplicate: false }, uid);
+      t.same(texts((await inbox.range(uid, 0, 10)).messages), [uid]);
+    }
+  });
+}
