@@ -1,11 +1,17 @@
-// 1:1 chat throughput against a single switchboard worker, next to the bare relay measured by
-// the same driver in the same run. Prints delivered msg/s for both and their ratio.
-// Run: npm run bench:chat -- [--pairs 100] [--window 32] [--duration 10] [--warmup 2] [--payload 100]
+// 1:1 chat throughput and latency against a single switchboard worker (memory inbox, and Redis
+// inbox when redis-server is installed), next to the bare relay measured by the same driver in
+// the same run. Prints delivered msg/s, latency percentiles and the ratio to the relay.
+// Run: npm run bench:chat -- [--pairs 100] [--window 32] [--duration 10] [--warmup 2]
+//      [--payload 100] [--inbox memory,redis] [--redis-fsync none|everysec|always]
 
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { TokenSigner } from '../src/auth/token.js';
 import { runChatLoad, type ChatLoadResult, type Target } from './lib/chat-load.js';
-import { cpuSeconds, startRelayProcess, startWorkerProcess, type Started } from './lib/processes.js';
+import { cpuSeconds, freePort, startRelayProcess, startWorkerProcess, type Started } from './lib/processes.js';
 
 const { values } = parseArgs({
   options: {
@@ -14,13 +20,40 @@ const { values } = parseArgs({
     duration: { type: 'string', default: '10' },
     warmup: { type: 'string', default: '2' },
     payload: { type: 'string', default: '100' },
+    inbox: { type: 'string', default: 'memory,redis' },
+    'redis-fsync': { type: 'string', default: 'none' },
   },
 });
 const SECRET = 'bench-secret';
 const signer = new TokenSigner(SECRET);
 
-async function measure(target: Target): Promise<ChatLoadResult & { serverCpu: number; clientCpu: number }> {
-  const server: Started = target === 'relay' ? await startRelayProcess() : await startWorkerProcess(SECRET);
+interface Row extends ChatLoadResult {
+  label: string;
+  serverCpu: number;
+  clientCpu: number;
+}
+
+async function startRedis(fsync: string): Promise<Started & { dir: string }> {
+  const dir = mkdtempSync(join(tmpdir(), 'sb-bench-redis-'));
+  const port = await freePort();
+  const persistence = fsync === 'none' ? ['--appendonly', 'no'] : ['--appendonly', 'yes', '--appendfsync', fsync];
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--dir', dir, ...persistence], { stdio: ['ignore', 'pipe', 'ignore'] });
+  await new Promise<void>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`redis-server exited with ${code}`)));
+    child.stdout!.on('data', (chunk: Buffer) => {
+      if (chunk.toString().includes('Ready to accept connections')) resolve();
+    });
+  });
+  const stop = () =>
+    new Promise<void>((done) => {
+      child.once('exit', () => done());
+      child.kill('SIGKILL');
+    });
+  return { child, port, dir, stop };
+}
+
+async function measure(label: string, target: Target, start: () => Promise<Started>): Promise<Row> {
+  const server = await start();
   let cpu0 = 0;
   let self0 = process.cpuUsage();
   const result = await runChatLoad({
@@ -40,16 +73,32 @@ async function measure(target: Target): Promise<ChatLoadResult & { serverCpu: nu
   const serverCpu = (cpuSeconds(server.child.pid!) - cpu0) / result.seconds;
   const self = process.cpuUsage(self0);
   await server.stop();
-  return { ...result, serverCpu, clientCpu: (self.user + self.system) / 1e6 / result.seconds };
+  return { ...result, label, serverCpu, clientCpu: (self.user + self.system) / 1e6 / result.seconds };
 }
 
-const relay = await measure('relay');
-const switchboard = await measure('switchboard');
-const row = (r: typeof relay) =>
-  `${r.target.padEnd(12)} ${Math.round(r.deliveredPerSec).toString().padStart(10)} ${Math.round(r.acked / r.seconds).toString().padStart(10)} ${(r.serverCpu * 100).toFixed(0).padStart(9)}% ${(r.clientCpu * 100).toFixed(0).padStart(9)}%`;
+const rows: Row[] = [await measure('bare relay', 'relay', startRelayProcess)];
+const inboxes = values.inbox.split(',');
+if (inboxes.includes('memory')) rows.push(await measure('memory inbox', 'switchboard', () => startWorkerProcess(SECRET)));
+if (inboxes.includes('redis')) {
+  const redis = await startRedis(values['redis-fsync']);
+  const redisCpu0 = cpuSeconds(redis.child.pid!);
+  const t0 = Date.now();
+  rows.push(await measure(`redis inbox (fsync ${values['redis-fsync']})`, 'switchboard', () => startWorkerProcess(SECRET, ['--redis', `redis://127.0.0.1:${redis.port}`])));
+  process.stdout.write(`redis-server cpu over the redis run (incl. setup): ${(((cpuSeconds(redis.child.pid!) - redisCpu0) / ((Date.now() - t0) / 1000)) * 100).toFixed(0)}%\n`);
+  await redis.stop();
+  rmSync(redis.dir, { recursive: true, force: true });
+}
+
+const relay = rows[0]!;
+const ms = (v: number) => v.toFixed(2).padStart(8);
 process.stdout.write(
   `\n1:1 chat, ${values.pairs} pairs, window ${values.window}, ${values.payload}-byte payload, ${values.duration} s after ${values.warmup} s warm-up\n` +
-    `${'target'.padEnd(12)} ${'deliv/s'.padStart(10)} ${'acked/s'.padStart(10)} ${'server cpu'.padStart(10)} ${'driver cpu'.padStart(10)}\n` +
-    `${row(relay)}\n${row(switchboard)}\n` +
-    `ratio switchboard / bare relay: ${(switchboard.deliveredPerSec / relay.deliveredPerSec).toFixed(2)}\n`,
+    `${'target'.padEnd(26)} ${'deliv/s'.padStart(9)} ${'ratio'.padStart(6)} ${'deliv p50'.padStart(9)} ${'p99 ms'.padStart(8)} ${'ack p99'.padStart(8)} ${'server'.padStart(7)} ${'driver'.padStart(7)}\n` +
+    rows
+      .map(
+        (r) =>
+          `${r.label.padEnd(26)} ${Math.round(r.deliveredPerSec).toString().padStart(9)} ${(r.deliveredPerSec / relay.deliveredPerSec).toFixed(2).padStart(6)} ${ms(r.delivery.p50)} ${ms(r.delivery.p99)} ${r.target === 'relay' ? '       -' : ms(r.ack.p99)} ${(r.serverCpu * 100).toFixed(0).padStart(6)}% ${(r.clientCpu * 100).toFixed(0).padStart(6)}%`,
+      )
+      .join('\n') +
+    '\n',
 );

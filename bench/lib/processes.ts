@@ -1,6 +1,7 @@
 // Starting the processes a bench measures, and reading their CPU time from /proc.
 
 import { spawn, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -15,7 +16,9 @@ export interface Started {
 
 /** Spawns `args` and resolves once a stdout line yields a port through `portOf`. */
 export function startProcess(args: string[], portOf: (line: string) => number | undefined): Promise<Started> {
-  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] });
+  // BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the measured server.
+  const nodeArgs = process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  const child = spawn(process.execPath, [...nodeArgs, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] });
   return new Promise((resolve, reject) => {
     const lines = createInterface({ input: child.stdout! });
     const failed = (code: number | null) => reject(new Error(`${args.join(' ')} exited with ${code} before listening`));
@@ -63,4 +66,13 @@ export function cpuSeconds(pid: number): number {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // utime and stime are fields 14 and 15 of /proc/PID/stat; the slice starts at field 3.
   return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** A TCP port nobody listens on right now (for servers that cannot take port 0). */
+export async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
 }

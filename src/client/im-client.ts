@@ -38,7 +38,10 @@ export interface ImClientOptions {
   acks?: boolean;
   /** Highest inbox sequence this device processed before (e.g. loaded from disk). */
   lastSeq?: number;
-  /** Called with the new position after each processed delivery: persist it to resume there. */
+  /**
+   * Called with the new position after each processed delivery, and when a login moves it (a
+   * gap, or an inbox that lost its messages): persist it to resume there.
+   */
   savePosition?: (seq: number) => void;
   log?: Logger;
 }
@@ -348,7 +351,12 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     this.#attempt = 0;
     const syncFrom = Number(body.syncFrom ?? 0);
     if (body.gap) this.emit('gap', { requested: this.#lastSeq ?? 0, from: syncFrom });
-    if (this.#lastSeq === undefined || body.gap) this.#lastSeq = syncFrom;
+    // The replay starts after syncFrom, whatever we asked for: past a gap it is higher, and
+    // after an inbox that lost its messages (an embedded node restarted) it is lower. Keeping
+    // the old position then would drop the new seq 1, 2, ... as already processed.
+    const moved = this.#lastSeq !== undefined && this.#lastSeq !== syncFrom;
+    this.#lastSeq = syncFrom;
+    if (moved) this.#options.savePosition?.(syncFrom);
     this.#setStatus('ready');
     this.#startTimer();
     for (const pending of this.#pending.values()) {

@@ -12,12 +12,15 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { DEFAULT_INBOX_LIMITS, hasDedupeId, type AppendRequest, type AppendResult, type InboxLimits, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
 
-/** Drops messages beyond the count cap, then expired ones from the oldest end (bounded work). */
-const PRUNE = `
-local function prune(log, now, maxMessages, maxAgeMs)
+// The limits are written into the scripts (fewer arguments per call is measurably faster).
+// Expired messages are pruned from the oldest end on every 16th append and on every read;
+// between prunes, reads skip nothing because they prune first.
+function scripts({ maxMessages, maxAgeMs, dedupeWindowMs }: InboxLimits) {
+  const prune = `
+local function prune(log, now)
   local n = redis.call('ZCARD', log)
-  if n > maxMessages then redis.call('ZREMRANGEBYRANK', log, 0, n - maxMessages - 1) end
-  local cutoff = now - maxAgeMs
+  if n > ${maxMessages} then redis.call('ZREMRANGEBYRANK', log, 0, n - ${maxMessages} - 1) end
+  local cutoff = now - ${maxAgeMs}
   for _ = 1, 1000 do
     local first = redis.call('ZRANGE', log, 0, 0)
     if #first == 0 then return end
@@ -27,24 +30,26 @@ local function prune(log, now, maxMessages, maxAgeMs)
   end
 end
 `;
-
-// KEYS: seq, log, dedupe   ARGV: body, now, maxMessages, maxAgeMs, dedupeWindowMs, dedupe(0|1)
-const APPEND = `${PRUNE}
-if ARGV[6] == '1' then
+  return {
+    // KEYS: seq, log, dedupe   ARGV: body, now, dedupe (0|1)
+    append: `${prune}
+if ARGV[3] == '1' then
   local seen = redis.call('GET', KEYS[3])
   if seen then return {tonumber(seen), 1} end
 end
 local seq = redis.call('INCR', KEYS[1])
 redis.call('ZADD', KEYS[2], seq, seq .. '|' .. ARGV[2] .. '|' .. ARGV[1])
-prune(KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
-if ARGV[6] == '1' then redis.call('SET', KEYS[3], seq, 'PX', ARGV[5]) end
+if seq % 16 == 0 then prune(KEYS[2], tonumber(ARGV[2])) else
+  local n = redis.call('ZCARD', KEYS[2])
+  if n > ${maxMessages} then redis.call('ZREMRANGEBYRANK', KEYS[2], 0, n - ${maxMessages} - 1) end
+end
+redis.call('PEXPIRE', KEYS[2], ${maxAgeMs})
+if ARGV[3] == '1' then redis.call('SET', KEYS[3], seq, 'PX', ${dedupeWindowMs}) end
 return {seq, 0}
-`;
-
-// KEYS: seq, log   ARGV: after, limit, now, maxMessages, maxAgeMs
-const RANGE = `${PRUNE}
-prune(KEYS[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+`,
+    // KEYS: seq, log   ARGV: after, limit, now
+    range: `${prune}
+prune(KEYS[2], tonumber(ARGV[3]))
 local head = tonumber(redis.call('GET', KEYS[1]) or '0')
 local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 local oldest = head + 1
@@ -54,20 +59,21 @@ if tonumber(ARGV[2]) > 0 then
   messages = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf', 'LIMIT', 0, ARGV[2])
 end
 return {head, oldest, messages}
-`;
-
-// KEYS: cur   ARGV: deviceId, seq, ttlMs
-const SAVE_CURSOR = `
+`,
+    // KEYS: cur   ARGV: deviceId, seq
+    saveCursor: `
 local current = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '-1')
 if tonumber(ARGV[2]) > current then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ${maxAgeMs})
 return 0
-`;
+`,
+  };
+}
 
 type Scripts = {
-  sbAppend(seq: string, log: string, dedupe: string, body: Buffer, now: number, maxMessages: number, maxAgeMs: number, windowMs: number, dedupe01: string): Promise<[number, number]>;
-  sbRangeBuffer(seq: string, log: string, after: number, limit: number, now: number, maxMessages: number, maxAgeMs: number): Promise<[number, number, Buffer[]]>;
-  sbSaveCursor(cur: string, deviceId: string, seq: number, ttlMs: number): Promise<number>;
+  sbAppend(seq: string, log: string, dedupe: string, body: Buffer, now: number, dedupe01: string): Promise<[number, number]>;
+  sbRangeBuffer(seq: string, log: string, after: number, limit: number, now: number): Promise<[number, number, Buffer[]]>;
+  sbSaveCursor(cur: string, deviceId: string, seq: number): Promise<number>;
 };
 
 export interface RedisInboxStoreOptions {
@@ -88,9 +94,10 @@ export class RedisInboxStore implements InboxStore {
     this.#limits = { ...DEFAULT_INBOX_LIMITS, ...options.limits };
     this.#prefix = options.keyPrefix ?? 'sb:';
     const redis = new Redis(options.url, { enableAutoPipelining: true, maxRetriesPerRequest: 3, ...options.redisOptions });
-    redis.defineCommand('sbAppend', { numberOfKeys: 3, lua: APPEND });
-    redis.defineCommand('sbRange', { numberOfKeys: 2, lua: RANGE });
-    redis.defineCommand('sbSaveCursor', { numberOfKeys: 1, lua: SAVE_CURSOR });
+    const lua = scripts(this.#limits);
+    redis.defineCommand('sbAppend', { numberOfKeys: 3, lua: lua.append });
+    redis.defineCommand('sbRange', { numberOfKeys: 2, lua: lua.range });
+    redis.defineCommand('sbSaveCursor', { numberOfKeys: 1, lua: lua.saveCursor });
     this.#redis = redis as Redis & Scripts;
   }
 
@@ -102,16 +109,12 @@ export class RedisInboxStore implements InboxStore {
   async append({ uid, sender, msgId, body }: AppendRequest): Promise<AppendResult> {
     const dedupe = hasDedupeId(msgId);
     const k = this.#keys(uid);
-    const { maxMessages, maxAgeMs, dedupeWindowMs } = this.#limits;
     const [seq, duplicate] = await this.#redis.sbAppend(
       k.seq,
       k.log,
       dedupe ? `${k.base}:dd:${sender}\0${msgId}` : `${k.base}:dd`,
       Buffer.from(body.buffer, body.byteOffset, body.byteLength),
       Date.now(),
-      maxMessages,
-      maxAgeMs,
-      dedupeWindowMs,
       dedupe ? '1' : '0',
     );
     return { seq: Number(seq), duplicate: duplicate === 1 };
@@ -119,7 +122,7 @@ export class RedisInboxStore implements InboxStore {
 
   async range(uid: string, after: number, limit: number): Promise<InboxRange> {
     const k = this.#keys(uid);
-    const [head, oldest, members] = await this.#redis.sbRangeBuffer(k.seq, k.log, after, limit, Date.now(), this.#limits.maxMessages, this.#limits.maxAgeMs);
+    const [head, oldest, members] = await this.#redis.sbRangeBuffer(k.seq, k.log, after, limit, Date.now());
     return { head: Number(head), oldest: Number(oldest), messages: members.map(parseMember) };
   }
 
@@ -129,7 +132,7 @@ export class RedisInboxStore implements InboxStore {
   }
 
   async saveCursor(uid: string, deviceId: string, seq: number): Promise<void> {
-    await this.#redis.sbSaveCursor(this.#keys(uid).cur, deviceId, seq, this.#limits.maxAgeMs);
+    await this.#redis.sbSaveCursor(this.#keys(uid).cur, deviceId, seq);
   }
 
   async close(): Promise<void> {

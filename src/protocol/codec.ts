@@ -8,7 +8,7 @@ import protobuf from 'protobufjs';
 import Long from 'long';
 import { SwitchboardError } from '../errors.js';
 import { encodeFrame } from './frame.js';
-import type { ImMessage, MessageRequest } from './types.js';
+import type { ImMessage, MessageRequest, UInt64 } from './types.js';
 
 // protobufjs picks up `long` itself when it can require it; make that explicit so uint64
 // fields always decode exactly.
@@ -46,4 +46,11 @@ export function encodeMessageFrame(message: ImMessage): Buffer {
 /** Encodes a MessageRequest alone: the form a chat message is stored in. */
 export function encodeMessageRequest(request: MessageRequest): Uint8Array {
   return MessageRequestType.encode(request as unknown as protobuf.Message).finish();
+}
+
+/** Decimal form of a uint64 field; the common case (below 2^32) avoids Long's slow toString. */
+export function uint64String(value: UInt64 | null | undefined): string {
+  if (value == null) return '0';
+  if (typeof value === 'number') return String(value);
+  return value.high === 0 ? String(value.low >>> 0) : value.toString();
 }

@@ -14,7 +14,7 @@
 import type { WorkerLimits } from '../config.js';
 import type { Logger } from '../log.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
-import { deliveryFrame } from '../protocol/delivery-frame.js';
+import { deliveryFrame } from '../protocol/chat-frames.js';
 import type { SyncStart } from '../protocol/messages.js';
 import type { LocalSession } from '../session/local-session.js';
 

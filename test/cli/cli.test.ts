@@ -1,10 +1,9 @@
 // The real `switchboard` command, spawned as a process: token minting, errors, --help, the
-// environment, a worker that clients can log in to and that SIGTERM stops cleanly, and a chat
-// session driven through stdin.
+// environment, a worker that clients can log in to and that SIGTERM stops cleanly, a worker
+// whose --redis inbox outlives it, and a chat session driven through stdin.
 // bin/switchboard.js runs the compiled dist/; it is rebuilt here when older than src/.
 
 import t, { type Test } from 'tap';
-import net from 'node:net';
 import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
@@ -12,6 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { TokenSigner, DEV_SECRET } from '../../src/auth/token.js';
 import { ImClient, type IncomingMessage } from '../../src/client/im-client.js';
 import { startNode } from '../helpers/node.js';
+import { startRedis } from '../helpers/redis.js';
+import { freePort } from '../helpers/free-port.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const BIN = path.join(ROOT, 'bin/switchboard.js');
@@ -57,22 +58,14 @@ async function runCli(t: Test, args: string[], env: Record<string, string> = {})
   return { code, stdout: p.stdout(), stderr: p.stderr() };
 }
 
-async function until(what: string, probe: () => boolean, p?: Spawned, withinMs = 15_000): Promise<void> {
+async function until(what: string, probe: () => boolean | Promise<boolean>, p?: Spawned, withinMs = 15_000): Promise<void> {
   const deadline = Date.now() + withinMs;
-  while (!probe()) {
+  while (!(await probe())) {
     if (Date.now() > deadline) {
       throw new Error(`not within ${withinMs} ms: ${what}${p ? `\nstdout: ${p.stdout()}\nstderr: ${p.stderr()}` : ''}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 function logLines(out: string): { msg?: string; port?: number }[] {
@@ -162,6 +155,12 @@ const SERVE_FLAGS = [
   'prelogin-queue',
   'inbound-queue',
   'close-grace-ms',
+  'ack-timeout-ms',
+  'sync-batch',
+  'redis',
+  'inbox-max-messages',
+  'inbox-max-age-s',
+  'dedupe-window-s',
 ];
 
 const HELP: Record<string, string[]> = {
@@ -225,14 +224,23 @@ t.test('worker takes its port and secret from SWITCHBOARD_* variables', async (t
   await serveAndLogin(t, ['worker'], { SWITCHBOARD_PORT: String(port), SWITCHBOARD_SECRET: 'env-s', SWITCHBOARD_HOST: '127.0.0.1' }, port, 'env-s');
 });
 
-t.test('chat: sends with "@user text", prints what arrives, /quit exits 0', async (t) => {
+t.test('chat: prints what arrived while offline, sends with "@user text", prints what arrives, /quit exits 0', async (t) => {
   const n = await startNode(t, {}, { secret: 's' });
   const bob = new ImClient({ host: '127.0.0.1', port: n.port, uid: 'bob', deviceId: 'bob-phone', token: n.token('bob'), retryStrategy: false });
   t.teardown(() => bob.close());
   await bob.connect();
 
-  const chat = spawnCli(t, ['chat', '--user', 'alice', '--port', String(n.port), '--secret', 's']);
+  // alice is not running yet: these wait in her inbox.
+  t.match(await bob.send('alice', 'sent while you were away'), { seq: 1, duplicate: false }, 'a message to offline alice is stored');
+  await bob.send('alice', 'and a second one');
+  t.equal(n.node.server.sessions.byUser('alice').length, 0, 'alice was offline');
+
+  const chat = spawnCli(t, ['chat', '--user', 'alice', '--device', 'laptop', '--port', String(n.port), '--secret', 's']);
   await until('chat logged in', () => chat.stdout().includes('logged in as alice'), chat);
+  await until('chat printed the stored messages', () => chat.stdout().includes('bob: and a second one'), chat);
+  const out = chat.stdout();
+  t.ok(out.indexOf('bob: sent while you were away') < out.indexOf('bob: and a second one'), 'in the order they were sent');
+  t.equal(out.split('bob: sent while you were away').length - 1, 1, 'each printed once');
   t.equal(n.node.server.sessions.byUser('alice').length, 1, 'alice is online');
 
   const atBob = new Promise<IncomingMessage>((resolve) => bob.once('message', resolve));
@@ -243,11 +251,12 @@ t.test('chat: sends with "@user text", prints what arrives, /quit exits 0', asyn
 
   await bob.send('alice', 'hi there alice');
   await until('chat printed the message', () => chat.stdout().includes('bob: hi there alice'), chat);
-  t.pass('the message from bob was printed');
+  t.pass('the live message from bob was printed');
 
+  // A message to a user who is not online is stored for them, not refused.
   chat.child.stdin.write('@nobody are you there\n');
-  await until('chat printed the refusal', () => chat.stdout().includes('SB_ERR_RECIPIENT_OFFLINE'), chat);
-  t.match(chat.stdout(), /not sent: SB_ERR_RECIPIENT_OFFLINE/);
+  await until('stored in the inbox of nobody', async () => (await n.node.inbox.range('nobody', 0, 0)).head === 1, chat);
+  t.notMatch(chat.stdout(), /not sent/, 'chat reports no failure');
 
   chat.child.stdin.write('/quit\n');
   let timer: NodeJS.Timeout | undefined;
@@ -258,6 +267,34 @@ t.test('chat: sends with "@user text", prints what arrives, /quit exits 0', asyn
   t.equal(code, 0, '/quit exits 0');
   await until('alice logged out', () => n.node.server.sessions.byUser('alice').length === 0);
   t.equal(bob.status, 'ready', 'bob is unaffected');
+});
+
+t.test('worker --redis: messages stored for an offline user survive a worker restart', async (t) => {
+  const redis = await startRedis(t);
+  const port = await freePort();
+  const args = ['worker', '--port', String(port), '--secret', 's', '--redis', redis.url];
+  const token = (uid: string) => new TokenSigner('s').mint({ uid, ttlMs: 60_000 });
+
+  const first = spawnCli(t, args);
+  await until('first worker listening', () => logLines(first.stdout()).some((l) => l.msg === 'worker listening'), first);
+  const alice = new ImClient({ host: '127.0.0.1', port, uid: 'alice', token: token('alice'), retryStrategy: false });
+  t.teardown(() => alice.close());
+  await alice.connect();
+  t.match(await alice.send('bob', 'kept in redis'), { seq: 1, duplicate: false });
+  first.child.kill('SIGTERM');
+  t.equal((await first.exited).code, 0, 'the first worker stopped cleanly');
+
+  const second = spawnCli(t, args);
+  await until('second worker listening', () => logLines(second.stdout()).some((l) => l.msg === 'worker listening'), second);
+  const bob = new ImClient({ host: '127.0.0.1', port, uid: 'bob', token: token('bob'), retryStrategy: false });
+  t.teardown(() => bob.close());
+  const got: IncomingMessage[] = [];
+  bob.on('message', (m) => got.push(m));
+  await bob.connect();
+  await until('bob got the stored message', () => got.length > 0, second);
+  t.match(got, [{ seq: 1, from: 'alice', content: 'kept in redis' }], 'stored by the first worker, delivered by the second');
+  second.child.kill('SIGTERM');
+  t.equal((await second.exited).code, 0);
 });
 
 t.test('chat refuses to start without --user', async (t) => {

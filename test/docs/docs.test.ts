@@ -4,7 +4,9 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { ERROR_CODES } from '../../src/errors.js';
-import { LIMIT_OPTIONS, LOG_OPTION, SECRET_OPTION } from '../../src/cli/common.js';
+import { INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION, SECRET_OPTION } from '../../src/cli/common.js';
+import { encodeMessageFrame } from '../../src/protocol/codec.js';
+import { HeadType } from '../../src/protocol/types.js';
 import { envName } from '../../src/cli/options.js';
 
 const read = (file: string) => readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8');
@@ -19,7 +21,7 @@ t.test('every error code is documented in PROTOCOL.md or OPERATIONS.md', async (
 });
 
 t.test('every worker flag is in OPERATIONS.md with its environment variable', async (t) => {
-  for (const flag of Object.keys({ ...LIMIT_OPTIONS, ...LOG_OPTION, ...SECRET_OPTION })) {
+  for (const flag of Object.keys({ ...LIMIT_OPTIONS, ...LOG_OPTION, ...SECRET_OPTION, ...INBOX_OPTIONS })) {
     t.ok(operations.includes(`\`--${flag}\``), `--${flag} is documented`);
     t.ok(operations.includes(envName(flag)), `${envName(flag)} is documented`);
   }
@@ -28,4 +30,14 @@ t.test('every worker flag is in OPERATIONS.md with its environment variable', as
 t.test('README quick start is the two commands', async (t) => {
   t.match(readme, /npm install && npm start/);
   t.match(readme, /npm test/);
+});
+
+t.test('the worked frame examples in PROTOCOL.md are what the codec produces', async (t) => {
+  const hex = (b: Buffer) => b.toString('hex').replace(/(..)/g, '$1 ').trim();
+  const heartbeat = hex(encodeMessageFrame({ type: HeadType.HEART_BEAT, sequence: 7 }));
+  t.equal(heartbeat, '00 86 00 01 00 00 00 04 08 04 10 07');
+  t.ok(protocol.includes(heartbeat), 'heartbeat frame as documented');
+  const login = hex(encodeMessageFrame({ type: HeadType.LOGIN_REQUEST, sequence: 1, sessionId: '-1', loginRequest: { uid: 'a', token: 't' } }));
+  t.equal(login, '00 86 00 01 00 00 00 0e 10 01 1a 02 2d 31 22 06 0a 01 61 1a 01 74');
+  t.ok(protocol.includes('10 01 1a 02 2d 31 22 06 0a 01 61 1a 01 74') && protocol.includes('00 86 00 01 00 00 00 0e'), 'login frame as documented');
 });

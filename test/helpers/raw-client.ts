@@ -7,7 +7,7 @@ import { once } from 'node:events';
 import Long from 'long';
 import { FrameDecoder, FRAME_MAGIC, FRAME_VERSION, HEADER_LENGTH } from '../../src/protocol/frame.js';
 import { decodeMessage, encodeMessageFrame } from '../../src/protocol/codec.js';
-import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage, type MessageRequest } from '../../src/protocol/types.js';
+import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage, type LoginResponse, type MessageRequest } from '../../src/protocol/types.js';
 
 /** The `sequence` an original client sends before login. */
 export const PRE_LOGIN_SEQUENCE = Long.MAX_UNSIGNED_VALUE;
@@ -48,6 +48,22 @@ export const isType =
   (m) =>
     m.type === type;
 
+/** A delivered chat message (the server's MESSAGE_REQUEST). */
+export const isDelivery: Predicate = isType(HeadType.MESSAGE_REQUEST);
+
+/** The inbox sequence a delivery carries (MessageRequest.seq); 0 when it carries none. */
+export function seqOf(message: ImMessage): number {
+  return Number(u64(message.messageRequest?.seq) || 0);
+}
+
+/** The switchboard sync options of a LOGIN_REQUEST. */
+export interface SyncOptions {
+  /** Announce that this client sends MESSAGE_ACK (LoginRequest.acks). */
+  acks?: boolean;
+  /** Replay after this sequence (LoginRequest.last_seq); left out when undefined. */
+  lastSeq?: number;
+}
+
 /** A frame header with arbitrary (possibly invalid) fields. */
 export function frameHeader(length: number, { magic = FRAME_MAGIC, version = FRAME_VERSION } = {}): Buffer {
   const header = Buffer.alloc(HEADER_LENGTH);
@@ -74,6 +90,8 @@ export class RawClient {
   closing: Closing | undefined;
   /** Session id from a successful login. */
   sessionId = PRE_LOGIN_SESSION_ID;
+  /** The body of the last LOGIN_RESPONSE received through login(). */
+  loginResponse: LoginResponse | undefined;
   /** A socket error (ECONNRESET and the like), recorded rather than thrown. */
   socketError: Error | undefined;
   /** Set when the server sent bytes this client could not decode. */
@@ -145,22 +163,45 @@ export class RawClient {
     this.socket.write(bytes);
   }
 
-  /** The LOGIN_REQUEST frame a native client sends: pre-login sequence and session id "-1". */
-  static loginMessage(uid: string, token: string | undefined, deviceId: string, sequence: Long | number = PRE_LOGIN_SEQUENCE): ImMessage {
+  /**
+   * The LOGIN_REQUEST frame a native client sends: pre-login sequence and session id "-1". An
+   * original client sets neither `acks` nor `last_seq`; a switchboard-aware one may.
+   */
+  static loginMessage(
+    uid: string,
+    token: string | undefined,
+    deviceId: string,
+    sequence: Long | number = PRE_LOGIN_SEQUENCE,
+    { acks, lastSeq }: SyncOptions = {},
+  ): ImMessage {
     return {
       type: HeadType.LOGIN_REQUEST,
       sequence,
       sessionId: PRE_LOGIN_SESSION_ID,
-      loginRequest: { uid, deviceId, token, platform: 1, appVersion: 'raw-test' },
+      loginRequest: {
+        uid,
+        deviceId,
+        token,
+        platform: 1,
+        appVersion: 'raw-test',
+        ...(acks !== undefined ? { acks } : {}),
+        ...(lastSeq !== undefined ? { lastSeq } : {}),
+      },
     };
   }
 
   /** Sends a LOGIN_REQUEST and resolves the LOGIN_RESPONSE envelope (successful or not). */
-  async login(uid: string, token: string | undefined, deviceId: string): Promise<ImMessage> {
-    this.send(RawClient.loginMessage(uid, token, deviceId));
+  async login(uid: string, token: string | undefined, deviceId: string, sync: SyncOptions = {}): Promise<ImMessage> {
+    this.send(RawClient.loginMessage(uid, token, deviceId, PRE_LOGIN_SEQUENCE, sync));
     const response = await this.next(isType(HeadType.LOGIN_RESPONSE));
+    this.loginResponse = response.loginResponse ?? undefined;
     if (response.loginResponse?.result) this.sessionId = response.sessionId ?? '';
     return response;
+  }
+
+  /** Sends a cumulative MESSAGE_ACK: every inbox message up to `seq` is processed. */
+  ack(seq: number): void {
+    this.send({ type: HeadType.MESSAGE_ACK, sessionId: this.sessionId, ack: { seq } });
   }
 
   /** A MESSAGE_REQUEST envelope with a fresh sequence. */
@@ -223,6 +264,31 @@ export class RawClient {
       };
       this.#waiters.add(waiter);
     });
+  }
+
+  /**
+   * A heartbeat round trip. The server handles a connection's frames in order and writes in
+   * order, so once the echo is here, every frame sent before it has been handled and everything
+   * the server wrote before handling it has arrived: a barrier, not a delay.
+   */
+  async roundTrip(): Promise<void> {
+    const seq = this.nextSequence();
+    this.heartbeat(seq);
+    await this.next((m) => m.type === HeadType.HEART_BEAT && u64(m.sequence) === String(seq));
+  }
+
+  /** Resolves the next `count` deliveries, in arrival order. */
+  async deliveries(count: number, timeoutMs?: number): Promise<ImMessage[]> {
+    const out: ImMessage[] = [];
+    while (out.length < count) out.push(await this.next(isDelivery, timeoutMs));
+    return out;
+  }
+
+  /** Removes and returns the deliveries received but not yet consumed. */
+  takeDeliveries(): ImMessage[] {
+    const taken = this.#inbox.filter(isDelivery);
+    for (let i = this.#inbox.length - 1; i >= 0; i--) if (isDelivery(this.#inbox[i]!)) this.#inbox.splice(i, 1);
+    return taken;
   }
 
   /** Resolves the CLOSING notification (waiting for it if needed). */
@@ -305,17 +371,18 @@ export async function connect(
   return client;
 }
 
-/** Connects and logs in; throws when the server refuses. */
+/** Connects and logs in; throws when the server refuses. The LoginResponse is `client.loginResponse`. */
 export async function connectLoggedIn(
   t: { teardown(fn: () => unknown): void },
   port: number,
   uid: string,
   token: string,
   deviceId = 'dev-1',
-  options: { allowHalfOpen?: boolean } = {},
+  options: { allowHalfOpen?: boolean } & SyncOptions = {},
 ): Promise<RawClient> {
-  const client = await connect(t, port, options);
-  const response = await client.login(uid, token, deviceId);
+  const { acks, lastSeq, ...socketOptions } = options;
+  const client = await connect(t, port, socketOptions);
+  const response = await client.login(uid, token, deviceId, { acks, lastSeq });
   if (!response.loginResponse?.result) {
     throw new Error(`login of ${uid}/${deviceId} refused: ${JSON.stringify(response.loginResponse)}`);
   }

@@ -4,7 +4,7 @@
 import t from 'tap';
 import fc from 'fast-check';
 import Long from 'long';
-import { decodeMessage, encodeMessage, encodeMessageFrame, messageType } from '../../src/protocol/codec.js';
+import { decodeMessage, encodeMessage, encodeMessageFrame, messageType, uint64String } from '../../src/protocol/codec.js';
 import { FrameDecoder, HEADER_LENGTH } from '../../src/protocol/frame.js';
 import { closingNotification, loginResponse, logoutResponse, messageResponse, notification, resultCodeFor } from '../../src/protocol/messages.js';
 import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, ResultCode, type ImMessage } from '../../src/protocol/types.js';
@@ -72,13 +72,14 @@ t.test('every message kind survives encode/decode', async (t) => {
       type: HeadType.MESSAGE_RESPONSE,
       sequence: 10,
       sessionId: 's-1',
-      messageResponse: { result: false, code: ResultCode.RECIPIENT_OFFLINE, info: 'offline', expose: 0, errorCode: 'SB_ERR_RECIPIENT_OFFLINE' },
+      messageResponse: { result: false, code: ResultCode.BAD_REQUEST, info: 'too large', expose: 0, errorCode: 'SB_ERR_MESSAGE_TOO_LARGE' },
     },
     MESSAGE_NOTIFICATION: {
       type: HeadType.MESSAGE_NOTIFICATION,
       sessionId: '',
       notification: { noId: u64('1700000000999'), json: '{"type":10,"data":{}}', timestamp: '1700000000999' },
     },
+    MESSAGE_ACK: { type: HeadType.MESSAGE_ACK, sessionId: 's-1', ack: { seq: u64('9007199254740993') } },
   };
   t.strictSame(Object.keys(messages).sort(), Object.keys(HeadType).sort(), 'one fixture per HeadType');
   for (const [name, msg] of Object.entries(messages)) {
@@ -201,7 +202,8 @@ t.test('field numbers and wire types match crazyim-wire.md byte for byte', async
 t.test('HeadType values match crazyim-wire.md and the proto enum', async (t) => {
   t.strictSame(
     { ...HeadType },
-    { LOGIN_REQUEST: 0, LOGIN_RESPONSE: 1, LOGOUT_REQUEST: 2, LOGOUT_RESPONSE: 3, HEART_BEAT: 4, MESSAGE_REQUEST: 5, MESSAGE_RESPONSE: 6, MESSAGE_NOTIFICATION: 7 },
+    { LOGIN_REQUEST: 0, LOGIN_RESPONSE: 1, LOGOUT_REQUEST: 2, LOGOUT_RESPONSE: 3, HEART_BEAT: 4, MESSAGE_REQUEST: 5, MESSAGE_RESPONSE: 6, MESSAGE_NOTIFICATION: 7, MESSAGE_ACK: 8 },
+    'the original 0..7 plus the MESSAGE_ACK extension',
   );
   const protoEnum = messageType.lookupEnum('HeadType').values;
   t.strictSame({ ...protoEnum }, { ...HeadType }, 'proto/im.proto declares the same values');
@@ -333,4 +335,12 @@ t.test('notification builders carry {type, data} JSON', async (t) => {
 
   const c = decodeMessage(encodeMessage(closingNotification({ code: 'SB_ERR_IDLE_TIMEOUT', reason: 'idle' })));
   t.strictSame(JSON.parse(c.notification!.json!), { type: NotificationType.CLOSING, data: { code: 'SB_ERR_IDLE_TIMEOUT', reason: 'idle' } });
+});
+
+t.test('uint64String is exact across the whole range', async (t) => {
+  for (const v of ['0', '1', '4294967295', '4294967296', '9007199254740993', '18446744073709551615']) {
+    t.equal(uint64String(Long.fromString(v, true)), v, v);
+  }
+  t.equal(uint64String(42), '42');
+  t.equal(uint64String(undefined), '0');
 });

@@ -4,8 +4,8 @@
 // it live. Appends are issued in arrival order and confirmed in that order, so one sender's
 // messages keep their order without waiting for each other.
 
-import { encodeMessageRequest } from '../../protocol/codec.js';
-import { DELIVERY_OVERHEAD } from '../../protocol/delivery-frame.js';
+import { encodeMessageRequest, uint64String } from '../../protocol/codec.js';
+import { DELIVERY_OVERHEAD, storedResponseFrame } from '../../protocol/chat-frames.js';
 import { messageResponse } from '../../protocol/messages.js';
 import type { ImMessage } from '../../protocol/types.js';
 import type { LocalSession } from '../../session/local-session.js';
@@ -33,9 +33,9 @@ export function handleChat(ctx: ServerContext, conn: Connection, session: LocalS
     return;
   }
   conn.startTask();
-  ctx.inbox.append({ uid: to, sender: session.uid, msgId: String(request.msgId ?? 0), body }).then(
+  ctx.inbox.append({ uid: to, sender: session.uid, msgId: uint64String(request.msgId), body }).then(
     (stored) => {
-      conn.send(messageResponse(sequence, sessionId, stored));
+      conn.sendFrame(storedResponseFrame(sequence, sessionId, stored.seq, stored.duplicate));
       if (!stored.duplicate) ctx.delivery.deliverLive(ctx.sessions.byUser(to), stored.seq, body);
       conn.endTask();
     },

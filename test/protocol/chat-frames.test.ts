@@ -1,0 +1,53 @@
+// The hand-assembled chat frames must decode exactly like what protobufjs would produce for the
+// same envelope, for small and large numbers, so native clients cannot tell the difference.
+
+import t from 'tap';
+import fc from 'fast-check';
+import Long from 'long';
+import { decodeMessage, encodeMessage, encodeMessageRequest } from '../../src/protocol/codec.js';
+import { deliveryFrame, storedResponseFrame, DELIVERY_OVERHEAD } from '../../src/protocol/chat-frames.js';
+import { messageResponse } from '../../src/protocol/messages.js';
+import { FrameDecoder, HEADER_LENGTH } from '../../src/protocol/frame.js';
+import { HeadType } from '../../src/protocol/types.js';
+
+function decodeFrame(frame: Buffer) {
+  const bodies: Buffer[] = [];
+  new FrameDecoder((b) => bodies.push(Buffer.from(b)), { maxFrameLength: 1 << 24 }).push(frame);
+  t.equal(bodies.length, 1, 'exactly one frame');
+  return decodeMessage(bodies[0]!);
+}
+
+t.test('a stored request plus seq decodes as a MESSAGE_REQUEST carrying that seq', async (t) => {
+  const stored = encodeMessageRequest({ msgId: 77, from: 'alice', to: 'bob', time: 1_700_000_000_000, msgType: 1, content: 'hello', json: '{}' });
+  for (const seq of [1, 127, 128, 300, 16_384, 2 ** 31, 2 ** 32 + 5, Number.MAX_SAFE_INTEGER]) {
+    const m = decodeFrame(deliveryFrame(stored, seq));
+    t.equal(m.type, HeadType.MESSAGE_REQUEST, `type, seq ${seq}`);
+    t.equal(m.sequence!.toString(), String(seq), `envelope sequence, seq ${seq}`);
+    t.equal(m.messageRequest!.seq!.toString(), String(seq), `MessageRequest.seq, seq ${seq}`);
+    t.match(m.messageRequest, { from: 'alice', to: 'bob', content: 'hello', json: '{}', msgType: 1 });
+    t.equal(m.messageRequest!.msgId!.toString(), '77');
+  }
+});
+
+t.test('the frame never exceeds body + DELIVERY_OVERHEAD', async (t) => {
+  fc.assert(
+    fc.property(fc.string({ maxLength: 3000 }), fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }), (content, seq) => {
+      const stored = encodeMessageRequest({ from: 'a', to: 'b', content });
+      const frame = deliveryFrame(stored, seq);
+      const m = decodeFrame(frame);
+      return frame.length <= stored.length + DELIVERY_OVERHEAD && frame.readInt32BE(4) === frame.length - HEADER_LENGTH && m.messageRequest!.content === content;
+    }),
+  );
+});
+
+t.test('the hand-built success response decodes like the protobufjs-built one', async (t) => {
+  const sequences: (number | Long)[] = [0, 1, 300, 2 ** 32 + 1, Long.fromString('18446744073709551615', true), Long.fromString('9007199254740993', true)];
+  for (const sequence of sequences) {
+    for (const [sessionId, seq, duplicate] of [['', 1, false], ['3f1b7c52-9a0e-4d1b-8f43-2a1c5e9b7d10', 99_999, true], ['ünï', 2 ** 40, false]] as const) {
+      const fast = decodeFrame(storedResponseFrame(sequence, sessionId, seq, duplicate));
+      const reference = decodeMessage(encodeMessage(messageResponse(sequence, sessionId, { seq, duplicate })));
+      const json = (m: unknown) => (m as { toJSON(): unknown }).toJSON();
+      t.same(json(fast), json(reference), `sequence ${String(sequence)}, ${sessionId || 'no session'}, seq ${seq}`);
+    }
+  }
+});
