@@ -6,6 +6,7 @@
 
 import net from 'node:net';
 import { EventEmitter } from 'node:events';
+import { randomBytes } from 'node:crypto';
 import { SwitchboardError, isErrorCode, isSwitchboardError, type ErrorCode } from '../errors.js';
 import { FrameDecoder, DEFAULT_MAX_FRAME_LENGTH } from '../protocol/frame.js';
 import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
@@ -34,7 +35,10 @@ export interface ImClientOptions {
   maxFrameLength?: number;
   /** Default: capped exponential backoff with jitter, never giving up. False: no reconnect. */
   retryStrategy?: RetryStrategy | false;
-  /** Acknowledge deliveries (MESSAGE_ACK) and replay from the last processed one. Default true. */
+  /**
+   * Acknowledge deliveries (MESSAGE_ACK) and replay from the last processed one; also what makes
+   * the server deduplicate msg_ids, so that sends cut off by a reconnect can be resent. Default true.
+   */
   acks?: boolean;
   /** Highest inbox sequence this device processed before (e.g. loaded from disk). */
   lastSeq?: number;
@@ -135,7 +139,11 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   #epoch = 0;
   #attempt = 0;
   #sequence = 0;
-  readonly #msgIdBase = Date.now() * 1000;
+  /**
+   * Default msgIds count up from a random 53-bit start: msgId is the server's dedupe key per
+   * sender, so two clients of one user must not produce the same ids.
+   */
+  readonly #msgIdBase = randomBytes(6).readUIntBE(0, 6) * 16;
   #msgCount = 0;
   #lastInboundAt = 0;
   #corked = false;
@@ -193,6 +201,8 @@ export class ImClient extends EventEmitter<ImClientEvents> {
    * rejects with the server's error code or a client one (SB_ERR_CLIENT_*). While the client
    * is reconnecting the message waits, within `maxPendingRequests`; a message whose answer was
    * lost with the connection is sent again with the same msgId (the server stores it once).
+   * Only with `acks`: the server deduplicates msg_ids of ack clients only, so without acks such
+   * a message rejects with SB_ERR_CLIENT_CONNECTION_LOST (it may have been stored).
    */
   async send(to: string, content: string, options: SendOptions = {}): Promise<SendResult> {
     const msgId = String(options.msgId ?? this.#msgIdBase + ++this.#msgCount);
@@ -208,7 +218,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       property: options.property,
       fromNick: options.fromNick,
     };
-    const response = await this.#request(HeadType.MESSAGE_REQUEST, { messageRequest: request }, true);
+    const response = await this.#request(HeadType.MESSAGE_REQUEST, { messageRequest: request }, this.#acks);
     const body = response.messageResponse;
     if (!body?.result) throw serverError(body?.errorCode, body?.info, 'message refused');
     return { msgId, sequence: Number(response.sequence), seq: Number(body.seq ?? 0), duplicate: body.duplicate === true };
@@ -505,8 +515,8 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     this.#sessionId = '';
     clearInterval(this.#timer);
     this.#timer = undefined;
-    // Sent but unanswered: the server may or may not have taken them. Chat messages go again
-    // after the reconnect (deduplicated by msg_id); anything else cannot be known.
+    // Sent but unanswered: the server may or may not have taken them. An ack client's chat
+    // messages go again after the reconnect (deduplicated by msg_id); anything else cannot be known.
     for (const [sequence, pending] of this.#pending) {
       if (!pending.sent) continue;
       if (pending.retry && !this.#final && this.#retry !== false) {

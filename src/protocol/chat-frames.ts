@@ -18,8 +18,11 @@ const SEQUENCE_TAG = 0x10; // field 2, varint
 const REQUEST_TAG = 0x32; // field 6, length-delimited
 const SEQ_TAG = [0x80, 0x01]; // field 16, varint
 
-/** Upper bound of the bytes a delivery frame adds to the stored body (header, tags, two seqs, length). */
-export const DELIVERY_OVERHEAD = 8 + 2 + 1 + 8 + 1 + 3 + 2 + 8;
+/**
+ * Upper bound of the bytes a delivery frame's body adds to the stored request (type, sequence,
+ * tag and length of the request, the appended seq); the 8-byte header is not part of the body.
+ */
+export const DELIVERY_OVERHEAD = 2 + 1 + 8 + 1 + 3 + 2 + 8;
 
 function varintLength(n: number): number {
   let length = 1;

@@ -3,8 +3,9 @@
 // Each LocalSession carries its position: `sentSeq` (written to the socket) and, for devices
 // that acknowledge, `ackedSeq`. A message arriving live is written only when it is exactly the
 // next one; anything else (a gap, a replay after login, a resend after the ack timeout)
-// "pumps": reads the inbox after `sentSeq` in batches, waiting for the socket to drain between
-// batches, until it has caught up with the highest sequence known to exist. Live messages that
+// "pumps": reads the inbox after `sentSeq` in batches, writing only while the socket is not
+// congested (waiting for it to drain otherwise, within a batch too), until it has caught up
+// with the highest sequence known to exist. Live messages that
 // arrive while pumping only raise `knownHead`, so the pump picks them up: that is the seam
 // between replay and live delivery.
 //
@@ -44,7 +45,6 @@ export class Delivery {
     if (gap) from = oldest - 1;
     session.sentSeq = from;
     session.ackedSeq = from;
-    session.savedPosition = Math.min(session.savedPosition, from);
     if (head > session.knownHead) session.knownHead = head;
     return { inboxHead: head, syncFrom: from, gap };
   }
@@ -58,7 +58,9 @@ export class Delivery {
   /** A message was stored in the inbox of the owner of `sessions`. */
   deliverLive(sessions: readonly LocalSession[], seq: number, body: Uint8Array): void {
     let frame: Buffer | undefined;
-    for (const session of sessions) {
+    // A write can drop a session as a slow consumer, which removes it from this very array (the
+    // session map's own): iterate a copy, or the session after it would be skipped.
+    for (const session of sessions.length > 1 ? [...sessions] : sessions) {
       if (seq > session.knownHead) session.knownHead = seq;
       if (!session.ready || session.pumping || seq <= session.sentSeq) continue;
       if (seq !== session.sentSeq + 1) {
@@ -108,6 +110,9 @@ export class Delivery {
 
   #write(session: LocalSession, seq: number, frame: Buffer): void {
     session.outbound.sendFrame(frame);
+    // Dropped by this very write (slow consumer): it was discarded, and release() has saved the
+    // position already; marking the session dirty again would save this seq as sent.
+    if (session.released) return;
     if (session.acks) {
       if (session.unackedSince === 0) session.unackedSince = Date.now();
     } else {
@@ -125,7 +130,15 @@ export class Delivery {
         const { messages } = await this.#inbox.range(session.uid, session.sentSeq, batch);
         if (session.released) return;
         for (const m of messages) {
+          // Paced within a batch too: a batch of large messages written at once would overrun
+          // maxOutboundBytes before the socket could take any of it.
+          if (session.outbound.congested) {
+            await session.outbound.drained();
+            if (session.released) return;
+          }
           if (m.seq > session.sentSeq) this.#write(session, m.seq, deliveryFrame(m.body, m.seq));
+          // The write dropped the connection: nothing after it is sent, so none of it may count.
+          if (session.released) return;
         }
         if (messages.length === 0) {
           // Nothing retained after sentSeq: what knownHead promised was pruned meanwhile. (A

@@ -204,7 +204,11 @@ export class RawClient {
     this.send({ type: HeadType.MESSAGE_ACK, sessionId: this.sessionId, ack: { seq } });
   }
 
-  /** A MESSAGE_REQUEST envelope with a fresh sequence. */
+  /**
+   * A MESSAGE_REQUEST envelope with a fresh sequence. msg_id defaults to that sequence, which
+   * restarts at 1 on every connection: the server deduplicates (sender, msg_id), so a sender
+   * that reconnects and writes to the same user again must pass explicit, unused msgIds.
+   */
   chatMessage(to: string, content: string, fields: MessageRequest = {}): ImMessage {
     const sequence = this.nextSequence();
     return {

@@ -4,7 +4,10 @@
 Standard library only; the protobuf encoder/decoder is hand-written from the field tables.
 
 Usage:
-    doc_client.py --host 127.0.0.1 --port 9137 --alice-token T1 --bob-token T2
+    doc_client.py --host 127.0.0.1 --port 9137 --alice-token T1 --bob-token T2 --offline-token T3
+
+The three tokens are for the users alice, bob and the offline user (--alice, --bob,
+--offline-user), valid for any device.
 
 Prints one TAP-like line per check ("ok - ..." / "not ok - ...") and exits 0 only if every
 check passes. Every wait has a timeout, so it never hangs.
@@ -34,11 +37,13 @@ HEART_BEAT = 4
 MESSAGE_REQUEST = 5
 MESSAGE_RESPONSE = 6
 MESSAGE_NOTIFICATION = 7
+MESSAGE_ACK = 8  # extension, client -> server only
 HEAD_NAMES = {0: "LOGIN_REQUEST", 1: "LOGIN_RESPONSE", 2: "LOGOUT_REQUEST", 3: "LOGOUT_RESPONSE",
               4: "HEART_BEAT", 5: "MESSAGE_REQUEST", 6: "MESSAGE_RESPONSE",
-              7: "MESSAGE_NOTIFICATION"}
+              7: "MESSAGE_NOTIFICATION", 8: "MESSAGE_ACK"}
 
 # Schemas: field number -> (name, kind). kind is a scalar kind or the name of a message schema.
+# "opt_uint64" is a proto3 `optional uint64`: encoded whenever set, 0 included (presence counts).
 SCHEMAS = {
     "Message": {
         1: ("type", "enum"),
@@ -50,6 +55,7 @@ SCHEMAS = {
         7: ("messageResponse", "MessageResponse"),
         8: ("notification", "MessageNotification"),
         9: ("heartBeat", "MessageHeartBeat"),
+        16: ("ack", "MessageAck"),
     },
     "LoginRequest": {
         1: ("uid", "string"),
@@ -57,6 +63,8 @@ SCHEMAS = {
         3: ("token", "string"),
         4: ("platform", "uint32"),
         5: ("app_version", "string"),
+        16: ("acks", "bool"),
+        17: ("last_seq", "opt_uint64"),
     },
     "LoginResponse": {
         1: ("result", "bool"),
@@ -64,6 +72,9 @@ SCHEMAS = {
         3: ("info", "string"),
         4: ("expose", "uint32"),
         16: ("error_code", "string"),
+        17: ("inbox_head", "uint64"),
+        18: ("sync_from", "uint64"),
+        19: ("gap", "bool"),
     },
     "MessageRequest": {
         1: ("msg_id", "uint64"),
@@ -76,6 +87,7 @@ SCHEMAS = {
         9: ("property", "string"),
         10: ("from_nick", "string"),
         11: ("json", "string"),
+        16: ("seq", "uint64"),
     },
     "MessageResponse": {
         1: ("result", "bool"),
@@ -83,6 +95,8 @@ SCHEMAS = {
         3: ("info", "string"),
         4: ("expose", "uint32"),
         16: ("error_code", "string"),
+        17: ("seq", "uint64"),
+        18: ("duplicate", "bool"),
     },
     "MessageNotification": {
         1: ("no_id", "uint64"),
@@ -94,8 +108,12 @@ SCHEMAS = {
         2: ("uid", "string"),
         3: ("json", "string"),
     },
+    "MessageAck": {
+        1: ("seq", "uint64"),
+    },
 }
-SCALAR_DEFAULTS = {"enum": 0, "uint64": 0, "uint32": 0, "bool": False, "string": ""}
+SCALAR_DEFAULTS = {"enum": 0, "uint64": 0, "uint32": 0, "bool": False, "string": "",
+                   "opt_uint64": None}
 
 
 class ProtobufError(Exception):
@@ -149,7 +167,11 @@ def encode(schema_name, msg):
         value = msg[name]
         if value is None:
             continue
-        if kind in ("enum", "uint64", "uint32"):
+        if kind == "opt_uint64":
+            if not 0 <= value <= U64_MAX:
+                raise ValueError("%s.%s out of range" % (schema_name, name))
+            out += enc_key(num, WT_VARINT) + enc_varint(value)
+        elif kind in ("enum", "uint64", "uint32"):
             if value == 0:
                 continue
             limit = U64_MAX if kind == "uint64" else 0xFFFFFFFF if kind == "uint32" else U64_MAX
@@ -208,7 +230,7 @@ def decode(schema_name, buf):
             unknown.append((num, wt, value))
             continue
         name, kind = schema[num]
-        if kind in ("enum", "uint64", "uint32", "bool"):
+        if kind in ("enum", "uint64", "opt_uint64", "uint32", "bool"):
             if wt != WT_VARINT:
                 raise ProtobufError("%s.%s: wire type %d, want varint" % (schema_name, name, wt))
             if kind == "uint32":
@@ -473,13 +495,33 @@ def self_test(R):
     want = [f[8:] for f in frames]
     R.check(got == want and got2 == want and got3 == want and not d.buf and not d2.buf
             and not d3.buf, "frame decoder handles split and coalesced frames")
+    # optional uint64 last_seq (LoginRequest field 17): 0 is sent, absence is not.
+    R.check(encode("LoginRequest", {"last_seq": 0}) == b"\x88\x01\x00"
+            and encode("LoginRequest", {"last_seq": None}) == b"",
+            "optional last_seq=0 is encoded (field 17, varint 0); an absent one is not")
 
 
-def login(conn, uid, token, device):
+def login(conn, uid, token, device, **extensions):
+    """Sends a LOGIN_REQUEST (extensions: acks=True, last_seq=N) and returns the response."""
+    body = {"uid": uid, "deviceId": device, "token": token, "platform": 1,
+            "app_version": "doc-client/1"}
+    body.update(extensions)
     conn.send({"type": LOGIN_REQUEST, "sequence": U64_MAX, "session_id": "-1",
-               "loginRequest": {"uid": uid, "deviceId": device, "token": token,
-                                "platform": 1, "app_version": "doc-client/1"}})
+               "loginRequest": body})
     return conn.expect_type(LOGIN_RESPONSE)
+
+
+def logout(conn):
+    seq = conn.seq()
+    conn.send({"type": LOGOUT_REQUEST, "sequence": seq, "session_id": conn.session_id})
+    resp = conn.expect_type(LOGOUT_RESPONSE)
+    return resp is not None and resp["sequence"] == seq and conn.wait_closed()
+
+
+def delivered(conn, content, timeout=None):
+    """The next delivered MESSAGE_REQUEST with this content, or None."""
+    return conn.expect(lambda m: m["type"] == MESSAGE_REQUEST and m["messageRequest"] is not None
+                       and m["messageRequest"]["content"] == content, timeout)
 
 
 def check_login_ok(R, conn, who, resp):
@@ -546,10 +588,14 @@ def run(args):
     mr = resp["messageResponse"] if resp else None
     R.check(mr is not None and mr["result"] is True and mr["code"] == 0,
             "alice: MESSAGE_RESPONSE result=true code=0 echoing her sequence %d" % seq, show(resp))
+    first_seq = mr["seq"] if mr else 0
     if resp is not None:
         R.check(resp["session_id"] == alice.session_id,
                 "alice: MESSAGE_RESPONSE carries her session id",
                 "got %r, want %r" % (resp["session_id"], alice.session_id))
+        R.check(first_seq > 0 and mr["duplicate"] is False,
+                "alice: MESSAGE_RESPONSE has the seq in bob's inbox (field 17) and duplicate=false",
+                show(resp))
     got = bob.expect_type(MESSAGE_REQUEST)
     gr = got["messageRequest"] if got else None
     R.check(gr is not None and gr["from"] == alice_id and gr["content"] == content,
@@ -558,9 +604,12 @@ def run(args):
         same = all(gr[k] == v for k, v in req.items())
         R.check(same, "bob: the other messageRequest fields arrive unchanged (msg_id 2^64-16, "
                 "to, time, msg_type, from_nick, json, property, url)", show(got))
-        R.check(got["sequence"] == seq and got["session_id"] == "",
-                "bob: delivered envelope has the sender's sequence and an empty session_id",
-                "sequence=%d session_id=%r" % (got["sequence"], got["session_id"]))
+        R.check(gr["seq"] == first_seq and got["sequence"] == first_seq
+                and got["session_id"] == "",
+                "bob: the delivery carries the inbox seq (MessageRequest field 16, and the "
+                "envelope sequence) and an empty session_id",
+                "seq=%d sequence=%d session_id=%r, want seq %d"
+                % (gr["seq"], got["sequence"], got["session_id"], first_seq))
 
     # ---- spoofed from ------------------------------------------------------------------------
     seq = alice.seq()
@@ -588,16 +637,56 @@ def run(args):
             and got["messageRequest"]["content"] == "explicit from",
             "from set to the sender itself is accepted and delivered", show(resp))
 
-    # ---- offline recipient ------------------------------------------------------------------
+    # ---- offline recipient: stored, then delivered at login ------------------------------------
     seq = alice.seq()
     alice.send({"type": MESSAGE_REQUEST, "sequence": seq, "session_id": alice.session_id,
                 "messageRequest": {"msg_id": 4, "to": offline_id, "content": "anyone?"}})
     resp = alice.expect_type(MESSAGE_RESPONSE, seq)
     mr = resp["messageResponse"] if resp else None
-    R.check(mr is not None and mr["result"] is False and mr["code"] == 6
-            and mr["error_code"] == "SB_ERR_RECIPIENT_OFFLINE",
-            "offline recipient: MESSAGE_RESPONSE result=false code=6 SB_ERR_RECIPIENT_OFFLINE",
+    R.check(mr is not None and mr["result"] is True and mr["code"] == 0 and mr["seq"] > 0
+            and mr["duplicate"] is False,
+            "offline recipient: MESSAGE_RESPONSE result=true code=0 with a seq (field 17)",
             show(resp))
+    offline_seq = mr["seq"] if mr else 0
+    # alice logged in without acks, like an original client: her msg_ids are not a dedupe
+    # key, so the same msg_id again is another message.
+    seq = alice.seq()
+    alice.send({"type": MESSAGE_REQUEST, "sequence": seq, "session_id": alice.session_id,
+                "messageRequest": {"msg_id": 4, "to": offline_id, "content": "anyone? (again)"}})
+    resp = alice.expect_type(MESSAGE_RESPONSE, seq)
+    mr = resp["messageResponse"] if resp else None
+    R.check(mr is not None and mr["result"] is True and mr["seq"] > offline_seq
+            and mr["duplicate"] is False,
+            "same msg_id from a client without acks: stored again with a new seq, "
+            "duplicate=false", show(resp))
+    again_seq = mr["seq"] if mr else 0
+    # From a client that declared acks, msg_id is the dedupe key: a resend after a lost
+    # answer is stored once and answered with the original seq.
+    acker = Conn("bob-acks", args.host, args.port, T)
+    try:
+        if check_login_ok(R, acker, "bob on a second device, acks=true",
+                          login(acker, bob_id, args.bob_token, "doc-client-bob-acks",
+                                acks=True)):
+            results = []
+            for _ in range(2):
+                seq = acker.seq()
+                acker.send({"type": MESSAGE_REQUEST, "sequence": seq,
+                            "session_id": acker.session_id,
+                            "messageRequest": {"msg_id": 77, "to": offline_id,
+                                               "content": "from an ack client"}})
+                resp = acker.expect_type(MESSAGE_RESPONSE, seq)
+                results.append(resp["messageResponse"] if resp else None)
+            first, second = results
+            R.check(first is not None and first["result"] is True and first["seq"] > again_seq
+                    and first["duplicate"] is False,
+                    "ack client: the first send is stored (duplicate=false)", str(first))
+            R.check(second is not None and first is not None and second["result"] is True
+                    and second["seq"] == first["seq"] and second["duplicate"] is True,
+                    "ack client: the same msg_id again gets the same seq and duplicate=true "
+                    "(field 18)", str(second))
+            R.check(logout(acker), "bob's second device logs out")
+    finally:
+        acker.close()
 
     # ---- missing `to` -----------------------------------------------------------------------
     seq = alice.seq()
@@ -624,6 +713,12 @@ def run(args):
     R.check([r["messageRequest"]["content"] if r else None for r in recv]
             == ["n%d" % i for i in range(20)],
             "bob receives the 20 messages in the order alice sent them")
+    sent_seqs = [r["messageResponse"]["seq"] if r else None for r in resps]
+    got_seqs = [r["messageRequest"]["seq"] if r else None for r in recv]
+    R.check(None not in sent_seqs and sent_seqs == list(range(sent_seqs[0], sent_seqs[0] + 20))
+            and got_seqs == sent_seqs,
+            "the 20 get consecutive inbox seqs, delivered with the seqs alice was told",
+            "told %s, delivered %s" % (sent_seqs, got_seqs))
 
     # ---- heartbeat ---------------------------------------------------------------------------
     seq = alice.seq()
@@ -653,16 +748,36 @@ def run(args):
         R.info("alice received after LOGOUT_RESPONSE, before close: %s" % show(m))
     alice.inbox = []
 
-    # After alice logged out she is offline for bob.
+    # After alice logged out, a message to her is stored and reaches her next login.
     seq = bob.seq()
     bob.send({"type": MESSAGE_REQUEST, "sequence": seq, "session_id": bob.session_id,
               "messageRequest": {"msg_id": 1, "to": alice_id, "content": "still there?"}})
     resp = bob.expect_type(MESSAGE_RESPONSE, seq)
     mr = resp["messageResponse"] if resp else None
-    R.check(mr is not None and mr["result"] is False and mr["code"] == 6,
-            "after alice logs out, a message to her gets code 6 RECIPIENT_OFFLINE", show(resp))
+    R.check(mr is not None and mr["result"] is True and mr["code"] == 0 and mr["seq"] > 0,
+            "after alice logs out, a message to her gets result=true and a seq", show(resp))
+    alice_seq = mr["seq"] if mr else 0
     bob.close()
     alice.close()
+
+    alice = Conn("alice", args.host, args.port, T)
+    try:
+        a_resp = login(alice, alice_id, args.alice_token, "doc-client-alice")
+        if check_login_ok(R, alice, "alice again (no acks)", a_resp):
+            lr = a_resp["loginResponse"]
+            R.check(lr["inbox_head"] >= alice_seq and lr["sync_from"] < alice_seq,
+                    "alice again: LOGIN_RESPONSE inbox_head covers it, sync_from is before it",
+                    show(a_resp))
+            got = delivered(alice, "still there?")
+            gr = got["messageRequest"] if got else None
+            R.check(gr is not None and gr["from"] == bob_id and gr["seq"] == alice_seq,
+                    "alice again: the message sent while she was away is replayed with seq %d "
+                    "(field 16)" % alice_seq, show(got))
+    finally:
+        alice.close()
+
+    # ---- an ack client: the offline user logs in with acks ------------------------------------
+    check_acks(R, args, alice_id, offline_id, offline_seq)
 
     # ---- refused logins ----------------------------------------------------------------------
     cases = [
@@ -741,6 +856,95 @@ def run(args):
     return finish(R, [])
 
 
+def check_acks(R, args, alice_id, offline_id, offline_seq):
+    """The offline user logs in with acks=true (LoginRequest field 16), gets what was sent while
+    it was away, acknowledges it with MESSAGE_ACK (HeadType 8, Message field 16 = {1: seq}), and a
+    later login of the same device starts after the acknowledged position; last_seq=0 (field 17)
+    replays from the start. A device that never acknowledges gets the replay again."""
+    T = args.timeout
+    token = args.offline_token
+
+    # A second device that never acknowledges: its position does not move (control).
+    lazy = Conn("lazy", args.host, args.port, T)
+    try:
+        if check_login_ok(R, lazy, "offline user, device 2, acks",
+                          login(lazy, offline_id, token, "doc-client-lazy", acks=True)):
+            R.check(delivered(lazy, "anyone?") is not None,
+                    "device 2 (acks, never acknowledging) gets the message")
+            R.check(logout(lazy), "device 2 logs out")
+    finally:
+        lazy.close()
+    lazy = Conn("lazy", args.host, args.port, T)
+    try:
+        resp = login(lazy, offline_id, token, "doc-client-lazy", acks=True)
+        if check_login_ok(R, lazy, "offline user, device 2 again", resp):
+            got = delivered(lazy, "anyone?")
+            R.check(resp["loginResponse"]["sync_from"] < offline_seq and got is not None
+                    and got["messageRequest"]["seq"] == offline_seq,
+                    "device 2 again: nothing acknowledged, so the message is replayed",
+                    "%s / %s" % (show(resp), show(got)))
+            R.check(logout(lazy), "device 2 logs out again")
+    finally:
+        lazy.close()
+
+    c = Conn("offline", args.host, args.port, T)
+    last = offline_seq
+    try:
+        resp = login(c, offline_id, token, "doc-client-offline", acks=True)
+        if not check_login_ok(R, c, "offline user with acks=true", resp):
+            return
+        lr = resp["loginResponse"]
+        R.check(lr["inbox_head"] >= offline_seq and lr["sync_from"] < offline_seq
+                and lr["gap"] is False,
+                "offline user: LOGIN_RESPONSE inbox_head >= %d, sync_from before it, no gap"
+                % offline_seq, show(resp))
+        got = delivered(c, "anyone?")
+        gr = got["messageRequest"] if got else None
+        R.check(gr is not None and gr["from"] == alice_id and gr["seq"] == offline_seq
+                and got["sequence"] == offline_seq and got["session_id"] == "",
+                "offline user: the message sent while it was offline arrives with seq %d "
+                "(MessageRequest field 16)" % offline_seq, show(got))
+        rest = [delivered(c, "anyone? (again)"), delivered(c, "from an ack client")]
+        seqs = [m["messageRequest"]["seq"] if m else None for m in [got] + rest]
+        R.check(None not in seqs and seqs == sorted(seqs) and len(set(seqs)) == 3,
+                "offline user: the other two stored messages follow, in seq order", str(seqs))
+        extra = [m for m in c.drain(0.5) if m["type"] == MESSAGE_REQUEST]
+        R.check(extra == [], "offline user: each arrives once (the ack client's resend was "
+                "stored once)", "; ".join(show(m) for m in extra))
+        last = max(s for s in seqs if s is not None) if any(seqs) else offline_seq
+        # Cumulative: one ack for the highest processed seq covers them all.
+        c.send({"type": MESSAGE_ACK, "session_id": c.session_id, "ack": {"seq": last}})
+        R.check(logout(c), "offline user: MESSAGE_ACK has no answer; logout works after it")
+    finally:
+        c.close()
+
+    c = Conn("offline", args.host, args.port, T)
+    try:
+        resp = login(c, offline_id, token, "doc-client-offline", acks=True)
+        if check_login_ok(R, c, "offline user again", resp):
+            R.check(resp["loginResponse"]["sync_from"] >= last,
+                    "offline user again: the replay starts after the acknowledged seq %d"
+                    % last, show(resp))
+            again = [m for m in c.drain(0.5) if m["type"] == MESSAGE_REQUEST]
+            R.check(again == [], "offline user again: nothing acknowledged is replayed",
+                    "; ".join(show(m) for m in again))
+            R.check(logout(c), "offline user logs out")
+    finally:
+        c.close()
+
+    c = Conn("offline", args.host, args.port, T)
+    try:
+        resp = login(c, offline_id, token, "doc-client-offline", acks=True, last_seq=0)
+        if check_login_ok(R, c, "offline user with last_seq=0", resp):
+            got = delivered(c, "anyone?")
+            R.check(resp["loginResponse"]["sync_from"] == 0 and got is not None
+                    and got["messageRequest"]["seq"] == offline_seq,
+                    "last_seq=0 (field 17) wins over the saved position: replay from the start",
+                    "%s / %s" % (show(resp), show(got)))
+    finally:
+        c.close()
+
+
 def tamper(token):
     if not token:
         return "x"
@@ -761,10 +965,12 @@ def main():
     p.add_argument("--port", type=int, default=9000)
     p.add_argument("--alice-token", required=True)
     p.add_argument("--bob-token", required=True)
+    p.add_argument("--offline-token", required=True, help="a token for --offline-user")
     p.add_argument("--alice", default="alice", help="alice's user id (default alice)")
     p.add_argument("--bob", default="bob", help="bob's user id (default bob)")
     p.add_argument("--offline-user", default="doc-client-nobody",
-                   help="a user id that is not online (default doc-client-nobody)")
+                   help="a user id that is not online when the run starts (default "
+                        "doc-client-nobody)")
     p.add_argument("--timeout", type=float, default=3.0, help="seconds per wait (default 3)")
     args = p.parse_args()
     try:

@@ -1,12 +1,13 @@
 // Misbehaving clients over real sockets: malformed frames and message types, and recipients
-// that stop reading. Each is closed with the right code while other clients keep chatting.
+// that stop reading. Each is closed with the right code while other clients keep chatting, and
+// what was sent to a dropped recipient stays in its inbox.
 
 import t, { type Test } from 'tap';
 import { pino } from 'pino';
 import { startNode, type TestNode } from '../helpers/node.js';
-import { connect, connectLoggedIn, frameHeader, isType, waitFor, type RawClient } from '../helpers/raw-client.js';
+import { connect, connectLoggedIn, frameHeader, isType, seqOf, u64, waitFor, type RawClient } from '../helpers/raw-client.js';
 import { encodeMessageFrame } from '../../src/protocol/codec.js';
-import { HeadType, ResultCode } from '../../src/protocol/types.js';
+import { HeadType } from '../../src/protocol/types.js';
 
 /** A logger that keeps every line, to see why the server closed a connection it could not tell. */
 function captureLog() {
@@ -115,16 +116,18 @@ t.test('malformed input closes only the connection that sent it', async (t) => {
 
 /**
  * Floods `victim` (paused, so its kernel buffers fill) from `sender` in batches of large
- * messages, with the pair exchanging messages between batches, until the server reports the
- * victim offline.
+ * messages, with the pair exchanging messages between batches, until the victim's session is
+ * gone. Every message is accepted and stored whether or not the victim is still there; resolves
+ * how many were sent.
  */
-async function floodUntilOffline(
+async function floodUntilGone(
   t: Test,
+  tn: TestNode,
   sender: RawClient,
   victim: string,
   exchange: () => Promise<void>,
   reader?: { uid: string; client: RawClient },
-): Promise<void> {
+): Promise<number> {
   const content = 'x'.repeat(16 * 1024);
   const maxMessages = 8000; // 128 MB: far more than loopback socket buffers can hold
   let sent = 0;
@@ -136,17 +139,26 @@ async function floodUntilOffline(
       // The same load to a recipient that keeps reading, which must survive it.
       if (reader) sender.chat(reader.uid, content);
     }
-    const codes = [];
-    for (const sequence of sequences) codes.push((await sender.response(sequence, 10_000)).messageResponse?.code);
+    const seqs = [];
+    for (const sequence of sequences) {
+      const response = (await sender.response(sequence, 10_000)).messageResponse;
+      if (!response?.result) throw new Error(`message to ${victim} refused: ${JSON.stringify(response)}`);
+      seqs.push(Number(u64(response.seq)));
+    }
+    t.same(
+      seqs,
+      Array.from({ length: 10 }, (_, i) => sent - 9 + i),
+      `batch ${batches} stored as ${sent - 9}..${sent}`,
+    );
     if (reader) {
       for (let i = 0; i < 10; i++) await reader.client.next(isType(HeadType.MESSAGE_REQUEST), 10_000);
     }
     batches++;
-    if (codes.at(-1) === ResultCode.RECIPIENT_OFFLINE) {
-      t.pass(`${victim} went offline after ${batches} batches, the pair chatting in between`);
-      return;
+    if (tn.node.server.sessions.byUser(victim).length === 0) {
+      t.pass(`${victim} was dropped after ${batches} batches, the pair chatting in between`);
+      t.equal((await tn.node.inbox.range(victim, 0, 0)).head, sent, `all ${sent} messages to ${victim} are in its inbox`);
+      return sent;
     }
-    t.same(new Set(codes), new Set([ResultCode.SUCCESS]), 'accepted while the victim is still connected');
     await exchange();
   }
   throw new Error(`${victim} was still online after ${sent} messages`);
@@ -163,7 +175,7 @@ t.test('a recipient whose output exceeds maxOutboundBytes is dropped as a slow c
   const slow = await connectLoggedIn(t, tn.port, 'slow', tn.token('slow'));
   slow.pause();
 
-  await floodUntilOffline(t, alice, 'slow', exchange, { uid: 'reader', client: reader });
+  await floodUntilGone(t, tn, alice, 'slow', exchange, { uid: 'reader', client: reader });
   t.equal(reader.isClosed, false, 'a recipient that reads survives the same load');
   t.equal(tn.node.server.sessions.byUser('reader').length, 1);
   t.same(tn.node.server.sessions.byUser('slow'), [], 'the slow session is gone');
@@ -197,7 +209,7 @@ t.test('a recipient whose output does not drain within drainTimeoutMs is dropped
   const slow = await connectLoggedIn(t, tn.port, 'slow', tn.token('slow'));
   slow.pause();
 
-  await floodUntilOffline(t, alice, 'slow', exchange);
+  await floodUntilGone(t, tn, alice, 'slow', exchange);
   t.same(tn.node.server.sessions.byUser('slow'), []);
   const slowCloses = closes().filter((l) => l.uid === 'slow');
   t.same(
@@ -231,4 +243,34 @@ t.test('a reader that is merely slower than the sender is not dropped', async (t
   t.equal(received, 400);
   t.equal(bob.isClosed, false);
   t.equal(tn.node.server.sessions.byUser('bob').length, 1);
+});
+
+t.test("a device dropped as a slow consumer does not cost the user's other device a message", async (t) => {
+  // bob's paused phone logged in first, so it comes first when a message is delivered to bob.
+  // The message whose write drops it must still reach the tablet, and is the last one sent.
+  const { log, closes } = captureLog();
+  const tn = await startNode(t, { maxOutboundBytes: 256 * 1024 }, { log });
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  const phone = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'phone');
+  phone.pause();
+  const tablet = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'tablet');
+
+  const content = 'q'.repeat(16 * 1024);
+  let sent = 0;
+  while (tn.node.server.sessions.byUser('bob').length === 2) {
+    if (sent === 8000) throw new Error('the paused phone was never dropped');
+    // One at a time: when the response is here, the delivery to both devices has been written.
+    t.equal((await alice.chatAndWait('bob', content)).messageResponse?.result, true);
+    sent++;
+  }
+  t.same(
+    closes().map((l) => [l.deviceId, l.code]),
+    [['phone', 'SB_ERR_SLOW_CONSUMER']],
+    'the phone was dropped as a slow consumer',
+  );
+  const got = await tablet.deliveries(sent, 10_000);
+  t.equal(seqOf(got.at(-1)!), sent, `the tablet received all ${sent}, the last one included`);
+  t.equal(tablet.isClosed, false);
+  phone.resume();
+  await phone.waitClosed(10_000);
 });

@@ -1,9 +1,10 @@
-// Chat over real sockets: delivery as the same MESSAGE_REQUEST envelope, the MESSAGE_RESPONSE
-// for every request, per-sender order, the sender check, offline recipients, several devices.
+// Chat over real sockets: delivery as the same MESSAGE_REQUEST envelope plus its inbox seq, the
+// MESSAGE_RESPONSE for every request, per-sender order, the sender check, offline recipients
+// (stored, not refused), several devices. test/server/delivery.test.ts covers replay and acks.
 
 import t from 'tap';
 import { startNode } from '../helpers/node.js';
-import { connectLoggedIn, isType, u64 } from '../helpers/raw-client.js';
+import { connectLoggedIn, isType, seqOf, u64 } from '../helpers/raw-client.js';
 import { HeadType, ResultCode } from '../../src/protocol/types.js';
 
 t.test('a message reaches its recipient and the sender gets a MESSAGE_RESPONSE', async (t) => {
@@ -33,21 +34,38 @@ t.test('a message reaches its recipient and the sender gets a MESSAGE_RESPONSE',
   t.equal(delivered.messageRequest?.property, 'p');
   t.equal(delivered.messageRequest?.fromNick, 'Alice');
   t.equal(delivered.messageRequest?.json, '{"k":1}');
+  t.equal(seqOf(delivered), 1, "carries its seq in bob's inbox");
+  t.equal(u64(delivered.sequence), '1', 'the envelope sequence is the inbox seq too');
   t.not(delivered.sessionId, alice.sessionId, "the sender's session id is not passed on");
 
   const response = await alice.next();
   t.equal(response.type, HeadType.MESSAGE_RESPONSE);
   t.equal(response.messageResponse?.result, true);
   t.equal(response.messageResponse?.code, ResultCode.SUCCESS);
+  t.equal(u64(response.messageResponse?.seq), '1', 'tells the sender the seq it got');
+  t.equal(response.messageResponse?.duplicate, false);
   t.equal(u64(response.sequence), u64(sent.sequence), "echoes the request's sequence");
   t.equal(response.sessionId, alice.sessionId);
 
   // And the other way round.
   const back = await bob.chatAndWait('alice', 'hi alice');
   t.equal(back.messageResponse?.result, true);
+  t.equal(u64(back.messageResponse?.seq), '1', 'sequences are per recipient');
   const reply = await alice.next(isType(HeadType.MESSAGE_REQUEST));
   t.equal(reply.messageRequest?.from, 'bob');
   t.equal(reply.messageRequest?.content, 'hi alice');
+  t.equal(seqOf(reply), 1);
+});
+
+t.test('a seq set by the sender is ignored: the inbox assigns it', async (t) => {
+  const tn = await startNode(t);
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  const bob = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'));
+  const response = await alice.chatAndWait('bob', 'forged seq', { seq: 4242 });
+  t.equal(u64(response.messageResponse?.seq), '1');
+  const delivered = await bob.next(isType(HeadType.MESSAGE_REQUEST));
+  t.equal(seqOf(delivered), 1, 'delivered with the assigned seq only');
+  t.equal(delivered.messageRequest?.content, 'forged seq');
 });
 
 t.test('a burst of 500 messages keeps per-sender order', async (t) => {
@@ -66,10 +84,17 @@ t.test('a burst of 500 messages keeps per-sender order', async (t) => {
 
   const fromAlice: string[] = [];
   const fromCarol: string[] = [];
+  const bobSeqs: number[] = [];
   for (let i = 0; i < 2 * count; i++) {
     const m = await bob.next(isType(HeadType.MESSAGE_REQUEST));
     (m.messageRequest?.from === 'alice' ? fromAlice : fromCarol).push(m.messageRequest?.content ?? '');
+    bobSeqs.push(seqOf(m));
   }
+  t.same(
+    bobSeqs,
+    Array.from({ length: 2 * count }, (_, i) => i + 1),
+    "bob's inbox numbers both senders' messages 1..1000, delivered in that order",
+  );
   t.same(fromAlice, Array.from({ length: count }, (_, i) => `a${i}`), "alice's messages arrive in the order she sent them");
   t.same(fromCarol, Array.from({ length: count }, (_, i) => `c${i}`), "carol's messages arrive in the order she sent them");
 
@@ -100,6 +125,7 @@ t.test('a spoofed from is refused with SENDER_MISMATCH and not delivered', async
   const first = await bob.next();
   t.equal(first.messageRequest?.content, 'I am mallory', 'the spoofed message was never delivered');
   t.equal(first.messageRequest?.from, 'mallory');
+  t.equal(seqOf(first), 1, 'nor stored: the honest message is the first in the inbox');
 });
 
 t.test('an empty from is filled in with the logged-in user', async (t) => {
@@ -113,14 +139,28 @@ t.test('an empty from is filled in with the logged-in user', async (t) => {
   t.equal(delivered.messageRequest?.content, 'no from');
 });
 
-t.test('a message to an offline user is refused with RECIPIENT_OFFLINE', async (t) => {
+t.test('a message to an offline user is stored and answered with its seq', async (t) => {
   const tn = await startNode(t);
   const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
   const response = await alice.chatAndWait('nobody', 'anyone there?');
-  t.equal(response.messageResponse?.result, false);
-  t.equal(response.messageResponse?.code, ResultCode.RECIPIENT_OFFLINE);
-  t.equal(response.messageResponse?.errorCode, 'SB_ERR_RECIPIENT_OFFLINE');
+  t.equal(response.messageResponse?.result, true, 'accepted: there is no RECIPIENT_OFFLINE any more');
+  t.equal(response.messageResponse?.code, ResultCode.SUCCESS);
+  t.equal(response.messageResponse?.errorCode, '');
+  t.equal(u64(response.messageResponse?.seq), '1');
   t.equal(alice.isClosed, false);
+  t.same(tn.node.server.sessions.byUser('nobody'), [], 'nobody is online');
+  const stored = await tn.node.inbox.range('nobody', 0, 10);
+  t.same(
+    stored.messages.map((m) => m.seq),
+    [1],
+    "in nobody's inbox",
+  );
+
+  const nobody = await connectLoggedIn(t, tn.port, 'nobody', tn.token('nobody'));
+  const replayed = await nobody.next(isType(HeadType.MESSAGE_REQUEST));
+  t.equal(replayed.messageRequest?.content, 'anyone there?', 'delivered at login');
+  t.equal(replayed.messageRequest?.from, 'alice');
+  t.equal(seqOf(replayed), 1);
 });
 
 t.test('a message without a recipient is refused with BAD_REQUEST', async (t) => {
@@ -159,6 +199,9 @@ t.test('every device of the recipient receives the message', async (t) => {
 
   // A message one device sends to its own user reaches both devices, the sender included.
   await phone.chatAndWait('bob', 'note to self');
-  t.equal((await tablet.next(isType(HeadType.MESSAGE_REQUEST))).messageRequest?.content, 'note to self');
-  t.equal((await phone.next(isType(HeadType.MESSAGE_REQUEST))).messageRequest?.content, 'note to self');
+  const onTablet = await tablet.next(isType(HeadType.MESSAGE_REQUEST));
+  const onPhone = await phone.next(isType(HeadType.MESSAGE_REQUEST));
+  t.equal(onTablet.messageRequest?.content, 'note to self');
+  t.equal(onPhone.messageRequest?.content, 'note to self');
+  t.same([seqOf(onPhone), seqOf(onTablet)], [2, 2], 'one inbox per user: the same seq on every device');
 });

@@ -148,6 +148,12 @@ t.test('the seam: live messages sent during a long replay are delivered once, in
   await end.reached;
   await live(20);
   end.release();
+  // The pump itself must pick up what was stored during that last read, not the periodic sweep
+  // or the next live message: it does so at once, before the server handles bob's next frame.
+  await bob.roundTrip();
+  const written = bob.received.filter(isDelivery);
+  t.equal(written.length, next - 1, 'everything stored so far was written before the echo');
+  t.equal(seqOf(written.at(-1)!), next - 1);
   // And free-running: live messages racing the rest of the replay, sent in small bursts.
   for (let burst = 0; burst < 20; burst++) await live(5);
   const total = next - 1;
@@ -270,8 +276,9 @@ t.test('a legacy device (no acks) is replayed from the last message written to i
 
 t.test('a repeated msg_id is stored and delivered once', async (t) => {
   const tn = await startNode(t);
-  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
-  const carol = await connectLoggedIn(t, tn.port, 'carol', tn.token('carol'));
+  // Senders that declared acks speak the extensions: their msg_id is a dedupe key.
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'), 'dev-1', { acks: true });
+  const carol = await connectLoggedIn(t, tn.port, 'carol', tn.token('carol'), 'dev-1', { acks: true });
   const bob = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'));
 
   // The same message three times in one burst, as a client retrying after a lost response.
@@ -326,6 +333,19 @@ t.test('a repeated msg_id is stored and delivered once', async (t) => {
   const back = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'other', { lastSeq: 4 });
   t.same(seqs(await back.deliveries(1)), [5]);
   await nothingMoreDelivered(t, back, 'the offline duplicate is replayed once');
+
+  // An original client (no acks) may reuse ids: its messages are never deduplicated.
+  const legacy = await connectLoggedIn(t, tn.port, 'dave', tn.token('dave'));
+  const repeated = await Promise.all([1, 2].map(() => legacy.response(legacy.chat('bob', 'legacy', { msgId: 5 }))));
+  t.same(
+    repeated.map((r) => [u64(r.messageResponse?.seq), r.messageResponse?.duplicate]),
+    [
+      ['6', false],
+      ['7', false],
+    ],
+    'a legacy sender repeating msg_id 5: two messages',
+  );
+  t.same(seqs(await back.deliveries(2)), [6, 7]);
 });
 
 t.test('a position older than the retained messages is reported as a gap', async (t) => {

@@ -1,9 +1,11 @@
 // Session lifecycle over real sockets: heartbeats and the idle timeout, logout and disconnect
-// cleanup, the device limit, same-device replacement, and server shutdown.
+// cleanup, the device limit, same-device replacement, and server shutdown. A user who is gone
+// is no longer in the session map or store: messages to them are stored, not written to the
+// old connection, and replayed when they come back.
 
 import t from 'tap';
 import { startNode } from '../helpers/node.js';
-import { connect, connectLoggedIn, isType, u64, waitFor, RawClient } from '../helpers/raw-client.js';
+import { connect, connectLoggedIn, isDelivery, isType, seqOf, u64, waitFor, RawClient } from '../helpers/raw-client.js';
 import { HeadType, ResultCode } from '../../src/protocol/types.js';
 
 t.test('a heartbeat is echoed unchanged after login', async (t) => {
@@ -69,14 +71,24 @@ t.test('logout', async (t) => {
   t.same(tn.node.server.sessions.byUser('alice'), []);
   await waitFor('the store record to be removed', async () => (await tn.node.store.byUser('alice')).length === 0);
   const toAlice = await bob.chatAndWait('alice', 'are you there?');
-  t.equal(toAlice.messageResponse?.result, false);
-  t.equal(toAlice.messageResponse?.code, ResultCode.RECIPIENT_OFFLINE);
-  t.equal(toAlice.messageResponse?.errorCode, 'SB_ERR_RECIPIENT_OFFLINE');
+  t.equal(toAlice.messageResponse?.result, true, 'a message to a logged-out user is accepted');
+  t.equal(u64(toAlice.messageResponse?.seq), '1');
+  t.same(
+    (await tn.node.inbox.range('alice', 0, 10)).messages.map((m) => m.seq),
+    [1],
+    "and kept in alice's inbox",
+  );
+
+  const back = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  const replayed = await back.next(isDelivery);
+  t.equal(replayed.messageRequest?.content, 'are you there?', 'she gets it when she logs in again');
+  t.equal(seqOf(replayed), 1);
 });
 
 t.test('a logged-out user is unreachable at once, even before the socket has closed', async (t) => {
   // The client does not answer the server's FIN, so the socket stays half-open for the whole
-  // close grace period. Messages to it in that window would be dropped: they must be refused.
+  // close grace period. Messages to it in that window must not be written to it (they would be
+  // acknowledged and dropped): they are stored for the user's next login.
   const tn = await startNode(t, { closeGraceMs: 5_000 });
   const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'), 'phone', { allowHalfOpen: true });
   const bob = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'));
@@ -85,20 +97,32 @@ t.test('a logged-out user is unreachable at once, even before the socket has clo
   t.equal((await alice.next()).type, HeadType.LOGOUT_RESPONSE);
   await alice.ended;
   t.equal(alice.isClosed, false, 'still half-open');
+  t.equal(tn.node.server.sessions.byUser('alice').length, 0, 'gone from the session map as soon as it is closing');
 
   const toAlice = await bob.chatAndWait('alice', 'lost in the void?');
-  t.equal(toAlice.messageResponse?.code, ResultCode.RECIPIENT_OFFLINE, 'refused, not acknowledged and dropped');
-  t.equal(tn.node.server.sessions.byUser('alice').length, 0);
+  t.equal(toAlice.messageResponse?.result, true, 'stored');
+  t.equal(u64(toAlice.messageResponse?.seq), '1');
   await waitFor('the store record to be removed', async () => (await tn.node.store.byUser('alice')).length === 0);
+
+  // Ending our side lets the server close; whatever it wrote before arrives before its close.
+  alice.socket.end();
+  await alice.waitClosed();
   t.notOk(
     alice.received.some((m) => m.type === HeadType.MESSAGE_REQUEST),
     'nothing was written after the LOGOUT_RESPONSE',
   );
+  t.equal(await tn.node.inbox.cursor('alice', 'phone'), undefined, 'nor counted as written to the phone');
 
-  // Another device of the same user can log in meanwhile and is reachable.
+  // Another device of the same user can log in meanwhile: it is replayed the stored message and
+  // then reachable live.
   const tablet = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'), 'tablet');
+  const replayed = await tablet.next(isDelivery);
+  t.equal(replayed.messageRequest?.content, 'lost in the void?');
+  t.equal(seqOf(replayed), 1);
   t.equal((await bob.chatAndWait('alice', 'hi tablet')).messageResponse?.result, true);
-  t.equal((await tablet.next(isType(HeadType.MESSAGE_REQUEST))).messageRequest?.content, 'hi tablet');
+  const live = await tablet.next(isDelivery);
+  t.equal(live.messageRequest?.content, 'hi tablet');
+  t.equal(seqOf(live), 2);
 });
 
 t.test('a dropped connection is cleaned up like a logout', async (t) => {
@@ -117,7 +141,10 @@ t.test('a dropped connection is cleaned up like a logout', async (t) => {
   t.equal(tn.node.server.connectionCount, 1);
 
   const toAlice = await bob.chatAndWait('alice', 'gone?');
-  t.equal(toAlice.messageResponse?.code, ResultCode.RECIPIENT_OFFLINE);
+  t.equal(toAlice.messageResponse?.result, true, 'a message to her is stored');
+  t.equal((await tn.node.inbox.range('alice', 0, 0)).head, 1);
+  const back = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  t.equal((await back.next(isDelivery)).messageRequest?.content, 'gone?', 'and replayed when she is back');
 });
 
 t.test('the device limit', async (t) => {

@@ -1,9 +1,10 @@
 // Login over real sockets, as a native client does it: token checks and their result codes, the
-// login timeout, what is refused before login, and the bounded pre-login queue.
+// login timeout, what is refused before login, and the bounded pre-login queue. Where the
+// replay after a login starts is test/server/delivery.test.ts's subject.
 
 import t from 'tap';
 import { startNode } from '../helpers/node.js';
-import { connect, connectLoggedIn, isType, u64, RawClient, PRE_LOGIN_SEQUENCE } from '../helpers/raw-client.js';
+import { connect, connectLoggedIn, isType, seqOf, u64, RawClient, PRE_LOGIN_SEQUENCE } from '../helpers/raw-client.js';
 import { HeadType, ResultCode, type ImMessage } from '../../src/protocol/types.js';
 import { encodeMessageFrame } from '../../src/protocol/codec.js';
 
@@ -16,6 +17,9 @@ t.test('login succeeds with a valid token', async (t) => {
   t.equal(response.loginResponse?.result, true);
   t.equal(response.loginResponse?.code, ResultCode.SUCCESS);
   t.equal(response.loginResponse?.errorCode, '', 'no error code on success');
+  t.equal(u64(response.loginResponse?.inboxHead), '0', 'an empty inbox');
+  t.equal(u64(response.loginResponse?.syncFrom), '0');
+  t.equal(response.loginResponse?.gap, false);
   t.equal(u64(response.sequence), PRE_LOGIN_SEQUENCE.toString(), 'echoes the pre-login sequence 2^64-1 exactly');
   t.equal(u64(response.sequence), '18446744073709551615');
 
@@ -173,6 +177,7 @@ t.test('a MESSAGE_REQUEST before login closes with SB_ERR_NOT_LOGGED_IN', async 
     intruder.received.some((m) => m.type === HeadType.MESSAGE_RESPONSE),
     'no MESSAGE_RESPONSE: the message was not processed',
   );
+  t.equal((await tn.node.inbox.range('bob', 0, 0)).head, 0, 'nor stored');
 
   // bob got nothing: the next thing he receives is a message from a real sender.
   const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
@@ -255,6 +260,8 @@ t.test('frames sent behind a pending login', async (t) => {
     // bob received none of the flood: his next message is this one.
     const carol = await connectLoggedIn(t, tn.port, 'carol', tn.token('carol'));
     await carol.chatAndWait('bob', 'after the flood');
-    t.equal((await bob.next(isType(HeadType.MESSAGE_REQUEST))).messageRequest?.content, 'after the flood');
+    const next = await bob.next(isType(HeadType.MESSAGE_REQUEST));
+    t.equal(next.messageRequest?.content, 'after the flood');
+    t.equal(seqOf(next), limit + 1, 'nor was any of it stored: the queued test stored 1..4');
   });
 });

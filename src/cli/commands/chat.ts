@@ -2,7 +2,6 @@
 // print as they arrive, `/quit` logs out.
 
 import readline from 'node:readline';
-import { randomBytes } from 'node:crypto';
 import { TokenSigner, DEV_SECRET } from '../../auth/token.js';
 import { ImClient } from '../../client/im-client.js';
 import { SwitchboardError, isSwitchboardError } from '../../errors.js';
@@ -13,7 +12,7 @@ const OPTIONS = {
   user: { type: 'string', description: 'your user id (required)' },
   host: { type: 'string', description: 'worker address', default: '127.0.0.1' },
   port: { type: 'number', description: 'worker port', default: 9000 },
-  device: { type: 'string', description: 'device id (default: cli-<random>)' },
+  device: { type: 'string', description: 'device id: the chat resumes where this device left off', default: 'cli' },
   token: { type: 'string', description: 'login token; unset: minted locally with --secret' },
   ...SECRET_OPTION,
 } as const satisfies OptionSpecs;
@@ -27,7 +26,7 @@ export async function chatCommand(argv: string[]): Promise<void> {
     return;
   }
   if (!o.user) throw new SwitchboardError('SB_ERR_CONFIG', '--user is required');
-  const deviceId = o.device ?? `cli-${randomBytes(3).toString('hex')}`;
+  const deviceId = o.device;
   const token = o.token ?? new TokenSigner(o.secret ?? DEV_SECRET).mint({ uid: o.user, deviceId, ttlMs: 86_400_000 });
   const client = new ImClient({ host: o.host, port: o.port, uid: o.user, deviceId, token });
   const rl = readline.createInterface({ input: process.stdin, output: process.stdout, prompt: `${o.user}> ` });

@@ -32,8 +32,11 @@ export function handleChat(ctx: ServerContext, conn: Connection, session: LocalS
     conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_MESSAGE_TOO_LARGE', reason: `the delivered message would exceed ${ctx.limits.maxFrameLength} bytes` }));
     return;
   }
+  // Only clients that speak the extensions (acks) know msg_id is a dedupe key; an original
+  // client may reuse ids, so its messages are never deduplicated.
+  const msgId = session.acks ? uint64String(request.msgId) : '0';
   conn.startTask();
-  ctx.inbox.append({ uid: to, sender: session.uid, msgId: uint64String(request.msgId), body }).then(
+  ctx.inbox.append({ uid: to, sender: session.uid, msgId, body }).then(
     (stored) => {
       conn.sendFrame(storedResponseFrame(sequence, sessionId, stored.seq, stored.duplicate));
       if (!stored.duplicate) ctx.delivery.deliverLive(ctx.sessions.byUser(to), stored.seq, body);
