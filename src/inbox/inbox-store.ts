@@ -25,6 +25,7 @@ export interface AppendRequest {
   sender: string;
   /** Sender-chosen id; '' or '0' disables dedupe for this message. */
   msgId: string;
+  /** Handed over to the store: the caller must not modify it afterwards. */
   body: Uint8Array;
 }
 

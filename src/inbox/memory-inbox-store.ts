@@ -34,7 +34,8 @@ export class MemoryInboxStore implements InboxStore {
       if (seen) return { seq: seen.seq, duplicate: true };
     }
     const seq = ++inbox.head;
-    inbox.messages.push({ seq, storedAt: now, body: Buffer.from(body) });
+    // Kept without a copy: the caller hands the body over (AppendRequest.body).
+    inbox.messages.push({ seq, storedAt: now, body: Buffer.from(body.buffer, body.byteOffset, body.byteLength) });
     if (key) {
       inbox.dedupe.set(key, { seq, expiresAt: now + this.#limits.dedupeWindowMs });
       if (inbox.dedupe.size > this.#limits.maxMessages) inbox.dedupe.delete(inbox.dedupe.keys().next().value!);
