@@ -28,6 +28,8 @@ export interface WorkerLimits {
   ackTimeoutMs: number;
   /** Messages read from the inbox per batch when replaying. */
   syncBatchSize: number;
+  /** How often a worker rewrites its sessions' SessionStore records (their TTL). */
+  sessionRefreshMs: number;
 }
 
 export const DEFAULT_LIMITS: Readonly<WorkerLimits> = Object.freeze({
@@ -43,6 +45,7 @@ export const DEFAULT_LIMITS: Readonly<WorkerLimits> = Object.freeze({
   closeGraceMs: 2_000,
   ackTimeoutMs: 10_000,
   syncBatchSize: 100,
+  sessionRefreshMs: 30_000,
 });
 
 export function idleTimeoutMs(limits: WorkerLimits): number {

@@ -27,6 +27,10 @@ export const ERROR_CODES = {
   SB_ERR_SERVER_SHUTDOWN: 'server is shutting down',
   SB_ERR_INTERNAL: 'internal server error',
 
+  // Cluster.
+  SB_ERR_PEER_NOT_AUTHENTICATED: 'peer frame before the peer handshake completed',
+  SB_ERR_PEER_AUTH_FAILED: 'peer handshake failed: the cluster secret was not proven',
+
   // Chat.
   SB_ERR_BAD_REQUEST: 'request is missing a required field',
   SB_ERR_SENDER_MISMATCH: 'from differs from the logged-in user',

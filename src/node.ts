@@ -13,6 +13,7 @@ import type { SessionStore } from './session/session-store.js';
 import type { InboxStore } from './inbox/inbox-store.js';
 import { MemoryInboxStore } from './inbox/memory-inbox-store.js';
 import { WorkerServer } from './server/worker-server.js';
+import { createCluster, type ClusterSettings } from './cluster/cluster.js';
 
 export const VERSION: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
 
@@ -29,6 +30,8 @@ export interface NodeOptions {
   registry?: Registry;
   /** Defaults to an in-memory inbox (embedded mode). */
   inbox?: InboxStore;
+  /** Cluster mode: peer links to the other workers of `registry`, routing through `store`. */
+  cluster?: ClusterSettings;
 }
 
 export interface SwitchboardNode {
@@ -60,6 +63,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
     registry,
     log: log.child({ component: 'worker' }),
     version: VERSION,
+    cluster: options.cluster && createCluster(options.cluster, { registry, store, heartbeatMs: limits.heartbeatIntervalMs, maxFrameLength: limits.maxFrameLength, log }),
   });
   return {
     server,

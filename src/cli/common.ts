@@ -27,6 +27,7 @@ export const LIMIT_OPTIONS = {
   'close-grace-ms': { type: 'number', description: 'time a closing connection gets to flush its last frame', default: DEFAULT_LIMITS.closeGraceMs },
   'ack-timeout-ms': { type: 'number', description: 'resend deliveries a device has not acknowledged after this long', default: DEFAULT_LIMITS.ackTimeoutMs },
   'sync-batch': { type: 'number', description: 'messages per inbox read when replaying', default: DEFAULT_LIMITS.syncBatchSize },
+  'session-refresh-ms': { type: 'number', description: 'how often a worker refreshes its session records', default: DEFAULT_LIMITS.sessionRefreshMs },
 } as const satisfies OptionSpecs;
 
 export const INBOX_OPTIONS = {
@@ -58,6 +59,7 @@ export function limitsFrom(v: OptionValues<typeof LIMIT_OPTIONS>): WorkerLimits 
     closeGraceMs: v['close-grace-ms'],
     ackTimeoutMs: v['ack-timeout-ms'],
     syncBatchSize: v['sync-batch'],
+    sessionRefreshMs: v['session-refresh-ms'],
   };
 }
 

@@ -18,6 +18,12 @@ export const HeadType = {
   MESSAGE_NOTIFICATION: 7,
   /** switchboard: client's cumulative receipt of inbox sequences. */
   MESSAGE_ACK: 8,
+  /** switchboard cluster: worker <-> worker frames (see PeerHello etc.). */
+  PEER_HELLO: 20,
+  PEER_CHALLENGE: 21,
+  PEER_AUTH: 22,
+  PEER_DELIVER: 23,
+  PEER_NUDGE: 24,
 } as const;
 export type HeadType = (typeof HeadType)[keyof typeof HeadType];
 
@@ -111,6 +117,32 @@ export interface MessageHeartBeat {
   json?: string;
 }
 
+export interface PeerHello {
+  nodeId?: string;
+  nonce?: Uint8Array;
+}
+
+export interface PeerChallenge {
+  nodeId?: string;
+  nonce?: Uint8Array;
+  mac?: Uint8Array;
+}
+
+export interface PeerAuth {
+  mac?: Uint8Array;
+}
+
+export interface PeerDeliver {
+  uid?: string;
+  seq?: UInt64;
+  body?: Uint8Array;
+}
+
+export interface PeerNudge {
+  uids?: string[];
+  all?: boolean;
+}
+
 export interface ImMessage {
   type: number;
   sequence?: UInt64;
@@ -122,4 +154,9 @@ export interface ImMessage {
   notification?: MessageNotification | null;
   heartBeat?: MessageHeartBeat | null;
   ack?: MessageAck | null;
+  peerHello?: PeerHello | null;
+  peerChallenge?: PeerChallenge | null;
+  peerAuth?: PeerAuth | null;
+  peerDeliver?: PeerDeliver | null;
+  peerNudge?: PeerNudge | null;
 }

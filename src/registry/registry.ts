@@ -23,6 +23,12 @@ export interface Registry {
   workers(): readonly WorkerInfo[];
   /** Calls `listener` after every change of the view; returns a function that unsubscribes. */
   onChange(listener: (workers: readonly WorkerInfo[]) => void): () => void;
+  /**
+   * Calls `listener` after this worker's registration and after every re-registration (a
+   * registry whose session expired registers again, under the same id): the worker then
+   * re-publishes what other nodes may have purged meanwhile (its sessions).
+   */
+  onRegistered(listener: (self: WorkerInfo) => void): () => void;
   /** Removes this worker from the registry and stops watching. */
   close(): Promise<void>;
 }

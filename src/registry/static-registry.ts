@@ -6,6 +6,7 @@ import type { Registry, WorkerAnnouncement, WorkerInfo } from './registry.js';
 
 export class StaticRegistry implements Registry {
   readonly #listeners = new Set<(workers: readonly WorkerInfo[]) => void>();
+  readonly #registered = new Set<(self: WorkerInfo) => void>();
   #self: WorkerInfo | undefined;
   #view: readonly WorkerInfo[] = [];
 
@@ -15,6 +16,7 @@ export class StaticRegistry implements Registry {
     if (this.#self) throw new SwitchboardError('SB_ERR_CONFIG', 'worker is already registered');
     this.#self = { ...worker, id: this.nodeId };
     this.#publish();
+    for (const listener of this.#registered) listener({ ...this.#self });
     return { ...this.#self };
   }
 
@@ -33,10 +35,16 @@ export class StaticRegistry implements Registry {
     return () => this.#listeners.delete(listener);
   }
 
+  onRegistered(listener: (self: WorkerInfo) => void): () => void {
+    this.#registered.add(listener);
+    return () => this.#registered.delete(listener);
+  }
+
   async close(): Promise<void> {
     this.#self = undefined;
     this.#publish();
     this.#listeners.clear();
+    this.#registered.clear();
   }
 
   #publish(): void {

@@ -45,6 +45,8 @@ export class Connection implements Outbound {
   log: Logger;
   /** Why the server closed the connection; undefined when the client closed it. */
   closeReason: Failure | undefined;
+  /** Logged in as a client, or proven a peer: exempt from the login timeout. */
+  authenticated = false;
 
   readonly #limits: WorkerLimits;
   readonly #handler: ConnectionHandler;

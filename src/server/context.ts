@@ -7,6 +7,7 @@ import type { LocalSessionMap } from '../session/local-session-map.js';
 import type { SessionStore } from '../session/session-store.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import type { Delivery } from './delivery.js';
+import type { MessageRouter, ServerExtension } from './router.js';
 
 export interface ServerContext {
   readonly limits: WorkerLimits;
@@ -14,6 +15,8 @@ export interface ServerContext {
   readonly store: SessionStore;
   readonly inbox: InboxStore;
   readonly delivery: Delivery;
+  readonly router: MessageRouter;
+  readonly extension: ServerExtension | undefined;
   readonly signer: TokenSigner;
   readonly log: Logger;
   /** Resolves this worker's registry id once it is registered. */

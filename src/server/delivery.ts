@@ -100,6 +100,11 @@ export class Delivery {
     this.#dirty.clear();
   }
 
+  /** Something may have been stored that this session was not told about: read its inbox. */
+  nudge(session: LocalSession): void {
+    if (session.ready && !session.pumping) this.#pump(session);
+  }
+
   /** The session is gone: stop sending to it and save its position now. */
   release(session: LocalSession): void {
     session.released = true;

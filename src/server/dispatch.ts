@@ -12,6 +12,11 @@ import { handleLogin } from './handlers/login.js';
 import { handleLogout } from './handlers/logout.js';
 
 export function dispatch(ctx: ServerContext, conn: Connection, message: ImMessage): void | Promise<void> {
+  const extension = ctx.extension;
+  if (extension?.owns(conn)) {
+    if (!extension.handle(conn, message)) throw new SwitchboardError('SB_ERR_UNKNOWN_TYPE', `message type ${message.type} is not accepted from a peer`);
+    return;
+  }
   switch (message.type) {
     case HeadType.LOGIN_REQUEST:
       return handleLogin(ctx, conn, message);
@@ -24,6 +29,7 @@ export function dispatch(ctx: ServerContext, conn: Connection, message: ImMessag
     case HeadType.MESSAGE_ACK:
       return handleAck(ctx, requireSession(conn, message), message);
     default:
+      if (extension?.handle(conn, message)) return;
       throw new SwitchboardError('SB_ERR_UNKNOWN_TYPE', `message type ${message.type} is not accepted from a client`);
   }
 }

@@ -1,7 +1,8 @@
 // The worker's TCP server: accepts client sockets, wraps each in a Connection, dispatches their
 // messages, cleans up after them, registers the worker in the Registry and keeps its balance
-// current. One periodic sweep enforces the login, idle and drain timeouts of all connections
-// and drives Delivery's resends and position saves.
+// and its SessionStore records current (refreshed every sessionRefreshMs, re-published after a
+// re-registration). One periodic sweep enforces the login, idle and drain timeouts of all
+// connections and drives Delivery's resends and position saves.
 
 import net from 'node:net';
 import { once } from 'node:events';
@@ -13,6 +14,9 @@ import { LocalSessionMap } from '../session/local-session-map.js';
 import type { SessionStore } from '../session/session-store.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import { Delivery } from './delivery.js';
+import { LocalRouter, type LocalPort, type MessageRouter, type ServerExtension } from './router.js';
+import type { SessionRecord } from '../session/session-store.js';
+import type { LocalSession } from '../session/local-session.js';
 import { Connection, SESSION, type ConnectionHandler } from './connection.js';
 import type { ServerContext } from './context.js';
 import { dispatch } from './dispatch.js';
@@ -30,6 +34,8 @@ export interface WorkerServerOptions {
   registry: Registry;
   log: Logger;
   version: string;
+  /** Cluster mode: builds the router and the peer extension around this worker's LocalPort. */
+  cluster?: (local: LocalPort) => { router: MessageRouter; extension?: ServerExtension };
 }
 
 export class WorkerServer {
@@ -42,6 +48,9 @@ export class WorkerServer {
   readonly #handler: ConnectionHandler;
   #resolveNodeId!: (id: string) => void;
   #sweep: NodeJS.Timeout | undefined;
+  #refresh: NodeJS.Timeout | undefined;
+  #unsubscribe: (() => void) | undefined;
+  #nodeIdValue = '';
   #nextConnId = 1;
   #info: WorkerInfo | undefined;
   #onAllClosed: (() => void) | undefined;
@@ -50,12 +59,24 @@ export class WorkerServer {
     this.#options = options;
     this.#log = options.log;
     const nodeId = new Promise<string>((resolve) => (this.#resolveNodeId = resolve));
+    const delivery = new Delivery(options.inbox, options.limits, options.log);
+    const local: LocalPort = {
+      nodeId,
+      deliver: (uid, seq, body) => delivery.deliverLive(this.sessions.byUser(uid), seq, body),
+      nudge: (uids) => {
+        if (uids === undefined) for (const session of this.sessions) delivery.nudge(session);
+        else for (const uid of uids) for (const session of this.sessions.byUser(uid)) delivery.nudge(session);
+      },
+    };
+    const cluster = options.cluster?.(local);
     this.#ctx = {
       limits: options.limits,
       sessions: this.sessions,
       store: options.store,
       inbox: options.inbox,
-      delivery: new Delivery(options.inbox, options.limits, options.log),
+      delivery,
+      router: cluster?.router ?? new LocalRouter(local),
+      extension: cluster?.extension,
       signer: options.signer,
       log: options.log,
       nodeId,
@@ -92,7 +113,12 @@ export class WorkerServer {
       startedAt: Date.now(),
       version,
     });
+    this.#nodeIdValue = this.#info.id;
     this.#resolveNodeId(this.#info.id);
+    // After a re-registration other workers may have purged our sessions: publish them again.
+    this.#unsubscribe = registry.onRegistered(() => this.#refreshSessions());
+    this.#refresh = setInterval(() => this.#refreshSessions(), this.#options.limits.sessionRefreshMs);
+    this.#refresh.unref();
     this.#sweep = setInterval(() => this.#sweepConnections(), sweepIntervalMs(this.#options.limits));
     this.#sweep.unref();
     this.#log.info({ nodeId: this.#info.id, host, port: address.port }, 'worker listening');
@@ -105,6 +131,8 @@ export class WorkerServer {
    */
   async stop(): Promise<void> {
     clearInterval(this.#sweep);
+    clearInterval(this.#refresh);
+    this.#unsubscribe?.();
     const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
     for (const conn of this.#connections) conn.close({ code: 'SB_ERR_SERVER_SHUTDOWN', reason: 'server is shutting down' });
     const grace = setTimeout(() => {
@@ -114,6 +142,7 @@ export class WorkerServer {
     // The server's 'close' comes before its sockets' 'close' events: wait for their cleanup too.
     if (this.#connections.size > 0) await new Promise<void>((resolve) => (this.#onAllClosed = resolve));
     clearTimeout(grace);
+    await this.#ctx.router.close();
     this.#log.info('worker stopped');
   }
 
@@ -141,10 +170,17 @@ export class WorkerServer {
     if (!session) return;
     conn.attrs.delete(SESSION);
     this.#ctx.delivery.release(session);
+    this.#ctx.router.sessionClosed(session);
     if (this.sessions.remove(session)) this.#ctx.sessionsChanged();
     this.#options.store.remove(session.uid, session.sessionId).catch((err: unknown) => {
       conn.log.error({ err }, 'session store removal failed');
     });
+  }
+
+  #refreshSessions(): void {
+    const nodeId = this.#nodeIdValue;
+    const records = [...this.sessions].filter((s) => s.ready).map((s) => recordOf(s, nodeId));
+    this.#options.store.refresh(records).catch((err: unknown) => this.#log.error({ err }, 'session refresh failed'));
   }
 
   #sweepConnections(): void {
@@ -155,7 +191,7 @@ export class WorkerServer {
       if (conn.state !== 'open') continue;
       if (conn.drainingSince !== 0 && now - conn.drainingSince > drainTimeoutMs) {
         conn.destroy({ code: 'SB_ERR_SLOW_CONSUMER', reason: `output not drained within ${drainTimeoutMs} ms` });
-      } else if (!conn.session && now - conn.createdAt > loginTimeoutMs) {
+      } else if (!conn.authenticated && now - conn.createdAt > loginTimeoutMs) {
         conn.close({ code: 'SB_ERR_LOGIN_TIMEOUT', reason: `no login within ${loginTimeoutMs} ms` });
       } else if (now - conn.lastInboundAt > idleMs) {
         conn.close({ code: 'SB_ERR_IDLE_TIMEOUT', reason: `no frame within ${idleMs} ms` });
@@ -163,6 +199,10 @@ export class WorkerServer {
     }
     this.#ctx.delivery.sweep(this.sessions, now);
   }
+}
+
+function recordOf(session: LocalSession, nodeId: string): SessionRecord {
+  return { sessionId: session.sessionId, uid: session.uid, deviceId: session.deviceId, nodeId, platform: session.platform, loginAt: session.loginAt };
 }
 
 /** Often enough that every timeout fires within a quarter of itself, at most once a second. */

@@ -4,7 +4,7 @@ import t from 'tap';
 import { MemorySessionStore } from '../../src/session/memory-session-store.js';
 import { sessionStoreConformance } from './session-store.conformance.js';
 
-sessionStoreConformance(t, async () => new MemorySessionStore());
+sessionStoreConformance(t, async (options) => new MemorySessionStore(options));
 
 t.test('close empties the store', async (t) => {
   const store = new MemorySessionStore();

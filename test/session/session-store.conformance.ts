@@ -16,12 +16,36 @@ function bySessionId(records: readonly SessionRecord[]): SessionRecord[] {
   return [...records].sort((a, b) => (a.sessionId < b.sessionId ? -1 : a.sessionId > b.sessionId ? 1 : 0));
 }
 
-export function sessionStoreConformance(t: Test, makeStore: () => Promise<SessionStore>): void {
-  async function fresh(tt: Test): Promise<SessionStore> {
-    const store = await makeStore();
+export function sessionStoreConformance(t: Test, makeStore: (options?: { ttlMs?: number }) => Promise<SessionStore>): void {
+  async function fresh(tt: Test, options?: { ttlMs?: number }): Promise<SessionStore> {
+    const store = await makeStore(options);
     tt.teardown(() => store.close());
     return store;
   }
+
+  t.test('records expire after the TTL unless refreshed', async (t) => {
+    const store = await fresh(t, { ttlMs: 300 });
+    const kept = record('alice', 'n1');
+    const dropped = record('alice', 'n2');
+    await store.add(kept);
+    await store.add(dropped);
+    for (let i = 0; i < 6; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      await store.refresh([kept]);
+    }
+    t.same(await store.byUser('alice'), [kept], 'the refreshed record stays, the other expired');
+    await new Promise((r) => setTimeout(r, 450));
+    t.same(await store.byUser('alice'), [], 'without refresh everything expires');
+  });
+
+  t.test('refresh of several users and nodes at once', async (t) => {
+    const store = await fresh(t);
+    const rs = [record('alice', 'n1'), record('bob', 'n2'), record('carol', 'n1')];
+    await store.refresh(rs);
+    await store.refresh([]);
+    for (const r of rs) t.same(await store.byUser(r.uid), [r]);
+    t.equal(await store.purgeNode('n1'), 2);
+  });
 
   t.test('add then byUser returns the record', async (t) => {
     const store = await fresh(t);

@@ -28,7 +28,8 @@ export function handleChat(ctx: ServerContext, conn: Connection, session: LocalS
   request.from = session.uid;
   delete request.seq; // assigned by the inbox, never by the sender
   const body = encodeMessageRequest(request);
-  if (body.length + DELIVERY_OVERHEAD > ctx.limits.maxFrameLength) {
+  // The delivery must fit a frame, and so must the forward to another worker (which adds `to`).
+  if (body.length + DELIVERY_OVERHEAD + Buffer.byteLength(to) > ctx.limits.maxFrameLength) {
     conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_MESSAGE_TOO_LARGE', reason: `the delivered message would exceed ${ctx.limits.maxFrameLength} bytes` }));
     return;
   }
@@ -39,7 +40,7 @@ export function handleChat(ctx: ServerContext, conn: Connection, session: LocalS
   ctx.inbox.append({ uid: to, sender: session.uid, msgId, body }).then(
     (stored) => {
       conn.sendFrame(storedResponseFrame(sequence, sessionId, stored.seq, stored.duplicate));
-      if (!stored.duplicate) ctx.delivery.deliverLive(ctx.sessions.byUser(to), stored.seq, body);
+      if (!stored.duplicate) ctx.router.deliver(to, stored.seq, body);
       conn.endTask();
     },
     (err: unknown) => {

@@ -56,6 +56,7 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   // are part of the replay (Delivery holds them until start()).
   ctx.sessions.add(session);
   conn.attrs.set(SESSION, session);
+  conn.authenticated = true;
   conn.log = conn.log.child({ uid, deviceId, sessionId: session.sessionId });
   ctx.sessionsChanged();
 
@@ -73,5 +74,6 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   if (conn.state !== 'open') return;
   conn.send(loginResponse(sequence, session.sessionId, sync));
   ctx.delivery.start(session);
+  ctx.router.sessionOpened(session);
   conn.log.info({ replaced: replaced !== undefined, acks: session.acks, ...sync }, 'login');
 }

@@ -1,0 +1,213 @@
+// WorkerReSender: this worker's link to one peer, a TCP client to the peer's client port.
+// It authenticates (HELLO → CHALLENGE → AUTH, both sides proving the cluster secret), then
+// carries PEER_DELIVER frames and SESSION_ON/OFF notifications, written once per tick. While it
+// is down, frames wait in a bounded queue; what overflows is not lost (it is in an inbox) but
+// its users are remembered, and after the reconnect the peer is told to re-read their inboxes
+// (PEER_NUDGE). A reconnect after a working link nudges everyone, since frames in flight when
+// the socket died are gone too. Status changes go through setStatus(); an epoch counter makes
+// callbacks of an old socket harmless.
+
+import net from 'node:net';
+import type { Logger } from '../log.js';
+import { SwitchboardError } from '../errors.js';
+import { FrameDecoder } from '../protocol/frame.js';
+import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
+import { HeadType } from '../protocol/types.js';
+import type { WorkerInfo } from '../registry/registry.js';
+import { newNonce, peerMac, verifyPeerMac } from './peer-auth.js';
+
+export type LinkStatus = 'connecting' | 'handshaking' | 'ready' | 'waiting' | 'closed';
+
+export interface WorkerReSenderOptions {
+  selfId: string;
+  peer: WorkerInfo;
+  secret: string;
+  /** Delay between connection attempts while the peer stays registered. */
+  reconnectMs: number;
+  /** Frames kept while the link is down; beyond it frames are dropped and their users nudged later. */
+  queueLimit: number;
+  /** Users remembered for a nudge; beyond it the whole peer is nudged. */
+  missedLimit: number;
+  heartbeatMs: number;
+  maxFrameLength: number;
+  log: Logger;
+}
+
+export class WorkerReSender {
+  readonly peerId: string;
+  #status: LinkStatus = 'connecting';
+  #peer: WorkerInfo;
+  readonly #options: WorkerReSenderOptions;
+  readonly #log: Logger;
+  readonly #queue: Buffer[] = [];
+  readonly #missed = new Set<string>();
+  #missedAll = false;
+  #socket: net.Socket | undefined;
+  #epoch = 0;
+  #corked = false;
+  #wasReady = false;
+  #lastInboundAt = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #heartbeat: NodeJS.Timeout | undefined;
+  /** Frames dropped because the queue was full (for logs and tests). */
+  dropped = 0;
+
+  constructor(options: WorkerReSenderOptions) {
+    this.#options = options;
+    this.#peer = options.peer;
+    this.peerId = options.peer.id;
+    this.#log = options.log.child({ peer: options.peer.id });
+    this.#connect();
+  }
+
+  get status(): LinkStatus {
+    return this.#status;
+  }
+
+  get queued(): number {
+    return this.#queue.length;
+  }
+
+  /** The peer's registry entry changed (its address may have). */
+  update(peer: WorkerInfo): void {
+    const moved = peer.host !== this.#peer.host || peer.port !== this.#peer.port;
+    this.#peer = peer;
+    if (moved && this.#status !== 'closed') this.#socket?.destroy();
+  }
+
+  /** Sends a frame concerning `uid` (for the nudge if it has to be dropped). */
+  send(frame: Buffer, uid?: string): void {
+    if (this.#status === 'closed') return;
+    if (this.#status === 'ready') {
+      this.#write(frame);
+      return;
+    }
+    if (this.#queue.length < this.#options.queueLimit) {
+      this.#queue.push(frame);
+      return;
+    }
+    this.dropped++;
+    if (uid === undefined) return;
+    if (this.#missed.size < this.#options.missedLimit) this.#missed.add(uid);
+    else this.#missedAll = true;
+  }
+
+  close(): void {
+    if (this.#status === 'closed') return;
+    this.#setStatus('closed');
+    this.#epoch++;
+    clearTimeout(this.#timer);
+    clearInterval(this.#heartbeat);
+    this.#socket?.destroy();
+    this.#queue.length = 0;
+    this.#missed.clear();
+  }
+
+  #setStatus(status: LinkStatus): void {
+    if (this.#status === status) return;
+    this.#log.debug({ from: this.#status, to: status }, 'peer link status');
+    if (status === 'ready' || this.#status === 'ready') this.#log.info({ from: this.#status, to: status }, 'peer link status');
+    this.#status = status;
+  }
+
+  #connect(): void {
+    const epoch = ++this.#epoch;
+    this.#setStatus('connecting');
+    const socket = net.connect({ host: this.#peer.host, port: this.#peer.port, noDelay: true });
+    this.#socket = socket;
+    const nonce = newNonce();
+    const decoder = new FrameDecoder((body) => this.#onFrame(epoch, body, nonce), { maxFrameLength: this.#options.maxFrameLength });
+    socket.on('connect', () => {
+      if (epoch !== this.#epoch) return;
+      this.#setStatus('handshaking');
+      this.#lastInboundAt = Date.now();
+      this.#write(encodeMessageFrame({ type: HeadType.PEER_HELLO, peerHello: { nodeId: this.#options.selfId, nonce } }));
+    });
+    socket.on('data', (chunk: Buffer) => {
+      if (epoch !== this.#epoch) return;
+      try {
+        decoder.push(chunk);
+      } catch (err) {
+        this.#log.warn({ err }, 'bad frame from peer');
+        socket.destroy();
+      }
+    });
+    socket.on('error', (err) => {
+      if (epoch === this.#epoch) this.#log.debug({ err }, 'peer socket error');
+    });
+    socket.on('close', () => {
+      if (epoch === this.#epoch) this.#onDisconnect();
+    });
+  }
+
+  #onFrame(epoch: number, body: Buffer, nonce: Buffer): void {
+    if (epoch !== this.#epoch) return;
+    this.#lastInboundAt = Date.now();
+    const message = decodeMessage(body);
+    if (message.type === HeadType.PEER_CHALLENGE && this.#status === 'handshaking') {
+      const challenge = message.peerChallenge;
+      const peerId = challenge?.nodeId ?? '';
+      if (peerId !== this.peerId || !verifyPeerMac(this.#options.secret, peerId, this.#options.selfId, nonce, challenge?.mac)) {
+        const err = new SwitchboardError('SB_ERR_PEER_AUTH_FAILED', `worker at ${this.#peer.host}:${this.#peer.port} did not prove the cluster secret as ${this.peerId}`);
+        this.#log.error({ err }, 'peer handshake failed');
+        this.#socket?.destroy();
+        return;
+      }
+      this.#write(encodeMessageFrame({ type: HeadType.PEER_AUTH, peerAuth: { mac: peerMac(this.#options.secret, this.#options.selfId, peerId, challenge!.nonce!) } }));
+      this.#onReady();
+      return;
+    }
+    if (message.type === HeadType.MESSAGE_NOTIFICATION) {
+      // The peer closes this link and says why (e.g. our proof was refused).
+      this.#log.warn({ notification: message.notification?.json }, 'peer notification');
+    }
+  }
+
+  #onReady(): void {
+    this.#setStatus('ready');
+    const nudgeAll = this.#missedAll || this.#wasReady;
+    this.#wasReady = true;
+    for (const frame of this.#queue) this.#write(frame);
+    this.#queue.length = 0;
+    if (nudgeAll || this.#missed.size > 0) {
+      this.#write(encodeMessageFrame({ type: HeadType.PEER_NUDGE, peerNudge: nudgeAll ? { all: true } : { uids: [...this.#missed] } }));
+    }
+    this.#missed.clear();
+    this.#missedAll = false;
+    this.#heartbeat = setInterval(() => this.#beat(), this.#options.heartbeatMs);
+    this.#heartbeat.unref();
+  }
+
+  /** Keeps the peer's idle timeout away, and notices a peer that stopped answering. */
+  #beat(): void {
+    if (Date.now() - this.#lastInboundAt > 3 * this.#options.heartbeatMs) {
+      this.#log.warn('peer silent for 3 heartbeat intervals, reconnecting');
+      this.#socket?.destroy();
+      return;
+    }
+    this.#write(encodeMessageFrame({ type: HeadType.HEART_BEAT, heartBeat: { uid: this.#options.selfId } }));
+  }
+
+  #write(frame: Buffer): void {
+    const socket = this.#socket;
+    if (!socket) return;
+    if (!this.#corked) {
+      this.#corked = true;
+      socket.cork();
+      process.nextTick(() => {
+        this.#corked = false;
+        socket.uncork();
+      });
+    }
+    socket.write(frame);
+  }
+
+  #onDisconnect(): void {
+    clearInterval(this.#heartbeat);
+    this.#socket = undefined;
+    if (this.#status === 'closed') return;
+    this.#setStatus('waiting');
+    this.#timer = setTimeout(() => this.#connect(), this.#options.reconnectMs);
+    this.#timer.unref();
+  }
+}
