@@ -3,6 +3,8 @@
 import { DEFAULT_LIMITS, type WorkerLimits } from '../config.js';
 import { DEV_SECRET } from '../auth/token.js';
 import { DEFAULT_INBOX_LIMITS, type InboxLimits } from '../inbox/inbox-store.js';
+import { DEFAULT_CLUSTER_SETTINGS } from '../cluster/cluster.js';
+import { DEFAULT_SESSION_TTL_MS } from '../session/session-store.js';
 import type { Logger } from '../log.js';
 import type { OptionSpecs, OptionValues } from './options.js';
 
@@ -35,6 +37,19 @@ export const INBOX_OPTIONS = {
   'inbox-max-messages': { type: 'number', description: 'messages kept per user inbox', default: DEFAULT_INBOX_LIMITS.maxMessages },
   'inbox-max-age-s': { type: 'number', description: 'messages older than this are pruned (seconds)', default: DEFAULT_INBOX_LIMITS.maxAgeMs / 1000 },
   'dedupe-window-s': { type: 'number', description: 'a resent msg_id within this window is stored once (seconds)', default: DEFAULT_INBOX_LIMITS.dedupeWindowMs / 1000 },
+} as const satisfies OptionSpecs;
+
+export const CLUSTER_OPTIONS = {
+  zk: { type: 'string', description: 'ZooKeeper connect string (host:port,...): join a cluster; needs --redis and --cluster-secret' },
+  'zk-root': { type: 'string', description: 'ZooKeeper path under which workers register', default: '/switchboard' },
+  'zk-session-timeout-ms': { type: 'number', description: 'ZooKeeper session timeout: a crashed worker leaves the registry after it', default: 10_000 },
+  'cluster-secret': { type: 'string', description: 'secret every worker of the cluster shares: authenticates peer links' },
+  'peer-reconnect-ms': { type: 'number', description: 'delay between connection attempts to a registered peer', default: DEFAULT_CLUSTER_SETTINGS.peerReconnectMs },
+  'peer-queue': { type: 'number', description: 'frames kept per peer while its link is down', default: DEFAULT_CLUSTER_SETTINGS.peerQueueLimit },
+  'route-cache-ttl-ms': { type: 'number', description: 'how long a user → workers route is cached', default: DEFAULT_CLUSTER_SETTINGS.routeCacheTtlMs },
+  'route-cache-size': { type: 'number', description: 'users kept in the route cache', default: DEFAULT_CLUSTER_SETTINGS.routeCacheSize },
+  'session-ttl-ms': { type: 'number', description: 'a session record not refreshed this long expires', default: DEFAULT_SESSION_TTL_MS },
+  'reconcile-ms': { type: 'number', description: 'full registry re-read that repairs a missed watch', default: 30_000 },
 } as const satisfies OptionSpecs;
 
 export function inboxLimitsFrom(v: OptionValues<typeof INBOX_OPTIONS>): InboxLimits {

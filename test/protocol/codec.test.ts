@@ -80,6 +80,11 @@ t.test('every message kind survives encode/decode', async (t) => {
       notification: { noId: u64('1700000000999'), json: '{"type":10,"data":{}}', timestamp: '1700000000999' },
     },
     MESSAGE_ACK: { type: HeadType.MESSAGE_ACK, sessionId: 's-1', ack: { seq: u64('9007199254740993') } },
+    PEER_HELLO: { type: HeadType.PEER_HELLO, peerHello: { nodeId: '0000000001', nonce: Buffer.alloc(16, 1) } },
+    PEER_CHALLENGE: { type: HeadType.PEER_CHALLENGE, peerChallenge: { nodeId: '0000000002', nonce: Buffer.alloc(16, 2), mac: Buffer.alloc(32, 3) } },
+    PEER_AUTH: { type: HeadType.PEER_AUTH, peerAuth: { mac: Buffer.alloc(32, 4) } },
+    PEER_DELIVER: { type: HeadType.PEER_DELIVER, peerDeliver: { uid: 'bob', seq: u64('77'), body: Buffer.from([0x12, 0x01, 0x61]) } },
+    PEER_NUDGE: { type: HeadType.PEER_NUDGE, peerNudge: { uids: ['bob', 'carol'], all: false } },
   };
   t.strictSame(Object.keys(messages).sort(), Object.keys(HeadType).sort(), 'one fixture per HeadType');
   for (const [name, msg] of Object.entries(messages)) {
@@ -202,8 +207,23 @@ t.test('field numbers and wire types match crazyim-wire.md byte for byte', async
 t.test('HeadType values match crazyim-wire.md and the proto enum', async (t) => {
   t.strictSame(
     { ...HeadType },
-    { LOGIN_REQUEST: 0, LOGIN_RESPONSE: 1, LOGOUT_REQUEST: 2, LOGOUT_RESPONSE: 3, HEART_BEAT: 4, MESSAGE_REQUEST: 5, MESSAGE_RESPONSE: 6, MESSAGE_NOTIFICATION: 7, MESSAGE_ACK: 8 },
-    'the original 0..7 plus the MESSAGE_ACK extension',
+    {
+      LOGIN_REQUEST: 0,
+      LOGIN_RESPONSE: 1,
+      LOGOUT_REQUEST: 2,
+      LOGOUT_RESPONSE: 3,
+      HEART_BEAT: 4,
+      MESSAGE_REQUEST: 5,
+      MESSAGE_RESPONSE: 6,
+      MESSAGE_NOTIFICATION: 7,
+      MESSAGE_ACK: 8,
+      PEER_HELLO: 20,
+      PEER_CHALLENGE: 21,
+      PEER_AUTH: 22,
+      PEER_DELIVER: 23,
+      PEER_NUDGE: 24,
+    },
+    'the original 0..7 plus the MESSAGE_ACK and peer extensions',
   );
   const protoEnum = messageType.lookupEnum('HeadType').values;
   t.strictSame({ ...protoEnum }, { ...HeadType }, 'proto/im.proto declares the same values');

@@ -5,9 +5,14 @@ import { createNode } from '../../node.js';
 import { createLogger } from '../../log.js';
 import type { LevelWithSilent } from 'pino';
 import { parseOptions, usage, type OptionSpecs } from '../options.js';
-import { INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION, SECRET_OPTION, inboxLimitsFrom, limitsFrom, secretFrom } from '../common.js';
+import { CLUSTER_OPTIONS, INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION, SECRET_OPTION, inboxLimitsFrom, limitsFrom, secretFrom } from '../common.js';
 import { MemoryInboxStore } from '../../inbox/memory-inbox-store.js';
 import { RedisInboxStore } from '../../inbox/redis-inbox-store.js';
+import { RedisSessionStore } from '../../session/redis-session-store.js';
+import { ZooKeeperRegistry } from '../../registry/zk-registry.js';
+import { SwitchboardError } from '../../errors.js';
+import type { Logger } from '../../log.js';
+import type { Redis } from 'ioredis';
 
 function serveOptions(port: number) {
   return {
@@ -17,6 +22,7 @@ function serveOptions(port: number) {
     ...SECRET_OPTION,
     ...LOG_OPTION,
     ...INBOX_OPTIONS,
+    ...CLUSTER_OPTIONS,
     ...LIMIT_OPTIONS,
   } as const satisfies OptionSpecs;
 }
@@ -32,6 +38,11 @@ export function workerCommand(argv: string[]): Promise<void> {
   return serve('worker', WORKER_SUMMARY, 9001, argv);
 }
 
+function logRedis(redis: Redis, log: Logger): void {
+  redis.on('error', (err: Error) => log.warn({ err }, 'redis connection error'));
+  redis.on('ready', () => log.info('redis ready'));
+}
+
 async function serve(command: string, summary: string, defaultPort: number, argv: string[]): Promise<void> {
   const specs = serveOptions(defaultPort);
   const o = parseOptions(specs, argv);
@@ -40,15 +51,37 @@ async function serve(command: string, summary: string, defaultPort: number, argv
     return;
   }
   const log = createLogger({ level: (o['log-level'] ?? 'info') as LevelWithSilent });
+  if (o.zk && (!o.redis || !o['cluster-secret'])) {
+    throw new SwitchboardError('SB_ERR_CONFIG', '--zk (cluster mode) needs --redis (shared inboxes and sessions) and --cluster-secret');
+  }
   const inboxLimits = inboxLimitsFrom(o);
   const inbox = o.redis ? new RedisInboxStore({ url: o.redis, limits: inboxLimits }) : new MemoryInboxStore(inboxLimits);
-  if (inbox instanceof RedisInboxStore) {
-    const redisLog = log.child({ component: 'redis' });
-    inbox.redis.on('error', (err: Error) => redisLog.warn({ err }, 'redis connection error'));
-    inbox.redis.on('ready', () => redisLog.info('redis ready'));
-  }
+  if (inbox instanceof RedisInboxStore) logRedis(inbox.redis, log.child({ component: 'redis', store: 'inbox' }));
+  const cluster = o.zk
+    ? {
+        store: new RedisSessionStore({ url: o.redis!, ttlMs: o['session-ttl-ms'] }),
+        registry: new ZooKeeperRegistry({
+          connect: o.zk,
+          root: o['zk-root'],
+          sessionTimeoutMs: o['zk-session-timeout-ms'],
+          reconcileIntervalMs: o['reconcile-ms'],
+          log: log.child({ component: 'zookeeper' }),
+        }),
+        settings: {
+          secret: o['cluster-secret']!,
+          peerReconnectMs: o['peer-reconnect-ms'],
+          peerQueueLimit: o['peer-queue'],
+          routeCacheTtlMs: o['route-cache-ttl-ms'],
+          routeCacheSize: o['route-cache-size'],
+        },
+      }
+    : undefined;
+  if (cluster) logRedis(cluster.store.redis, log.child({ component: 'redis', store: 'sessions' }));
   const node = createNode({
     inbox,
+    store: cluster?.store,
+    registry: cluster?.registry,
+    cluster: cluster?.settings,
     host: o.host,
     port: o.port,
     announceHost: o['announce-host'],
