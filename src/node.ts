@@ -14,6 +14,7 @@ import type { InboxStore } from './inbox/inbox-store.js';
 import { MemoryInboxStore } from './inbox/memory-inbox-store.js';
 import { WorkerServer } from './server/worker-server.js';
 import { createCluster, type ClusterSettings } from './cluster/cluster.js';
+import { OnlineCounter } from './cluster/online-counter.js';
 
 export const VERSION: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
 
@@ -32,6 +33,8 @@ export interface NodeOptions {
   inbox?: InboxStore;
   /** Cluster mode: peer links to the other workers of `registry`, routing through `store`. */
   cluster?: ClusterSettings;
+  /** Cluster mode: where the cluster-wide OnlineCounter lives in ZooKeeper. */
+  online?: { connect: string; root: string; sessionTimeoutMs: number };
 }
 
 export interface SwitchboardNode {
@@ -40,6 +43,8 @@ export interface SwitchboardNode {
   readonly store: SessionStore;
   readonly inbox: InboxStore;
   readonly signer: TokenSigner;
+  /** Cluster mode only. */
+  readonly online: OnlineCounter | undefined;
   /** Resolves the registered worker once it listens. */
   start(): Promise<WorkerInfo>;
   stop(): Promise<void>;
@@ -65,14 +70,28 @@ export function createNode(options: NodeOptions): SwitchboardNode {
     version: VERSION,
     cluster: options.cluster && createCluster(options.cluster, { registry, store, heartbeatMs: limits.heartbeatIntervalMs, maxFrameLength: limits.maxFrameLength, log }),
   });
+  const online =
+    options.online &&
+    new OnlineCounter({
+      ...options.online,
+      selfId: () => server.info?.id ?? '',
+      local: () => ({ users: server.sessions.users, sessions: server.sessions.size }),
+      log: log.child({ component: 'online' }),
+    });
   return {
     server,
     registry,
     store,
     inbox,
     signer,
-    start: () => server.start(),
+    online,
+    async start() {
+      const info = await server.start();
+      online?.start();
+      return info;
+    },
     async stop() {
+      await online?.close();
       await server.stop();
       await registry.close();
       await store.close();

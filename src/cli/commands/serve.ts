@@ -82,6 +82,7 @@ async function serve(command: string, summary: string, defaultPort: number, argv
     store: cluster?.store,
     registry: cluster?.registry,
     cluster: cluster?.settings,
+    online: o.zk ? { connect: o.zk, root: o['zk-root'], sessionTimeoutMs: o['zk-session-timeout-ms'] } : undefined,
     host: o.host,
     port: o.port,
     announceHost: o['announce-host'],
