@@ -2,7 +2,9 @@
 // inbox when redis-server is installed), next to the bare relay measured by the same driver in
 // the same run. Prints delivered msg/s, latency percentiles and the ratio to the relay.
 // Run: npm run bench:chat -- [--pairs 100] [--window 32] [--duration 10] [--warmup 2]
-//      [--payload 100] [--inbox memory,redis] [--redis-fsync none|everysec|always]
+//      [--payload 100] [--inbox memory,redis] [--redis-fsync none|everysec|always] [--cross-node]
+// --cross-node adds a two-worker cluster (real ZooKeeper and Redis): senders on one worker,
+// receivers on the other, every message forwarded over a peer link.
 
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -12,6 +14,7 @@ import { parseArgs } from 'node:util';
 import { TokenSigner } from '../src/auth/token.js';
 import { runChatLoad, type ChatLoadResult, type Target } from './lib/chat-load.js';
 import { cpuSeconds, freePort, startRelayProcess, startWorkerProcess, type Started } from './lib/processes.js';
+import { startZooKeeper } from '../test/helpers/zookeeper.js';
 
 const { values } = parseArgs({
   options: {
@@ -22,6 +25,7 @@ const { values } = parseArgs({
     payload: { type: 'string', default: '100' },
     inbox: { type: 'string', default: 'memory,redis' },
     'redis-fsync': { type: 'string', default: 'none' },
+    'cross-node': { type: 'boolean', default: false },
   },
 });
 const SECRET = 'bench-secret';
@@ -52,13 +56,15 @@ async function startRedis(fsync: string): Promise<Started & { dir: string }> {
   return { child, port, dir, stop };
 }
 
-async function measure(label: string, target: Target, start: () => Promise<Started>): Promise<Row> {
+async function measure(label: string, target: Target, start: () => Promise<Started>, receivers?: Started): Promise<Row> {
   const server = await start();
   let cpu0 = 0;
+  let receiversCpu0 = 0;
   let self0 = process.cpuUsage();
   const result = await runChatLoad({
     target,
     port: server.port,
+    receiverPort: receivers?.port,
     pairs: Number(values.pairs),
     window: Number(values.window),
     warmupMs: Number(values.warmup) * 1000,
@@ -67,10 +73,11 @@ async function measure(label: string, target: Target, start: () => Promise<Start
     token: (uid) => signer.mint({ uid, ttlMs: 3_600_000 }),
     onMeasureStart: () => {
       cpu0 = cpuSeconds(server.child.pid!);
+      if (receivers) receiversCpu0 = cpuSeconds(receivers.child.pid!);
       self0 = process.cpuUsage();
     },
   });
-  const serverCpu = (cpuSeconds(server.child.pid!) - cpu0) / result.seconds;
+  const serverCpu = (cpuSeconds(server.child.pid!) - cpu0 + (receivers ? cpuSeconds(receivers.child.pid!) - receiversCpu0 : 0)) / result.seconds;
   const self = process.cpuUsage(self0);
   await server.stop();
   return { ...result, label, serverCpu, clientCpu: (self.user + self.system) / 1e6 / result.seconds };
@@ -89,15 +96,41 @@ if (inboxes.includes('redis')) {
   rmSync(redis.dir, { recursive: true, force: true });
 }
 
+if (values['cross-node']) {
+  const teardowns: (() => unknown)[] = [];
+  const zk = await startZooKeeper({ teardown: (fn: () => unknown) => teardowns.push(fn) } as unknown as Parameters<typeof startZooKeeper>[0]);
+  const redis = await startRedis(values['redis-fsync']);
+  const cluster = ['--zk', zk.connect, '--zk-root', `/bench-${process.pid}`, '--redis', `redis://127.0.0.1:${redis.port}`, '--cluster-secret', 'bench-cluster'];
+  const receivers = await startWorkerProcess(SECRET, cluster);
+  const label = `2 workers, cross-node, redis (fsync ${values['redis-fsync']})`;
+  rows.push(
+    await measure(
+      label,
+      'switchboard',
+      async () => {
+        const senders = await startWorkerProcess(SECRET, cluster);
+        // Both peer links come up within a second of registration.
+        await new Promise((r) => setTimeout(r, 1500));
+        return senders;
+      },
+      receivers,
+    ),
+  );
+  await receivers.stop();
+  await redis.stop();
+  rmSync(redis.dir, { recursive: true, force: true });
+  for (const fn of teardowns.reverse()) await fn();
+}
+
 const relay = rows[0]!;
 const ms = (v: number) => v.toFixed(2).padStart(8);
 process.stdout.write(
   `\n1:1 chat, ${values.pairs} pairs, window ${values.window}, ${values.payload}-byte payload, ${values.duration} s after ${values.warmup} s warm-up\n` +
-    `${'target'.padEnd(26)} ${'deliv/s'.padStart(9)} ${'ratio'.padStart(6)} ${'deliv p50'.padStart(9)} ${'p99 ms'.padStart(8)} ${'ack p99'.padStart(8)} ${'server'.padStart(7)} ${'driver'.padStart(7)}\n` +
+    `${'target'.padEnd(40)} ${'deliv/s'.padStart(9)} ${'ratio'.padStart(6)} ${'deliv p50'.padStart(9)} ${'p99 ms'.padStart(8)} ${'ack p99'.padStart(8)} ${'server'.padStart(7)} ${'driver'.padStart(7)}\n` +
     rows
       .map(
         (r) =>
-          `${r.label.padEnd(26)} ${Math.round(r.deliveredPerSec).toString().padStart(9)} ${(r.deliveredPerSec / relay.deliveredPerSec).toFixed(2).padStart(6)} ${ms(r.delivery.p50)} ${ms(r.delivery.p99)} ${r.target === 'relay' ? '       -' : ms(r.ack.p99)} ${(r.serverCpu * 100).toFixed(0).padStart(6)}% ${(r.clientCpu * 100).toFixed(0).padStart(6)}%`,
+          `${r.label.padEnd(40)} ${Math.round(r.deliveredPerSec).toString().padStart(9)} ${(r.deliveredPerSec / relay.deliveredPerSec).toFixed(2).padStart(6)} ${ms(r.delivery.p50)} ${ms(r.delivery.p99)} ${r.target === 'relay' ? '       -' : ms(r.ack.p99)} ${(r.serverCpu * 100).toFixed(0).padStart(6)}% ${(r.clientCpu * 100).toFixed(0).padStart(6)}%`,
       )
       .join('\n') +
     '\n',

@@ -16,6 +16,8 @@ export interface ChatLoadOptions {
   target: Target;
   host?: string;
   port: number;
+  /** Where receivers connect; default `port` (a different worker: cross-node chat). */
+  receiverPort?: number;
   pairs: number;
   window: number;
   warmupMs: number;
@@ -133,7 +135,7 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
   const payload = 'x'.repeat(o.payloadBytes);
   const pairs = await Promise.all(
     Array.from({ length: o.pairs }, async (_, i) => {
-      const [sender, receiver] = await Promise.all([connect(host, o.port), connect(host, o.port)]);
+      const [sender, receiver] = await Promise.all([connect(host, o.port), connect(host, o.receiverPort ?? o.port)]);
       await login(o.target, receiver, `r${i}`, o.token);
       await login(o.target, sender, `s${i}`, o.token);
       return { sender, receiver, next: messageFrames(o.target, `s${i}`, `r${i}`, payload), sendTimes: new Float64Array(RING), sent: 0, acks: 0, deliveries: 0 };
