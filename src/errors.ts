@@ -44,6 +44,10 @@ export const ERROR_CODES = {
   SB_ERR_CLIENT_QUEUE_FULL: 'too many requests are waiting for the connection',
   SB_ERR_CLIENT_LOGIN_FAILED: 'server refused the login',
 
+  // Naming service (ZooKeeper).
+  SB_ERR_REGISTRY_UNAVAILABLE: 'the registry (ZooKeeper) could not be reached or refused an operation',
+  SB_ERR_REGISTRY_CLOSED: 'the registry was closed',
+
   // Process.
   SB_ERR_CONFIG: 'invalid configuration',
 } as const;

@@ -109,6 +109,21 @@ export function registryConformance(t: Test, makeRegistry: () => Promise<Registr
     );
   });
 
+  t.test('onRegistered listeners get the registered worker; unsubscribing stops them', async (t) => {
+    const { registry } = await fresh(t);
+    const kept: WorkerInfo[] = [];
+    const dropped: WorkerInfo[] = [];
+    registry.onRegistered((info) => kept.push(info));
+    const unsubscribe = registry.onRegistered((info) => dropped.push(info));
+    unsubscribe();
+
+    const info = await registry.register(announcement({ port: 40_007, balance: 4 }));
+    t.same(kept, [info], 'called once, with what register() resolved, by the time it resolved');
+    t.same(dropped, [], 'the unsubscribed listener was not called');
+    kept[0]!.balance = 99;
+    t.equal(self(registry, info.id)?.balance ?? 4, 4, 'the listener got a copy, not the view entry');
+  });
+
   t.test('close() removes the worker from the view', async (t) => {
     const { registry, close } = await fresh(t);
     const info = await registry.register(announcement({ port: 40_006 }));

@@ -1,0 +1,688 @@
+// The ZooKeeper naming service. Each worker is an ephemeral znode <root>/workers/w-<sequence>
+// holding its WorkerInfo as JSON; every registry keeps a watched view of all of them, checked
+// against a full read every reconcileIntervalMs. When the session expires the registry opens a
+// new one, re-creates its znode under the same id and tells onRegistered listeners.
+
+import { createHash } from 'node:crypto';
+import type { Logger } from '../log.js';
+import { SwitchboardError } from '../errors.js';
+import type { Registry, WorkerAnnouncement, WorkerInfo } from './registry.js';
+import {
+  ZK_MODE,
+  ZK_RC,
+  ZooKeeperSession,
+  hasRc,
+  isConnectionError,
+  isSessionGone,
+  type ZooKeeperLogLevel,
+  type ZooKeeperStat,
+} from './zookeeper-client.js';
+
+/**
+ * connecting: no session yet (first one, or a new one after an expiry).
+ * connected: the session is up.
+ * suspended: disconnected, but the session has not expired (yet); the client reconnects.
+ * expired: the session is gone, and with it this worker's znode; a new one is on its way.
+ * closed: close() was called, or retryStrategy gave up.
+ */
+export type ZooKeeperStatus = 'connecting' | 'connected' | 'suspended' | 'expired' | 'closed';
+
+export interface ZooKeeperRegistryOptions {
+  /** host:port[,host:port...] of the ensemble. */
+  connect: string;
+  /** Parent of `workers`; default '/switchboard'. */
+  root?: string;
+  /** Requested session timeout (the server clamps it); default 10 s. */
+  sessionTimeoutMs?: number;
+  /** How often the watched view is checked against a full read; default 30 s. */
+  reconcileIntervalMs?: number;
+  /** At most one balance write per this interval, the last value winning; default 1 s. */
+  balanceIntervalMs?: number;
+  /** register() fails with SB_ERR_REGISTRY_UNAVAILABLE if not registered by then; default 10 s. */
+  connectTimeoutMs?: number;
+  /**
+   * Delay before the attempt-th consecutive retry (a new session after an expiry, a failed
+   * re-registration); null gives up and closes the registry. Default: 100 ms doubling to 5 s.
+   */
+  retryStrategy?: (attempt: number) => number | null;
+  /** The C client's own stderr logging (process-wide); default 'error'. */
+  nativeLogLevel?: ZooKeeperLogLevel;
+  log: Logger;
+}
+
+const WORKERS = 'workers';
+const PREFIX = 'w-';
+
+const defaultRetryStrategy = (attempt: number): number => Math.min(100 * 2 ** (attempt - 1), 5_000);
+
+/** A digest of a view, independent of order: what the periodic reconcile compares. */
+export function viewHash(workers: Iterable<WorkerInfo>): string {
+  const rows = [...workers]
+    .map((w) => [w.id, w.host, w.port, w.balance, w.startedAt, w.version] as const)
+    .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  return createHash('sha1').update(JSON.stringify(rows)).digest('hex');
+}
+
+/** The worker a znode describes, or undefined if its data is not a worker's. */
+function parseWorker(id: string, data: Buffer): WorkerInfo | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(data.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== 'object' || value === null) return undefined;
+  const v = value as Record<string, unknown>;
+  if (typeof v.host !== 'string' || typeof v.version !== 'string') return undefined;
+  if (!Number.isInteger(v.port) || !Number.isFinite(v.balance) || !Number.isFinite(v.startedAt)) return undefined;
+  return { id, host: v.host, port: v.port as number, balance: v.balance as number, startedAt: v.startedAt as number, version: v.version };
+}
+
+function encode(info: WorkerAnnouncement | WorkerInfo): Buffer {
+  const { host, port, balance, startedAt, version } = info;
+  const id = 'id' in info ? info.id : undefined;
+  return Buffer.from(JSON.stringify({ id, host, port, balance, startedAt, version }));
+}
+
+function sameWorker(a: WorkerInfo | undefined, b: WorkerInfo): boolean {
+  return (
+    a !== undefined &&
+    a.id === b.id &&
+    a.host === b.host &&
+    a.port === b.port &&
+    a.balance === b.balance &&
+    a.startedAt === b.startedAt &&
+    a.version === b.version
+  );
+}
+
+export class ZooKeeperRegistry implements Registry {
+  readonly #connect: string;
+  readonly #workersPath: string;
+  readonly #sessionTimeoutMs: number;
+  readonly #reconcileIntervalMs: number;
+  readonly #balanceIntervalMs: number;
+  readonly #connectTimeoutMs: number;
+  readonly #retryStrategy: (attempt: number) => number | null;
+  readonly #nativeLogLevel: ZooKeeperLogLevel;
+  readonly #log: Logger;
+
+  readonly #changeListeners = new Set<(workers: readonly WorkerInfo[]) => void>();
+  readonly #registeredListeners = new Set<(self: WorkerInfo) => void>();
+  readonly #statusListeners = new Set<(status: ZooKeeperStatus, previous: ZooKeeperStatus) => void>();
+
+  #status: ZooKeeperStatus = 'connecting';
+  /** Bumped for every session (and on close): callbacks of an older one are ignored. */
+  #epoch = 0;
+  #session: ZooKeeperSession | undefined;
+  #closed = false;
+  #closing: Promise<void> | undefined;
+  /** Consecutive failures (session losses, failed syncs) since the last successful sync. */
+  #attempt = 0;
+  #retryTimer: NodeJS.Timeout | undefined;
+  #reconcileTimer: NodeJS.Timeout | undefined;
+
+  // This worker. #self is what its znode should hold; #ownVersion the znode's data version.
+  #announced: WorkerAnnouncement | undefined;
+  #self: WorkerInfo | undefined;
+  #ownPath: string | undefined;
+  #ownVersion = -1;
+  /** The epoch in which the znode was last created (or found) and written. */
+  #ownEpoch = 0;
+  /** A create whose answer was lost in this epoch may have made a node we do not know of. */
+  #uncertainCreateEpoch = 0;
+  #announcePending = false;
+  #pendingRegister: { resolve: (info: WorkerInfo) => void; reject: (err: Error) => void } | undefined;
+
+  // Balance writes: #balanceDirty while the znode may hold an older balance than #self.
+  #balanceDirty = false;
+  #balanceWriting = false;
+  #balanceTimer: NodeJS.Timeout | undefined;
+  #lastBalanceWriteAt = 0;
+
+  // The view: workers by id, the names whose data watch is armed, and reads in flight.
+  #entries = new Map<string, WorkerInfo>();
+  #view: readonly WorkerInfo[] = Object.freeze([]);
+  #viewHash = viewHash([]);
+  readonly #watched = new Set<string>();
+  #inFlight = 0;
+  #syncing = false;
+  /** The epoch a sync was asked for while one ran (0: none). */
+  #syncRequested = 0;
+  #reconciling = false;
+  /** (name, mzxid) of unparseable znodes already logged. */
+  readonly #invalidLogged = new Set<string>();
+
+  constructor(options: ZooKeeperRegistryOptions) {
+    const root = options.root ?? '/switchboard';
+    if (!root.startsWith('/')) throw new SwitchboardError('SB_ERR_CONFIG', `zookeeper root must start with '/': ${root}`);
+    this.#connect = options.connect;
+    this.#workersPath = `${root.replace(/\/+$/, '')}/${WORKERS}`;
+    this.#sessionTimeoutMs = options.sessionTimeoutMs ?? 10_000;
+    this.#reconcileIntervalMs = options.reconcileIntervalMs ?? 30_000;
+    this.#balanceIntervalMs = options.balanceIntervalMs ?? 1_000;
+    this.#connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
+    this.#retryStrategy = options.retryStrategy ?? defaultRetryStrategy;
+    this.#nativeLogLevel = options.nativeLogLevel ?? 'error';
+    this.#log = options.log;
+  }
+
+  get status(): ZooKeeperStatus {
+    return this.#status;
+  }
+
+  /** The live session's id and password, for tests that expire it from a second client. */
+  sessionCredentials(): { id: string; password: string } | undefined {
+    return this.#status === 'connected' ? this.#session?.credentials : undefined;
+  }
+
+  onStatus(listener: (status: ZooKeeperStatus, previous: ZooKeeperStatus) => void): () => void {
+    this.#statusListeners.add(listener);
+    return () => this.#statusListeners.delete(listener);
+  }
+
+  onChange(listener: (workers: readonly WorkerInfo[]) => void): () => void {
+    this.#changeListeners.add(listener);
+    return () => this.#changeListeners.delete(listener);
+  }
+
+  onRegistered(listener: (self: WorkerInfo) => void): () => void {
+    this.#registeredListeners.add(listener);
+    return () => this.#registeredListeners.delete(listener);
+  }
+
+  workers(): readonly WorkerInfo[] {
+    return this.#view;
+  }
+
+  /**
+   * Opens the session, creates `<root>/workers` if missing and this worker's EPHEMERAL_SEQUENTIAL
+   * znode (the id is its sequence number), and resolves once the view includes it. A registry
+   * whose register() failed is closed.
+   */
+  async register(worker: WorkerAnnouncement): Promise<WorkerInfo> {
+    if (this.#closed) throw new SwitchboardError('SB_ERR_REGISTRY_CLOSED');
+    if (this.#announced) throw new SwitchboardError('SB_ERR_CONFIG', 'worker is already registered');
+    this.#announced = { ...worker };
+    const registered = new Promise<WorkerInfo>((resolve, reject) => {
+      this.#pendingRegister = { resolve, reject };
+    });
+    const timer = setTimeout(() => {
+      this.#failRegister(
+        new SwitchboardError('SB_ERR_REGISTRY_UNAVAILABLE', `not registered with ZooKeeper at ${this.#connect} within ${this.#connectTimeoutMs} ms`),
+      );
+    }, this.#connectTimeoutMs);
+    timer.unref();
+    this.#reconcileTimer = setInterval(() => void this.#reconcile(), this.#reconcileIntervalMs);
+    this.#reconcileTimer.unref();
+    try {
+      this.#openSession();
+    } catch (err) {
+      this.#failRegister(new SwitchboardError('SB_ERR_REGISTRY_UNAVAILABLE', `cannot open a ZooKeeper session with ${this.#connect}`, { cause: err }));
+    }
+    try {
+      return await registered;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Coalesced: at most one write per balanceIntervalMs, the last value wins. */
+  setBalance(balance: number): void {
+    if (this.#closed) return;
+    if (!this.#self) {
+      if (this.#announced) this.#announced = { ...this.#announced, balance };
+      return;
+    }
+    if (this.#self.balance === balance) return;
+    this.#self = { ...this.#self, balance };
+    this.#balanceDirty = true;
+    this.#scheduleBalanceWrite();
+  }
+
+  /** Deletes this worker's znode (other views drop it at once) and ends the session. */
+  close(): Promise<void> {
+    this.#closing ??= this.#shutdown();
+    return this.#closing;
+  }
+
+  async #shutdown(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#retryTimer);
+    clearTimeout(this.#balanceTimer);
+    clearInterval(this.#reconcileTimer);
+    const session = this.#session;
+    if (session && this.#ownPath && this.#ownEpoch === this.#epoch && this.#status === 'connected') {
+      try {
+        await session.delete(this.#ownPath, -1);
+      } catch (err) {
+        // The session's end removes the ephemeral node anyway, a moment later.
+        if (!hasRc(err, ZK_RC.NO_NODE)) this.#log.warn({ err, path: this.#ownPath }, 'registry node delete failed');
+      }
+    }
+    this.#epoch++;
+    this.#session = undefined;
+    session?.close();
+    this.#failRegister(new SwitchboardError('SB_ERR_REGISTRY_CLOSED', 'the registry was closed before the worker was registered'));
+    this.#entries.clear();
+    this.#watched.clear();
+    this.#publish();
+    this.#setStatus('closed');
+    this.#changeListeners.clear();
+    this.#registeredListeners.clear();
+    this.#statusListeners.clear();
+  }
+
+  #setStatus(next: ZooKeeperStatus, fields: Record<string, unknown> = {}): void {
+    const from = this.#status;
+    if (from === next) return;
+    this.#status = next;
+    const level = next === 'suspended' || next === 'expired' ? 'warn' : 'info';
+    this.#log[level]({ from, to: next, ...fields }, 'zookeeper status');
+    for (const listener of this.#statusListeners) {
+      try {
+        listener(next, from);
+      } catch (err) {
+        this.#log.error({ err }, 'registry listener failed');
+      }
+    }
+  }
+
+  #current(epoch: number): boolean {
+    return epoch === this.#epoch && !this.#closed;
+  }
+
+  // --- sessions ---------------------------------------------------------------------------
+
+  #openSession(): void {
+    const epoch = ++this.#epoch;
+    this.#watched.clear();
+    this.#inFlight = 0;
+    this.#setStatus('connecting');
+    this.#session = new ZooKeeperSession({
+      connect: this.#connect,
+      sessionTimeoutMs: this.#sessionTimeoutMs,
+      logLevel: this.#nativeLogLevel,
+      onConnected: () => this.#current(epoch) && this.#connected(epoch),
+      onDisconnected: () => this.#current(epoch) && this.#setStatus('suspended'),
+      onClosed: (rc) => this.#current(epoch) && this.#lost(rc),
+      onWatch: (event, path) => this.#current(epoch) && this.#watchFired(epoch, event, path),
+    });
+  }
+
+  #connected(epoch: number): void {
+    this.#setStatus('connected');
+    // First connection: register. Again after a disconnection: the watches survived (the
+    // client re-sets them), but re-read whatever a failed call left unwatched.
+    this.#sync(epoch);
+    this.#scheduleBalanceWrite();
+  }
+
+  /** The session is finished without close(): expired (the usual case) or given up on. */
+  #lost(rc: number): void {
+    this.#session = undefined;
+    this.#epoch++;
+    this.#setStatus('expired', { rc });
+    this.#retry('session', () => this.#openSession());
+  }
+
+  /** Runs `action` after retryStrategy's delay, or gives up and closes the registry. */
+  #retry(what: string, action: () => void): void {
+    const attempt = ++this.#attempt;
+    const delayMs = this.#retryStrategy(attempt);
+    clearTimeout(this.#retryTimer);
+    if (delayMs === null) {
+      const err = new SwitchboardError('SB_ERR_REGISTRY_UNAVAILABLE', `gave up on ZooKeeper after ${attempt} attempts (${what})`);
+      this.#log.error({ err }, 'registry gave up');
+      this.#failRegister(err);
+      return;
+    }
+    this.#retryTimer = setTimeout(() => {
+      this.#retryTimer = undefined;
+      if (!this.#closed) action();
+    }, delayMs);
+    this.#retryTimer.unref();
+  }
+
+  #failRegister(err: Error): void {
+    const pending = this.#pendingRegister;
+    this.#pendingRegister = undefined;
+    if (pending) pending.reject(err);
+    if (!this.#closed) void this.close();
+  }
+
+  // --- registration and the view ----------------------------------------------------------
+
+  /**
+   * Brings ZooKeeper and the view in line: own znode, children watch, unwatched children. One
+   * runs at a time; a request meanwhile (for this session or a newer one) runs right after.
+   */
+  #sync(epoch: number): void {
+    this.#syncRequested = epoch;
+    if (this.#syncing) return;
+    this.#syncing = true;
+    void (async () => {
+      try {
+        while (this.#syncRequested !== 0) {
+          const requested = this.#syncRequested;
+          this.#syncRequested = 0;
+          if (!this.#current(requested)) continue;
+          try {
+            await this.#syncOnce(requested);
+            if (this.#current(requested)) this.#attempt = 0;
+          } catch (err) {
+            this.#callFailed(requested, 'sync', err);
+          }
+        }
+      } finally {
+        this.#syncing = false;
+      }
+    })();
+  }
+
+  async #syncOnce(epoch: number): Promise<void> {
+    const session = this.#session;
+    if (!session || !this.#current(epoch)) return;
+    if (this.#announced && this.#ownEpoch !== epoch) {
+      await session.mkdirp(this.#workersPath);
+      if (!this.#current(epoch)) return;
+      await this.#writeOwnNode(epoch, session);
+      if (!this.#current(epoch)) return;
+    }
+    await this.#readChildren(epoch, session);
+    if (!this.#current(epoch) || !this.#announcePending || !this.#self) return;
+    this.#announcePending = false;
+    const self = { ...this.#self };
+    this.#log.info({ id: self.id, path: this.#ownPath }, 'registered with zookeeper');
+    const pending = this.#pendingRegister;
+    this.#pendingRegister = undefined;
+    for (const listener of this.#registeredListeners) {
+      try {
+        listener({ ...self });
+      } catch (err) {
+        this.#log.error({ err }, 'registry listener failed');
+      }
+    }
+    pending?.resolve(self);
+    this.#scheduleBalanceWrite();
+  }
+
+  /**
+   * First time: an EPHEMERAL_SEQUENTIAL node, then its id written into its JSON. After an
+   * expiry: the same path again as a plain EPHEMERAL node, so the worker keeps its id.
+   */
+  async #writeOwnNode(epoch: number, session: ZooKeeperSession): Promise<void> {
+    const announced = this.#announced;
+    if (!announced) return;
+    let written: WorkerInfo;
+    if (!this.#self || !this.#ownPath) {
+      let path = this.#uncertainCreateEpoch === epoch ? await this.#findOwnNode(session) : undefined;
+      if (!path) {
+        try {
+          path = await session.create(`${this.#workersPath}/${PREFIX}`, encode(announced), ZK_MODE.EPHEMERAL_SEQUENTIAL);
+        } catch (err) {
+          if (isConnectionError(err)) this.#uncertainCreateEpoch = epoch;
+          throw err;
+        }
+      }
+      if (!this.#current(epoch)) return;
+      const name = path.slice(path.lastIndexOf('/') + 1);
+      this.#ownPath = path;
+      // The latest announcement: setBalance() may have changed it meanwhile.
+      written = this.#self = { ...this.#announced!, id: name.slice(PREFIX.length) };
+      // Versioned: version 0 is the node just created. If the answer is lost, the retry goes
+      // through the branch below, which finds the node ours and writes it again.
+      const stat = await session.set(path, encode(written), 0);
+      this.#ownVersion = stat.version;
+    } else {
+      const path = this.#ownPath;
+      written = this.#self;
+      this.#ownVersion = await this.#createOwnNode(epoch, session, path, written);
+    }
+    if (!this.#current(epoch)) return;
+    this.#ownEpoch = epoch;
+    this.#balanceDirty = this.#self !== written;
+    this.#announcePending = true;
+  }
+
+  /** Creates this worker's znode at its known path; resolves its data version. */
+  async #createOwnNode(epoch: number, session: ZooKeeperSession, path: string, info: WorkerInfo): Promise<number> {
+    try {
+      await session.create(path, encode(info), ZK_MODE.EPHEMERAL);
+      return 0;
+    } catch (err) {
+      if (!hasRc(err, ZK_RC.NODE_EXISTS) || !this.#current(epoch)) throw err;
+    }
+    const stat = await session.exists(path);
+    if (stat && stat.ephemeralOwner !== session.credentials.id) {
+      // Left by an earlier session of ours that the server has not expired yet: ours to replace.
+      await session.delete(path, stat.version);
+      await session.create(path, encode(info), ZK_MODE.EPHEMERAL);
+      return 0;
+    }
+    // Already ours (a create whose answer was lost): write it whole again.
+    return (await session.set(path, encode(info), stat ? stat.version : -1)).version;
+  }
+
+  /** After a lost create answer: the node this session owns under workers/, if it made one. */
+  async #findOwnNode(session: ZooKeeperSession): Promise<string | undefined> {
+    const owner = session.credentials.id;
+    const names = (await session.getChildren(this.#workersPath)).filter((n) => n.startsWith(PREFIX));
+    const stats = await Promise.all(names.map((n) => session.exists(`${this.#workersPath}/${n}`)));
+    const index = stats.findIndex((stat) => stat?.ephemeralOwner === owner);
+    return index >= 0 ? `${this.#workersPath}/${names[index]}` : undefined;
+  }
+
+  /** Lists the children (re-arming the children watch) and reads every unwatched one. */
+  async #readChildren(epoch: number, session: ZooKeeperSession): Promise<void> {
+    this.#inFlight++;
+    let names: string[];
+    try {
+      names = await session.getChildren(this.#workersPath, true);
+    } catch (err) {
+      if (!hasRc(err, ZK_RC.NO_NODE)) throw err;
+      names = []; // workers/ is gone (or not made yet): so are all workers.
+    } finally {
+      if (this.#current(epoch)) this.#inFlight--;
+    }
+    if (!this.#current(epoch)) return;
+    const live = new Set(names.filter((n) => n.startsWith(PREFIX)));
+    let removed = false;
+    for (const id of this.#entries.keys()) {
+      if (!live.has(PREFIX + id)) removed = this.#entries.delete(id) || removed;
+    }
+    for (const name of this.#watched) if (!live.has(name)) this.#watched.delete(name);
+    if (removed) this.#publish();
+    await Promise.all([...live].filter((n) => !this.#watched.has(n)).map((n) => this.#readWorker(epoch, session, n)));
+  }
+
+  /** Reads one worker's znode with a data watch and updates the view. */
+  async #readWorker(epoch: number, session: ZooKeeperSession, name: string): Promise<void> {
+    this.#watched.add(name);
+    this.#inFlight++;
+    let result: { stat: ZooKeeperStat; data: Buffer };
+    try {
+      result = await session.get(`${this.#workersPath}/${name}`, true);
+    } catch (err) {
+      if (!this.#current(epoch)) return;
+      this.#watched.delete(name);
+      if (!hasRc(err, ZK_RC.NO_NODE)) throw err;
+      this.#remove(name);
+      return;
+    } finally {
+      if (this.#current(epoch)) this.#inFlight--;
+    }
+    if (!this.#current(epoch)) return;
+    const id = name.slice(PREFIX.length);
+    const info = parseWorker(id, result.data);
+    if (!info) {
+      const key = `${name}@${result.stat.mzxid}`;
+      if (!this.#invalidLogged.has(key)) {
+        this.#invalidLogged.add(key);
+        this.#log.warn({ path: `${this.#workersPath}/${name}` }, 'registry node is not a worker');
+      }
+      this.#remove(name);
+      return;
+    }
+    if (sameWorker(this.#entries.get(id), info)) return;
+    this.#entries.set(id, info);
+    this.#publish();
+  }
+
+  #remove(name: string): void {
+    if (this.#entries.delete(name.slice(PREFIX.length))) this.#publish();
+  }
+
+  #watchFired(epoch: number, event: 'created' | 'deleted' | 'changed' | 'child', path: string): void {
+    const session = this.#session;
+    if (!session) return;
+    if (path === this.#workersPath) {
+      // The children changed (or workers/ itself went): list again, which re-arms the watch.
+      void this.#readChildren(epoch, session).catch((err) => this.#callFailed(epoch, 'children', err));
+      return;
+    }
+    if (!path.startsWith(`${this.#workersPath}/`)) return;
+    const name = path.slice(this.#workersPath.length + 1);
+    this.#watched.delete(name);
+    if (event === 'deleted') {
+      this.#remove(name);
+      if (path === this.#ownPath && this.#ownEpoch === epoch) {
+        // Deleted behind our back while the session lives on: register again, same id.
+        this.#log.warn({ path }, 'registry node deleted; registering again');
+        this.#ownEpoch = 0;
+        this.#sync(epoch);
+      }
+      return;
+    }
+    void this.#readWorker(epoch, session, name).catch((err) => this.#callFailed(epoch, 'read', err));
+  }
+
+  /** A ZooKeeper call failed: wait for the reconnect, leave it to the expiry, or retry. */
+  #callFailed(epoch: number, what: string, err: unknown): void {
+    if (!this.#current(epoch) || isSessionGone(err)) return;
+    // Disconnected: the 'connect' that follows runs a sync, which redoes what failed.
+    if (isConnectionError(err) && this.#status !== 'connected') return;
+    this.#log.error({ err, what }, 'registry zookeeper call failed');
+    this.#retry(what, () => this.#current(epoch) && this.#sync(epoch));
+  }
+
+  #publish(): void {
+    const view = [...this.#entries.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const hash = viewHash(view);
+    if (hash === this.#viewHash) return;
+    this.#viewHash = hash;
+    this.#view = Object.freeze(view.map((w) => Object.freeze({ ...w })));
+    for (const listener of this.#changeListeners) {
+      try {
+        listener(this.#view);
+      } catch (err) {
+        this.#log.error({ err }, 'registry listener failed');
+      }
+    }
+  }
+
+  // --- balance ------------------------------------------------------------------------------
+
+  #scheduleBalanceWrite(): void {
+    if (!this.#balanceDirty || this.#balanceTimer || this.#balanceWriting || this.#closed) return;
+    const waitMs = Math.max(0, this.#lastBalanceWriteAt + this.#balanceIntervalMs - Date.now());
+    this.#balanceTimer = setTimeout(() => {
+      this.#balanceTimer = undefined;
+      void this.#writeBalance();
+    }, waitMs);
+    this.#balanceTimer.unref();
+  }
+
+  async #writeBalance(): Promise<void> {
+    const epoch = this.#epoch;
+    const session = this.#session;
+    const path = this.#ownPath;
+    // Not connected or not (re-)registered yet: the (re-)registration writes #self whole.
+    if (!this.#balanceDirty || !session || !path || this.#status !== 'connected' || this.#ownEpoch !== epoch) return;
+    const info = this.#self!;
+    this.#balanceDirty = false;
+    this.#balanceWriting = true;
+    this.#lastBalanceWriteAt = Date.now();
+    try {
+      const stat = await this.#setOwnData(epoch, session, path, info);
+      if (!this.#current(epoch)) return;
+      this.#ownVersion = stat.version;
+      // Show the written balance at once; the data watch's re-read will find the same.
+      if (!sameWorker(this.#entries.get(info.id), info)) {
+        this.#entries.set(info.id, info);
+        this.#publish();
+      }
+    } catch (err) {
+      if (!this.#current(epoch)) return;
+      this.#balanceDirty = true;
+      if (!isConnectionError(err) && !isSessionGone(err)) this.#log.warn({ err, path }, 'balance write failed');
+    } finally {
+      this.#balanceWriting = false;
+      if (this.#current(epoch)) this.#scheduleBalanceWrite();
+    }
+  }
+
+  /** A versioned write; on a version conflict, re-read the version and write again. */
+  async #setOwnData(epoch: number, session: ZooKeeperSession, path: string, info: WorkerInfo): Promise<ZooKeeperStat> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await session.set(path, encode(info), this.#ownVersion);
+      } catch (err) {
+        if (!hasRc(err, ZK_RC.BAD_VERSION) || attempt >= 3 || !this.#current(epoch)) throw err;
+        const stat = await session.exists(path);
+        if (!stat) throw err;
+        this.#ownVersion = stat.version;
+      }
+    }
+  }
+
+  // --- reconcile ----------------------------------------------------------------------------
+
+  /**
+   * Compares the watched view with a fresh full read. A difference means an event was missed:
+   * it is logged, and the differing workers are read again through the watched path (never
+   * copied from the full read, which may already be older than the view).
+   */
+  async #reconcile(): Promise<void> {
+    const epoch = this.#epoch;
+    const session = this.#session;
+    if (!session || this.#status !== 'connected' || this.#reconciling || this.#syncing || !this.#current(epoch)) return;
+    this.#reconciling = true;
+    try {
+      const fresh = new Map<string, WorkerInfo>();
+      let names: string[];
+      try {
+        names = await session.getChildren(this.#workersPath);
+      } catch (err) {
+        if (!hasRc(err, ZK_RC.NO_NODE)) throw err;
+        names = [];
+      }
+      await Promise.all(
+        names
+          .filter((n) => n.startsWith(PREFIX))
+          .map(async (name) => {
+            const result = await session.get(`${this.#workersPath}/${name}`).catch((err: unknown) => {
+              if (hasRc(err, ZK_RC.NO_NODE)) return undefined;
+              throw err;
+            });
+            const info = result && parseWorker(name.slice(PREFIX.length), result.data);
+            if (info) fresh.set(info.id, info);
+          }),
+      );
+      // Reads triggered by watches still in flight: the view is about to change anyway.
+      if (!this.#current(epoch) || this.#inFlight > 0 || this.#syncing) return;
+      if (viewHash(fresh.values()) === this.#viewHash) return;
+      const missing = [...fresh.keys()].filter((id) => !this.#entries.has(id));
+      const stale = [...this.#entries.keys()].filter((id) => !fresh.has(id));
+      const changed = [...fresh.values()].filter((w) => this.#entries.has(w.id) && !sameWorker(this.#entries.get(w.id), w)).map((w) => w.id);
+      this.#log.warn({ missing, stale, changed }, 'registry view repaired');
+      for (const id of [...missing, ...stale, ...changed]) this.#watched.delete(PREFIX + id);
+      if (this.#self && this.#ownEpoch === epoch && !fresh.has(this.#self.id)) this.#ownEpoch = 0; // our node is gone: re-create
+      this.#sync(epoch);
+    } catch (err) {
+      if (this.#current(epoch) && !isConnectionError(err) && !isSessionGone(err)) this.#log.warn({ err }, 'registry reconcile failed');
+    } finally {
+      this.#reconciling = false;
+    }
+  }
+}
