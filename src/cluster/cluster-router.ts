@@ -6,8 +6,12 @@
 // A message stored while a peer still had a stale "not here" entry for a user who just logged
 // in on this worker would miss that session; so each new session re-reads its inbox once the
 // announcement has had time to spread and once more after a cache TTL (recheck queue).
+// A worker that registers again after its ZooKeeper session expired was dropped by the others
+// meanwhile (links closed, frames dropped, its sessions purged): it treats all its sessions as
+// new logins then, announcing them again and scheduling the same rechecks.
 
 import type { Logger } from '../log.js';
+import type { Registry } from '../registry/registry.js';
 import { encodeMessageFrame } from '../protocol/codec.js';
 import { notification } from '../protocol/messages.js';
 import { HeadType, NotificationType } from '../protocol/types.js';
@@ -22,6 +26,8 @@ export interface ClusterRouterOptions {
   routes: RouteCache;
   selfId: () => string;
   routeCacheTtlMs: number;
+  /** Followed for re-registrations (after a session expiry). */
+  registry: Pick<Registry, 'onRegistered'>;
   log: Logger;
 }
 
@@ -31,12 +37,19 @@ export class ClusterRouter implements MessageRouter {
   readonly #o: ClusterRouterOptions;
   /** Users whose local sessions re-read their inbox at `at`, in time order. */
   readonly #rechecks: { uid: string; at: number }[] = [];
+  /** Sessions announced by this worker (opened and not closed): what a re-registration re-announces. */
+  readonly #open = new Set<LocalSession>();
   readonly #timer: NodeJS.Timeout;
+  readonly #unsubscribe: () => void;
 
   constructor(options: ClusterRouterOptions) {
     this.#o = options;
     this.#timer = setInterval(() => this.#runRechecks(), RECHECK_TICK_MS);
     this.#timer.unref();
+    let registrations = 0;
+    this.#unsubscribe = options.registry.onRegistered(() => {
+      if (++registrations > 1) this.#registeredAgain();
+    });
   }
 
   deliver(uid: string, seq: number, body: Uint8Array): void {
@@ -53,19 +66,20 @@ export class ClusterRouter implements MessageRouter {
   }
 
   sessionOpened(session: LocalSession): void {
-    this.#announce(NotificationType.SESSION_ON, session.uid);
-    const now = Date.now();
-    this.#rechecks.push({ uid: session.uid, at: now + 1000 }, { uid: session.uid, at: now + this.#o.routeCacheTtlMs + 1000 });
-    if (this.#rechecks.length > 1) this.#rechecks.sort((a, b) => a.at - b.at);
+    this.#open.add(session);
+    this.#opened([session.uid]);
   }
 
   sessionClosed(session: LocalSession): void {
+    this.#open.delete(session);
     this.#announce(NotificationType.SESSION_OFF, session.uid);
   }
 
   async close(): Promise<void> {
+    this.#unsubscribe();
     clearInterval(this.#timer);
     this.#rechecks.length = 0;
+    this.#open.clear();
     this.#o.workers.close();
     this.#o.routes.clear();
   }
@@ -74,6 +88,22 @@ export class ClusterRouter implements MessageRouter {
     if (nodes.size === 0) return;
     const frame = encodeMessageFrame({ type: HeadType.PEER_DELIVER, peerDeliver: { uid, seq, body } });
     for (const nodeId of nodes) this.#o.workers.send(nodeId, frame, uid);
+  }
+
+  /** Announces the users' sessions and schedules their inbox re-reads (see the module comment). */
+  #opened(uids: Iterable<string>): void {
+    const now = Date.now();
+    for (const uid of uids) {
+      this.#announce(NotificationType.SESSION_ON, uid);
+      this.#rechecks.push({ uid, at: now + 1000 }, { uid, at: now + this.#o.routeCacheTtlMs + 1000 });
+    }
+    if (this.#rechecks.length > 1) this.#rechecks.sort((a, b) => a.at - b.at);
+  }
+
+  #registeredAgain(): void {
+    const uids = new Set([...this.#open].map((s) => s.uid));
+    this.#o.log.info({ users: uids.size }, 'registered again: sessions announced anew');
+    this.#opened(uids);
   }
 
   #announce(type: NotificationType, uid: string): void {

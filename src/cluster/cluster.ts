@@ -57,7 +57,7 @@ export function createCluster(settings: ClusterSettings, deps: ClusterDeps) {
       },
     });
     const routes = new RouteCache({ store: deps.store, selfId: getSelf, ttlMs: settings.routeCacheTtlMs, maxEntries: settings.routeCacheSize });
-    const router = new ClusterRouter({ local, workers, routes, selfId: getSelf, routeCacheTtlMs: settings.routeCacheTtlMs, log });
+    const router = new ClusterRouter({ local, workers, routes, selfId: getSelf, routeCacheTtlMs: settings.routeCacheTtlMs, registry: deps.registry, log });
     const extension = new PeerAcceptor({ secret: settings.secret, local, selfId: getSelf, onSessionEvent: (uid) => routes.invalidate(uid), log });
     local.nodeId.then((id) => {
       selfId = id;

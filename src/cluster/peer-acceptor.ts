@@ -66,12 +66,16 @@ export class PeerAcceptor implements ServerExtension {
     if (state || conn.session || !peerId || !theirNonce) {
       throw new SwitchboardError('SB_ERR_PEER_AUTH_FAILED', 'PEER_HELLO needs node_id and nonce, once, on a connection that is not a client session');
     }
-    const selfId = this.#options.selfId();
     const nonce = newNonce();
     conn.attrs.set(PEER, { peerId, nonce, authenticated: false });
-    conn.send({
-      type: HeadType.PEER_CHALLENGE,
-      peerChallenge: { nodeId: selfId, nonce, mac: peerMac(this.#options.secret, selfId, peerId, theirNonce) },
+    // Peers find this worker in the registry a moment before its registration has told it its
+    // own id: answering with an empty id then would fail their handshake, and they would retry
+    // only after peer-reconnect-ms. So the challenge waits for the id (send() skips a closed conn).
+    void this.#options.local.nodeId.then((selfId) => {
+      conn.send({
+        type: HeadType.PEER_CHALLENGE,
+        peerChallenge: { nodeId: selfId, nonce, mac: peerMac(this.#options.secret, selfId, peerId, theirNonce) },
+      });
     });
   }
 

@@ -1,0 +1,58 @@
+// The cluster-wide OnlineCounter with real worker processes: after a burst of logins and
+// logouts, and a worker killed with SIGKILL, `<root>/online` matches the sessions still logged
+// in (its users are distinct users per worker).
+
+import t from 'tap';
+import { OnlineCounter } from '../../src/cluster/online-counter.js';
+import { silentLogger } from '../../src/log.js';
+import { startZooKeeper } from '../helpers/zookeeper.js';
+import { startCluster, until, ZK_SESSION_TIMEOUT_MS } from '../helpers/cluster.js';
+
+const zk = await startZooKeeper(t);
+
+t.test('the online counter matches the logged-in sessions', async (t) => {
+  const cluster = await startCluster(t, zk, { workers: 3 });
+  const [w1, w2, w3] = cluster.live as [typeof cluster.live[0], typeof cluster.live[0], typeof cluster.live[0]];
+  const reader = new OnlineCounter({ connect: zk.connect, root: cluster.root, sessionTimeoutMs: 5_000, selfId: () => '', local: () => ({ users: 0, sessions: 0 }), log: silentLogger() });
+  t.teardown(() => reader.close());
+  const counts = async () => reader.read();
+
+  // A burst: 6 users on each worker, one of them with a second device on the same worker.
+  const clients = [];
+  for (const [i, w] of [w1, w2, w3].entries()) {
+    for (let u = 0; u < 6; u++) clients.push({ w, c: await cluster.client(w, `u${i}-${u}`) });
+    clients.push({ w, c: await cluster.client(w, `u${i}-0`, 'second-device') });
+  }
+  await until(
+    () => 'counter shows 21 sessions, 18 users',
+    async () => {
+      const c = await counts();
+      return c.sessions === 21 && c.users === 18;
+    },
+  );
+
+  // Logouts: both devices of u0-0 on w1 (a user and two sessions gone), and the first device
+  // of u1-0 on w2 (a session gone, the user still online on the second device).
+  const w1Clients = clients.filter((x) => x.w === w1);
+  await w1Clients[0]!.c.logout();
+  await w1Clients.at(-1)!.c.logout();
+  await clients.find((x) => x.w === w2)!.c.logout();
+  await until(
+    () => 'counter after logouts: 18 sessions, 17 users',
+    async () => {
+      const c = await counts();
+      return c.sessions === 18 && c.users === 17;
+    },
+  );
+
+  // w3 dies without a word: its 7 sessions (6 users) leave the count with its ZooKeeper session.
+  await w3.kill();
+  await until(
+    () => 'counter without w3: 11 sessions, 11 users',
+    async () => {
+      const c = await counts();
+      return c.sessions === 11 && c.users === 11;
+    },
+    ZK_SESSION_TIMEOUT_MS + 15_000,
+  );
+});

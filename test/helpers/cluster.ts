@@ -1,0 +1,397 @@
+// A cluster of real worker processes for a test: `node bin/switchboard.js worker` on free ports,
+// sharing one ZooKeeper (a root of their own per cluster) and one Redis. Each worker's JSON log
+// lines are kept so that a test can wait for what the worker says it did ('worker joined',
+// 'peer link status', 'purged sessions of a departed worker', ...) instead of sleeping. Also
+// tokens and SDK clients bound to a worker. bin/switchboard.js runs the compiled dist/:
+// `npm run build` (npm test does) first.
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { Test } from 'tap';
+import { TokenSigner } from '../../src/auth/token.js';
+import { ImClient, type ImClientOptions, type IncomingMessage } from '../../src/client/im-client.js';
+import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
+import { RedisSessionStore } from '../../src/session/redis-session-store.js';
+import type { SessionRecord } from '../../src/session/session-store.js';
+import { freePort } from './free-port.js';
+import { startRedis, type TestRedis } from './redis.js';
+import type { TestZooKeeper } from './zookeeper.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const BIN = path.join(ROOT, 'bin/switchboard.js');
+
+export const CLUSTER_TOKEN_SECRET = 'cluster-test-token-secret';
+export const CLUSTER_PEER_SECRET = 'cluster-test-peer-secret';
+
+/**
+ * Short enough that a crashed worker leaves within seconds, long enough that a loaded test
+ * machine does not expire a healthy session (the harness's ZooKeeper grants 400 ms..30 s).
+ */
+export const ZK_SESSION_TIMEOUT_MS = 2_000;
+
+/** How long a wait for a log line or a condition lasts by default before failing the test. */
+export const DEFAULT_WAIT_MS = 15_000;
+
+/**
+ * The worker flags the cluster tests run with: every housekeeping period short, so what the
+ * cluster does after a join, a crash or an expiry happens within the test's bounds. The route
+ * cache TTL is short too: a new session re-reads its inbox 1 s and TTL + 1 s after login, and a
+ * test that checks live forwarding waits those rechecks out, so they cannot hide a lost frame.
+ */
+export const CLUSTER_FLAGS: Readonly<Record<string, string | number>> = Object.freeze({
+  'zk-session-timeout-ms': ZK_SESSION_TIMEOUT_MS,
+  'peer-reconnect-ms': 100,
+  'session-refresh-ms': 500,
+  'reconcile-ms': 1_000,
+  'route-cache-ttl-ms': 1_000,
+  'close-grace-ms': 200,
+});
+
+/** The rechecks a login schedules are over once this long has passed since it. */
+export const LOGIN_RECHECKS_MS = 1_000 + Number(CLUSTER_FLAGS['route-cache-ttl-ms']) + 500;
+
+/** One line of a worker's pino log. */
+export interface LogLine {
+  level: number;
+  time: number;
+  msg: string;
+  [field: string]: unknown;
+}
+
+/** Fields a line must have (compared with ===), or a predicate. */
+export type LogMatch = Readonly<Record<string, unknown>> | ((line: LogLine) => boolean);
+
+function matcher(match: LogMatch): (line: LogLine) => boolean {
+  if (typeof match === 'function') return match;
+  const entries = Object.entries(match);
+  return (line) => entries.every(([key, value]) => line[key] === value);
+}
+
+function describe(match: LogMatch): string {
+  return typeof match === 'function' ? 'a matching line' : JSON.stringify(match);
+}
+
+interface LogWaiter {
+  test: (line: LogLine) => boolean;
+  resolve: (line: LogLine) => void;
+}
+
+/** Waits up to `withinMs` for `probe` to hold (polling); throws naming `what` (computed then). */
+export async function until(what: string | (() => string), probe: () => boolean | Promise<boolean>, withinMs = DEFAULT_WAIT_MS): Promise<void> {
+  const deadline = Date.now() + withinMs;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`not within ${withinMs} ms: ${typeof what === 'string' ? what : what()}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** One worker process. `nodeId` is known once start() (of the cluster) has resolved it. */
+export class WorkerProcess {
+  readonly name: string;
+  readonly port: number;
+  readonly child: ChildProcess;
+  /** Every JSON log line, in order. */
+  readonly lines: LogLine[] = [];
+  /** Resolves once the process has exited, however. */
+  readonly exited: Promise<void>;
+  nodeId = '';
+  #raw = '';
+  #partial = '';
+  readonly #waiters = new Set<LogWaiter>();
+
+  constructor(name: string, port: number, args: string[]) {
+    this.name = name;
+    this.port = port;
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SWITCHBOARD_')));
+    this.child = spawn(process.execPath, [BIN, 'worker', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child.stdout!.setEncoding('utf8').on('data', (chunk: string) => this.#onStdout(chunk));
+    // The native ZooKeeper client and Node itself write plain text on stderr: kept for failures.
+    this.child.stderr!.setEncoding('utf8').on('data', (chunk: string) => this.#keep(chunk));
+    this.exited = new Promise((resolve) => this.child.once('exit', () => resolve()));
+  }
+
+  get alive(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** The number of lines so far: pass it as `from` to look only at what comes later. */
+  mark(): number {
+    return this.lines.length;
+  }
+
+  /** Lines from index `from` on that match. */
+  logs(match: LogMatch, from = 0): LogLine[] {
+    const test = matcher(match);
+    return this.lines.slice(from).filter(test);
+  }
+
+  /** The first line from index `from` on that matches, waiting for it if needed. */
+  async waitForLog(match: LogMatch, { from = 0, timeoutMs = DEFAULT_WAIT_MS } = {}): Promise<LogLine> {
+    const test = matcher(match);
+    const found = this.lines.slice(from).find(test);
+    if (found) return found;
+    let waiter!: LogWaiter;
+    let timer: NodeJS.Timeout | undefined;
+    const seen = new Promise<LogLine>((resolve) => (waiter = { test, resolve }));
+    const failed = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`worker ${this.name} logged no ${describe(match)} within ${timeoutMs} ms\n${this.tail()}`)), timeoutMs);
+      void this.exited.then(() => {
+        // Whatever the process wrote before exiting has been parsed by now.
+        setImmediate(() => reject(new Error(`worker ${this.name} exited (${this.child.exitCode ?? this.child.signalCode}) before logging ${describe(match)}\n${this.tail()}`)));
+      });
+    });
+    this.#waiters.add(waiter);
+    try {
+      return await Promise.race([seen, failed]);
+    } finally {
+      clearTimeout(timer);
+      this.#waiters.delete(waiter);
+    }
+  }
+
+  /** The end of the worker's raw output, for failure messages. */
+  tail(chars = 3_000): string {
+    return this.#raw.slice(-chars);
+  }
+
+  /** SIGTERM (a graceful stop), then waits for the exit; SIGKILL after `timeoutMs`. */
+  async stop(timeoutMs = 10_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    if (this.alive) this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.alive && this.child.kill('SIGKILL'), timeoutMs);
+    await this.exited;
+    clearTimeout(timer);
+    return { code: this.child.exitCode, signal: this.child.signalCode };
+  }
+
+  /** SIGKILL: the worker vanishes as in a crash (its znode stays until its ZooKeeper session expires). */
+  async kill(): Promise<void> {
+    if (this.alive) this.child.kill('SIGKILL');
+    await this.exited;
+  }
+
+  #keep(text: string): void {
+    this.#raw = (this.#raw + text).slice(-20_000);
+  }
+
+  #onStdout(chunk: string): void {
+    this.#keep(chunk);
+    const parts = (this.#partial + chunk).split('\n');
+    this.#partial = parts.pop()!;
+    for (const text of parts) {
+      if (!text.startsWith('{')) continue;
+      let line: LogLine;
+      try {
+        line = JSON.parse(text) as LogLine;
+      } catch {
+        continue;
+      }
+      this.lines.push(line);
+      for (const waiter of this.#waiters) {
+        if (waiter.test(line)) {
+          this.#waiters.delete(waiter);
+          waiter.resolve(line);
+        }
+      }
+    }
+  }
+}
+
+export interface StartWorkerOptions {
+  /** ZooKeeper connect string for this worker (e.g. a ZooKeeperProxy's); default the cluster's. */
+  zk?: string;
+  /** Flags replacing or adding to CLUSTER_FLAGS, e.g. { 'route-cache-ttl-ms': 5000 }. */
+  flags?: Record<string, string | number>;
+}
+
+export interface ClientOptions extends Partial<ImClientOptions> {
+  /** Connect and log in before returning (default true). */
+  connect?: boolean;
+}
+
+let clusters = 0;
+
+export class TestCluster {
+  readonly zk: TestZooKeeper;
+  readonly redis: TestRedis;
+  /** This cluster's ZooKeeper root: no other test sees its workers. */
+  readonly root: string;
+  readonly signer = new TokenSigner(CLUSTER_TOKEN_SECRET);
+  /** Every worker started, in order (stopped and killed ones included). */
+  readonly workers: WorkerProcess[] = [];
+  readonly #t: Test;
+  #sessions: RedisSessionStore | undefined;
+  #inbox: RedisInboxStore | undefined;
+
+  constructor(t: Test, zk: TestZooKeeper, redis: TestRedis) {
+    if (!fs.existsSync(path.join(ROOT, 'dist/cli/main.js'))) throw new Error('dist/ is missing: run `npm run build` (npm test does) first');
+    this.#t = t;
+    this.zk = zk;
+    this.redis = redis;
+    this.root = `/sb-cluster-${process.pid}-${++clusters}`;
+  }
+
+  /** Workers that have not exited. */
+  get live(): WorkerProcess[] {
+    return this.workers.filter((w) => w.alive);
+  }
+
+  /** Starts a worker process and resolves once it listens and is registered (its nodeId known). */
+  async startWorker(options: StartWorkerOptions = {}): Promise<WorkerProcess> {
+    const flags: Record<string, string | number> = {
+      zk: options.zk ?? this.zk.connect,
+      'zk-root': this.root,
+      redis: this.redis.url,
+      secret: CLUSTER_TOKEN_SECRET,
+      'cluster-secret': CLUSTER_PEER_SECRET,
+      'log-level': 'info',
+      ...CLUSTER_FLAGS,
+      ...options.flags,
+    };
+    // freePort() cannot reserve the port: if another process takes it first, try another.
+    for (let attempt = 1; ; attempt++) {
+      const port = await freePort();
+      const args = ['--port', String(port), ...Object.entries(flags).flatMap(([k, v]) => [`--${k}`, String(v)])];
+      const worker = new WorkerProcess(`w${this.workers.length + 1}`, port, args);
+      this.#t.teardown(() => worker.kill());
+      try {
+        const listening = await worker.waitForLog({ msg: 'worker listening' }, { timeoutMs: 20_000 });
+        worker.nodeId = String(listening.nodeId);
+        this.workers.push(worker);
+        return worker;
+      } catch (err) {
+        await worker.kill();
+        if (attempt >= 3 || !worker.tail().includes('EADDRINUSE')) throw err;
+      }
+    }
+  }
+
+  /** Starts `count` workers one after the other (ids in start order) and waits for their mesh. */
+  async startWorkers(count: number, options: StartWorkerOptions = {}): Promise<WorkerProcess[]> {
+    const started: WorkerProcess[] = [];
+    for (let i = 0; i < count; i++) started.push(await this.startWorker(options));
+    await this.waitForMesh();
+    return started;
+  }
+
+  /** True when `worker`'s link to `peer` is up: its last word on that peer is 'ready'. */
+  linkReady(worker: WorkerProcess, peer: WorkerProcess): boolean {
+    const about = worker.logs((l) => l.peer === peer.nodeId && (l.msg === 'peer link status' || l.msg === 'worker left'));
+    const last = about.at(-1);
+    return last?.msg === 'peer link status' && last.to === 'ready';
+  }
+
+  /** Waits until every live worker has a ready link to every other one. */
+  async waitForMesh(workers: WorkerProcess[] = this.live, withinMs = DEFAULT_WAIT_MS): Promise<void> {
+    for (const w of workers) {
+      for (const p of workers) {
+        if (w !== p) await until(() => `${w.name} has a ready link to ${p.name} (${p.nodeId})\n${w.tail()}`, () => this.linkReady(w, p), withinMs);
+      }
+    }
+  }
+
+  token(uid: string, deviceId?: string): string {
+    return this.signer.mint({ uid, deviceId, ttlMs: 600_000 });
+  }
+
+  /**
+   * An SDK client of `uid` on `worker`, logged in unless `connect: false`; closed on teardown.
+   * It does not reconnect unless given a retryStrategy: a lost connection is final. What it is
+   * shown, from the login on, is in `client.got`.
+   */
+  async client(worker: WorkerProcess, uid: string, deviceId = `${uid}-device`, options: ClientOptions = {}): Promise<TestClient> {
+    const { connect = true, ...clientOptions } = options;
+    const client = new TestClient({
+      host: '127.0.0.1',
+      port: worker.port,
+      uid,
+      deviceId,
+      token: this.token(uid, deviceId),
+      retryStrategy: false,
+      requestTimeoutMs: 20_000,
+      ...clientOptions,
+    });
+    this.#t.teardown(() => client.close());
+    if (connect) await client.connect();
+    return client;
+  }
+
+  /** The session records Redis holds for `uid` (what other workers route by). */
+  async sessionsOf(uid: string): Promise<SessionRecord[]> {
+    if (!this.#sessions) {
+      const store = new RedisSessionStore({ url: this.redis.url });
+      this.#sessions = store;
+      this.#t.teardown(() => store.close());
+    }
+    return this.#sessions.byUser(uid);
+  }
+
+  /** The highest seq in `uid`'s inbox (0 when empty). */
+  async inboxHead(uid: string): Promise<number> {
+    return (await this.#inboxStore().range(uid, 0, 0)).head;
+  }
+
+  /** The position saved for `uid`'s device: where its next login replays from without last_seq. */
+  async cursorOf(uid: string, deviceId: string): Promise<number | undefined> {
+    return this.#inboxStore().cursor(uid, deviceId);
+  }
+
+  #inboxStore(): RedisInboxStore {
+    if (!this.#inbox) {
+      const store = new RedisInboxStore({ url: this.redis.url });
+      this.#inbox = store;
+      this.#t.teardown(() => store.close());
+    }
+    return this.#inbox;
+  }
+}
+
+/** A cluster of `workers` processes on `zk` with a Redis of its own, its mesh of links up. */
+export async function startCluster(
+  t: Test,
+  zk: TestZooKeeper,
+  { workers = 3, redis, ...options }: { workers?: number; redis?: TestRedis } & StartWorkerOptions = {},
+): Promise<TestCluster> {
+  const cluster = new TestCluster(t, zk, redis ?? (await startRedis(t)));
+  await cluster.startWorkers(workers, options);
+  return cluster;
+}
+
+/**
+ * Everything a client is shown, and a way to wait for more. Listening from before the login
+ * matters: the replay can arrive in the same chunk as the LOGIN_RESPONSE, and is emitted before
+ * the code awaiting connect() runs.
+ */
+export class Received {
+  readonly messages: IncomingMessage[] = [];
+
+  constructor(readonly client: ImClient) {
+    client.on('message', (m) => this.messages.push(m));
+  }
+
+  get seqs(): number[] {
+    return this.messages.map((m) => m.seq);
+  }
+
+  /** Messages from `uid`, in arrival order. */
+  from(uid: string): IncomingMessage[] {
+    return this.messages.filter((m) => m.from === uid);
+  }
+
+  /** Waits until at least `count` messages have been shown. */
+  async atLeast(count: number, withinMs = DEFAULT_WAIT_MS): Promise<IncomingMessage[]> {
+    await until(() => `${this.client.uid}/${this.client.deviceId} shown ${count} messages (has ${this.messages.length})`, () => this.messages.length >= count, withinMs);
+    return this.messages;
+  }
+}
+
+/** An SDK client that records what it is shown from its first login on. */
+export class TestClient extends ImClient {
+  readonly got: Received = new Received(this);
+}
+
+/** 1..n */
+export const oneTo = (n: number): number[] => Array.from({ length: n }, (_, i) => i + 1);
