@@ -48,6 +48,18 @@ export const ERROR_CODES = {
   SB_ERR_REGISTRY_UNAVAILABLE: 'the registry (ZooKeeper) could not be reached or refused an operation',
   SB_ERR_REGISTRY_CLOSED: 'the registry was closed',
 
+  // Accounts.
+  SB_ERR_BAD_PASSWORD: 'password does not meet the password rule',
+  SB_ERR_BAD_USERNAME: 'user name does not meet the user name rule',
+  SB_ERR_USERNAME_TAKEN: 'an account with this user name already exists',
+
+  // Gate (HTTP).
+  SB_ERR_LOGIN_FAILED: 'wrong username or password',
+  SB_ERR_REGISTRATION_CLOSED: 'registration is switched off',
+  SB_ERR_RATE_LIMITED: 'too many requests',
+  SB_ERR_NO_WORKER: 'no worker is available',
+  SB_ERR_NOT_FOUND: 'no such route',
+
   // Process.
   SB_ERR_CONFIG: 'invalid configuration',
 } as const;

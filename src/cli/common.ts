@@ -5,6 +5,8 @@ import { DEV_SECRET } from '../auth/token.js';
 import { DEFAULT_INBOX_LIMITS, type InboxLimits } from '../inbox/inbox-store.js';
 import { DEFAULT_CLUSTER_SETTINGS } from '../cluster/cluster.js';
 import { DEFAULT_SESSION_TTL_MS } from '../session/session-store.js';
+import { DEFAULT_GATE_LIMITS, type GateLimits } from '../gate/gate-server.js';
+import { SwitchboardError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { OptionSpecs, OptionValues } from './options.js';
 
@@ -76,6 +78,32 @@ export function limitsFrom(v: OptionValues<typeof LIMIT_OPTIONS>): WorkerLimits 
     syncBatchSize: v['sync-batch'],
     sessionRefreshMs: v['session-refresh-ms'],
   };
+}
+
+export const GATE_OPTIONS = {
+  'token-ttl-s': { type: 'number', description: 'validity of the tokens the gate issues (seconds)', default: DEFAULT_GATE_LIMITS.tokenTtlMs / 1000 },
+  'no-registration': { type: 'boolean', description: 'switch POST /api/users off' },
+  'rate-ip': { type: 'number', description: 'login and registration requests per IP per minute', default: DEFAULT_GATE_LIMITS.perIp.max },
+  'rate-user': { type: 'number', description: 'login attempts per user name per minute', default: DEFAULT_GATE_LIMITS.perUser.max },
+} as const satisfies OptionSpecs;
+
+export function gateLimitsFrom(v: OptionValues<typeof GATE_OPTIONS>): GateLimits {
+  return {
+    ...DEFAULT_GATE_LIMITS,
+    tokenTtlMs: v['token-ttl-s'] * 1000,
+    perIp: { max: v['rate-ip'], windowMs: 60_000 },
+    perUser: { max: v['rate-user'], windowMs: 60_000 },
+  };
+}
+
+/**
+ * Cluster mode refuses the public development secret unless told this is a development run
+ * (`--dev`): a token signed with it is a token anyone can make.
+ */
+export function requireProductionSecret(secret: string | undefined, dev: boolean, log: Logger): string {
+  if (secret) return secret;
+  if (!dev) throw new SwitchboardError('SB_ERR_CONFIG', 'cluster mode needs --secret (or SWITCHBOARD_SECRET); pass --dev to use the built-in development secret');
+  return secretFrom(secret, log);
 }
 
 /** The configured secret, or the development one with a warning. */

@@ -5,10 +5,12 @@ import { isSwitchboardError } from '../errors.js';
 import { chatCommand } from './commands/chat.js';
 import { startCommand, workerCommand } from './commands/serve.js';
 import { tokenCommand } from './commands/token.js';
+import { gateCommand } from './commands/gate.js';
 
 const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; summary: string }> = {
   start: { run: startCommand, summary: 'run a complete single node (embedded stores)' },
   worker: { run: workerCommand, summary: 'run a worker node' },
+  gate: { run: gateCommand, summary: 'run the HTTP gate of a cluster' },
   chat: { run: chatCommand, summary: 'interactive terminal chat' },
   token: { run: tokenCommand, summary: 'mint a login token for development' },
 };

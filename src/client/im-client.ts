@@ -18,11 +18,24 @@ export type ClientStatus = 'idle' | 'connecting' | 'ready' | 'reconnecting' | 'c
 /** Returns the delay before reconnect attempt `attempt` (1, 2, ...), or null to give up. */
 export type RetryStrategy = (attempt: number) => number | null;
 
-export interface ImClientOptions {
+/** Where to connect and with which token. */
+export interface Endpoint {
   host: string;
   port: number;
-  uid: string;
   token: string;
+}
+
+export interface ImClientOptions {
+  /** Fixed endpoint; or give `endpoint` instead. */
+  host?: string;
+  port?: number;
+  token?: string;
+  /**
+   * Asked before every connection attempt (e.g. gateEndpoint(): a login at the gate, which names
+   * the least-loaded live worker): a client whose worker went away moves to another one.
+   */
+  endpoint?: () => Promise<Endpoint>;
+  uid: string;
   deviceId?: string;
   platform?: number;
   appVersion?: string;
@@ -268,7 +281,33 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   #open(): void {
     const epoch = ++this.#epoch;
     this.#setStatus(this.#attempt === 0 ? 'connecting' : 'reconnecting');
-    const socket = net.connect({ host: this.#options.host, port: this.#options.port, noDelay: true });
+    const endpoint = this.#options.endpoint;
+    if (!endpoint) {
+      this.#dial(epoch, { host: this.#options.host ?? '127.0.0.1', port: this.#options.port ?? 9000, token: this.#options.token ?? '' });
+      return;
+    }
+    endpoint().then(
+      (where) => {
+        if (epoch === this.#epoch) this.#dial(epoch, where);
+      },
+      (err: unknown) => {
+        if (epoch !== this.#epoch) return;
+        this.#log.warn({ err }, 'no endpoint');
+        const login = this.#login;
+        // A refused password will not get better by retrying.
+        if (login && err instanceof SwitchboardError && err.code === 'SB_ERR_LOGIN_FAILED') {
+          this.#login = undefined;
+          this.close();
+          login.reject(err);
+          return;
+        }
+        this.#onDisconnect();
+      },
+    );
+  }
+
+  #dial(epoch: number, where: Endpoint): void {
+    const socket = net.connect({ host: where.host, port: where.port, noDelay: true });
     this.#socket = socket;
     const decoder = new FrameDecoder((body) => this.#onFrame(epoch, body), { maxFrameLength: this.#options.maxFrameLength });
     socket.on('connect', () => {
@@ -283,7 +322,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
           loginRequest: {
             uid: this.uid,
             deviceId: this.deviceId,
-            token: this.#options.token,
+            token: where.token,
             platform: this.#options.platform ?? 0,
             appVersion: this.#options.appVersion ?? '',
             acks: this.#acks,

@@ -133,6 +133,10 @@ export class ZooKeeperRegistry implements Registry {
   #uncertainCreateEpoch = 0;
   #announcePending = false;
   #pendingRegister: { resolve: (info: WorkerInfo) => void; reject: (err: Error) => void } | undefined;
+  /** observe(): resolved once the first view has been read. */
+  #pendingObserve: (() => void) | undefined;
+  /** The session epoch for which `<root>/workers` is known to exist. */
+  #treeEpoch = 0;
 
   // Balance writes: #balanceDirty while the znode may hold an older balance than #self.
   #balanceDirty = false;
@@ -222,6 +226,32 @@ export class ZooKeeperRegistry implements Registry {
     }
     try {
       return await registered;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * Follows the view without registering (the gate): opens the session and resolves once the
+   * workers have been read; watches and the periodic reconcile keep the view current after.
+   */
+  async observe(): Promise<void> {
+    if (this.#closed) throw new SwitchboardError('SB_ERR_REGISTRY_CLOSED');
+    if (this.#session || this.#announced) throw new SwitchboardError('SB_ERR_CONFIG', 'registry is already in use');
+    const observed = new Promise<void>((resolve) => (this.#pendingObserve = resolve));
+    this.#reconcileTimer = setInterval(() => void this.#reconcile(), this.#reconcileIntervalMs);
+    this.#reconcileTimer.unref();
+    this.#openSession();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new SwitchboardError('SB_ERR_REGISTRY_UNAVAILABLE', `no view from ZooKeeper at ${this.#connect} within ${this.#connectTimeoutMs} ms`)),
+        this.#connectTimeoutMs,
+      );
+      timer.unref();
+    });
+    try {
+      await Promise.race([observed, timeout]);
     } finally {
       clearTimeout(timer);
     }
@@ -383,13 +413,20 @@ export class ZooKeeperRegistry implements Registry {
   async #syncOnce(epoch: number): Promise<void> {
     const session = this.#session;
     if (!session || !this.#current(epoch)) return;
-    if (this.#announced && this.#ownEpoch !== epoch) {
+    if (this.#treeEpoch !== epoch) {
       await session.mkdirp(this.#workersPath);
       if (!this.#current(epoch)) return;
+      this.#treeEpoch = epoch;
+    }
+    if (this.#announced && this.#ownEpoch !== epoch) {
       await this.#writeOwnNode(epoch, session);
       if (!this.#current(epoch)) return;
     }
     await this.#readChildren(epoch, session);
+    if (this.#pendingObserve && this.#current(epoch)) {
+      this.#pendingObserve();
+      this.#pendingObserve = undefined;
+    }
     if (!this.#current(epoch) || !this.#announcePending || !this.#self) return;
     this.#announcePending = false;
     const self = { ...this.#self };

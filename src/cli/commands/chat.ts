@@ -1,9 +1,11 @@
 // `switchboard chat`: an interactive terminal client. `@bob hello` sends, incoming messages
-// print as they arrive, `/quit` logs out.
+// print as they arrive, `/quit` logs out. With --gate it logs in with a password through the
+// HTTP gate (registering first with --register) and goes to the worker the gate names.
 
 import readline from 'node:readline';
 import { TokenSigner, DEV_SECRET } from '../../auth/token.js';
-import { ImClient } from '../../client/im-client.js';
+import { ImClient, type ImClientOptions } from '../../client/im-client.js';
+import { gateEndpoint, registerThroughGate } from '../../client/gate-login.js';
 import { SwitchboardError, isSwitchboardError } from '../../errors.js';
 import { parseOptions, usage, type OptionSpecs } from '../options.js';
 import { SECRET_OPTION } from '../common.js';
@@ -14,6 +16,9 @@ const OPTIONS = {
   port: { type: 'number', description: 'worker port', default: 9000 },
   device: { type: 'string', description: 'device id: the chat resumes where this device left off', default: 'cli' },
   token: { type: 'string', description: 'login token; unset: minted locally with --secret' },
+  gate: { type: 'string', description: 'gate URL (e.g. http://127.0.0.1:8080): log in with a password instead of a token' },
+  password: { type: 'string', description: 'with --gate: the password (unset: asked for)' },
+  register: { type: 'boolean', description: 'with --gate: create the account first (an existing one is just logged in to)' },
   ...SECRET_OPTION,
 } as const satisfies OptionSpecs;
 
@@ -27,9 +32,24 @@ export async function chatCommand(argv: string[]): Promise<void> {
   }
   if (!o.user) throw new SwitchboardError('SB_ERR_CONFIG', '--user is required');
   const deviceId = o.device;
-  const token = o.token ?? new TokenSigner(o.secret ?? DEV_SECRET).mint({ uid: o.user, deviceId, ttlMs: 86_400_000 });
-  const client = new ImClient({ host: o.host, port: o.port, uid: o.user, deviceId, token });
   const rl = readline.createInterface({ input: process.stdin, output: process.stdout, prompt: `${o.user}> ` });
+  let where: Pick<ImClientOptions, 'host' | 'port' | 'token' | 'endpoint'>;
+  let uid = o.user;
+  if (o.gate) {
+    const password = o.password ?? (await new Promise<string>((resolve) => rl.question('password: ', resolve)));
+    uid = o.user.toLowerCase();
+    if (o.register) {
+      try {
+        await registerThroughGate(o.gate, o.user, password);
+      } catch (err) {
+        if (!isSwitchboardError(err) || err.code !== 'SB_ERR_USERNAME_TAKEN') throw err;
+      }
+    }
+    where = { endpoint: gateEndpoint(o.gate, { username: o.user, password, deviceId }) };
+  } else {
+    where = { host: o.host, port: o.port, token: o.token ?? new TokenSigner(o.secret ?? DEV_SECRET).mint({ uid: o.user, deviceId, ttlMs: 86_400_000 }) };
+  }
+  const client = new ImClient({ ...where, uid, deviceId });
   const print = (line: string) => {
     readline.clearLine(process.stdout, 0);
     readline.cursorTo(process.stdout, 0);
@@ -42,7 +62,7 @@ export async function chatCommand(argv: string[]): Promise<void> {
   client.on('status', (status) => {
     if (status === 'reconnecting') print('* connection lost, reconnecting...');
   });
-  client.on('login', () => print(`* logged in as ${o.user} on ${o.host}:${o.port} (device ${deviceId})`));
+  client.on('login', () => print(`* logged in as ${uid} (device ${deviceId})`));
 
   await client.connect();
   rl.prompt();

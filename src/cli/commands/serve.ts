@@ -5,7 +5,10 @@ import { createNode } from '../../node.js';
 import { createLogger } from '../../log.js';
 import type { LevelWithSilent } from 'pino';
 import { parseOptions, usage, type OptionSpecs } from '../options.js';
-import { CLUSTER_OPTIONS, INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION, SECRET_OPTION, inboxLimitsFrom, limitsFrom, secretFrom } from '../common.js';
+import { CLUSTER_OPTIONS, GATE_OPTIONS, INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION, SECRET_OPTION, gateLimitsFrom, inboxLimitsFrom, limitsFrom, requireProductionSecret, secretFrom } from '../common.js';
+import { Gate } from '../../gate/gate-server.js';
+import { MemoryUserStore } from '../../users/memory-user-store.js';
+import { PasswordHasher } from '../../auth/password.js';
 import { MemoryInboxStore } from '../../inbox/memory-inbox-store.js';
 import { RedisInboxStore } from '../../inbox/redis-inbox-store.js';
 import { RedisSessionStore } from '../../session/redis-session-store.js';
@@ -19,10 +22,14 @@ function serveOptions(port: number) {
     host: { type: 'string', description: 'address to listen on', default: '127.0.0.1' },
     port: { type: 'number', description: 'TCP port for client connections', default: port },
     'announce-host': { type: 'string', description: 'address clients and peers should use to reach this worker (default: --host)' },
+    'gate-port': { type: 'number', description: 'start only: HTTP port of the embedded gate', default: 8080 },
+    'no-gate': { type: 'boolean', description: 'start only: run without the embedded gate' },
+    dev: { type: 'boolean', description: 'development run: allow the built-in development secret in cluster mode' },
     ...SECRET_OPTION,
     ...LOG_OPTION,
     ...INBOX_OPTIONS,
     ...CLUSTER_OPTIONS,
+    ...GATE_OPTIONS,
     ...LIMIT_OPTIONS,
   } as const satisfies OptionSpecs;
 }
@@ -86,16 +93,36 @@ async function serve(command: string, summary: string, defaultPort: number, argv
     host: o.host,
     port: o.port,
     announceHost: o['announce-host'],
-    secret: secretFrom(o.secret, log),
+    secret: o.zk ? requireProductionSecret(o.secret, o.dev, log) : secretFrom(o.secret, log),
     limits: limitsFrom(o),
     log,
   });
   const info = await node.start();
+  // `start` is a complete system: the gate runs in the same process, on the same stores.
+  const gate =
+    command === 'start' && !o['no-gate']
+      ? new Gate({
+          host: o.host,
+          port: o['gate-port'],
+          registry: node.registry,
+          users: new MemoryUserStore(),
+          signer: node.signer,
+          hasher: new PasswordHasher(),
+          online: async () => ({ users: node.server.sessions.users, sessions: node.server.sessions.size }),
+          registration: !o['no-registration'],
+          limits: gateLimitsFrom(o),
+          log: log.child({ component: 'gate' }),
+        })
+      : undefined;
+  const gateAddress = await gate?.listen();
   if (command === 'start') {
+    const gateUrl = gateAddress ? `http://${o.host}:${gateAddress.port}` : undefined;
     process.stderr.write(
-      `\nswitchboard is running on ${info.host}:${info.port} (node ${info.id}).\n` +
-        `Chat from two terminals:\n  npx switchboard chat --user alice --port ${info.port}\n  npx switchboard chat --user bob --port ${info.port}\n` +
-        `Native clients log in with a token from: npx switchboard token --user alice\n\n`,
+      `\nswitchboard is running on ${info.host}:${info.port} (node ${info.id})${gateUrl ? `, gate ${gateUrl}` : ''}.\n` +
+        (gateUrl
+          ? `Chat from two terminals (register a password on first use):\n  npx switchboard chat --gate ${gateUrl} --user alice --register\n  npx switchboard chat --gate ${gateUrl} --user bob --register\n`
+          : `Chat from two terminals:\n  npx switchboard chat --user alice --port ${info.port}\n  npx switchboard chat --user bob --port ${info.port}\n`) +
+        `Native clients log in through POST ${gateUrl ?? '(gate off)'}/api/login, or with a token from: npx switchboard token --user alice\n\n`,
     );
   }
   await new Promise<void>((resolve) => {
@@ -103,7 +130,9 @@ async function serve(command: string, summary: string, defaultPort: number, argv
       log.info({ signal }, 'shutting down');
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
-      node.stop().then(resolve, (err: unknown) => {
+      Promise.resolve(gate?.close())
+        .then(() => node.stop())
+        .then(resolve, (err: unknown) => {
         log.error({ err }, 'shutdown failed');
         resolve();
       });

@@ -1,0 +1,243 @@
+// The gate (the seed's WebGate): the short-connection side. A client registers and logs in over
+// HTTP, gets a token the workers verify and the least-loaded live worker, then opens its long
+// TCP connection there. Nothing here changes the cluster; the worker list comes from the
+// registry's cached view, never a ZooKeeper read per request.
+
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from '../log.js';
+import type { TokenSigner } from '../auth/token.js';
+import { SwitchboardError, isSwitchboardError, type ErrorCode } from '../errors.js';
+import type { Registry, WorkerInfo } from '../registry/registry.js';
+import type { UserStore } from '../users/user-store.js';
+import { checkPassword, checkUsername, type PasswordHasher } from '../auth/password.js';
+import { chooseWorker } from './load-balance.js';
+import { RateLimiter, type RateLimit } from './rate-limiter.js';
+
+export interface GateLimits {
+  /** Token validity. */
+  tokenTtlMs: number;
+  /** Requests per IP to /api/login and /api/users. */
+  perIp: RateLimit;
+  /** Login attempts per username. */
+  perUser: RateLimit;
+  /** Largest accepted request body, bytes. */
+  bodyLimit: number;
+  /** Whole-request deadline (slowloris). */
+  requestTimeoutMs: number;
+  /** Password hashes computed at once (each takes ~0.4 s and 128 MiB at OWASP parameters). */
+  maxConcurrentHashes: number;
+}
+
+export const DEFAULT_GATE_LIMITS: Readonly<GateLimits> = Object.freeze({
+  tokenTtlMs: 24 * 3600_000,
+  perIp: { max: 60, windowMs: 60_000 },
+  perUser: { max: 10, windowMs: 60_000 },
+  bodyLimit: 4096,
+  requestTimeoutMs: 10_000,
+  maxConcurrentHashes: 4,
+});
+
+export interface GateOptions {
+  host: string;
+  port: number;
+  registry: Registry;
+  users: UserStore;
+  signer: TokenSigner;
+  hasher: PasswordHasher;
+  /** Cluster-wide online counts (OnlineCounter); default: sessions summed from the registry. */
+  online?: () => Promise<{ users: number; sessions: number }>;
+  registration: boolean;
+  limits: GateLimits;
+  log: Logger;
+}
+
+const HTTP_STATUS: Partial<Record<ErrorCode, number>> = {
+  SB_ERR_BAD_REQUEST: 400,
+  SB_ERR_BAD_USERNAME: 400,
+  SB_ERR_BAD_PASSWORD: 400,
+  SB_ERR_LOGIN_FAILED: 401,
+  SB_ERR_REGISTRATION_CLOSED: 403,
+  SB_ERR_USERNAME_TAKEN: 409,
+  SB_ERR_RATE_LIMITED: 429,
+  SB_ERR_NO_WORKER: 503,
+};
+
+const credentials = {
+  type: 'object',
+  required: ['username', 'password'],
+  additionalProperties: false,
+  properties: {
+    username: { type: 'string', minLength: 1, maxLength: 64 },
+    password: { type: 'string', minLength: 1, maxLength: 1024 },
+  },
+} as const;
+
+const loginBody = {
+  ...credentials,
+  required: ['username', 'password', 'deviceId'],
+  properties: {
+    ...credentials.properties,
+    deviceId: { type: 'string', minLength: 1, maxLength: 128 },
+    platform: { type: 'integer', minimum: 0, maximum: 0xffff_ffff },
+  },
+} as const;
+
+interface Credentials {
+  username: string;
+  password: string;
+}
+
+interface LoginBody extends Credentials {
+  deviceId: string;
+  platform?: number;
+}
+
+function publicWorker(w: WorkerInfo) {
+  return { id: w.id, host: w.host, port: w.port };
+}
+
+export class Gate {
+  readonly app: FastifyInstance;
+  readonly #o: GateOptions;
+  readonly #perIp: RateLimiter;
+  readonly #perUser: RateLimiter;
+  /** Verified against for unknown users, so a wrong username costs as long as a wrong password. */
+  #decoy: Promise<string> | undefined;
+  #hashing = 0;
+
+  constructor(options: GateOptions) {
+    this.#o = options;
+    this.#perIp = new RateLimiter(options.limits.perIp);
+    this.#perUser = new RateLimiter(options.limits.perUser);
+    this.app = Fastify({
+      loggerInstance: options.log as unknown as FastifyBaseLogger,
+      bodyLimit: options.limits.bodyLimit,
+      requestTimeout: options.limits.requestTimeoutMs,
+      connectionTimeout: options.limits.requestTimeoutMs,
+      keepAliveTimeout: 5_000,
+      return503OnClosing: true,
+    });
+    this.app.setErrorHandler((err, request, reply) => this.#fail(err as Error & { statusCode?: number; validation?: unknown }, request, reply));
+    this.app.setNotFoundHandler((request, reply) => {
+      reply.code(404).send({ error: { code: 'SB_ERR_NOT_FOUND', message: `no route ${request.method} ${request.url}` } });
+    });
+    this.#routes();
+  }
+
+  async listen(): Promise<AddressInfo> {
+    await this.app.listen({ host: this.#o.host, port: this.#o.port });
+    const address = this.app.server.address() as AddressInfo;
+    this.#o.log.info({ host: address.address, port: address.port }, 'gate listening');
+    return address;
+  }
+
+  close(): Promise<void> {
+    return this.app.close();
+  }
+
+  #routes(): void {
+    const app = this.app;
+    app.get('/healthz', async () => ({ ok: true, workers: this.#o.registry.workers().length }));
+
+    app.get('/api/workers', async () => ({
+      workers: [...this.#o.registry.workers()].sort((a, b) => a.balance - b.balance).map((w) => ({ ...publicWorker(w), balance: w.balance })),
+    }));
+
+    app.get('/api/stats', async () => {
+      const workers = this.#o.registry.workers();
+      const online = this.#o.online ? await this.#o.online() : { users: undefined, sessions: workers.reduce((n, w) => n + w.balance, 0) };
+      return { online, workers: workers.map((w) => ({ id: w.id, balance: w.balance })) };
+    });
+
+    app.post<{ Body: Credentials }>('/api/users', { schema: { body: credentials } }, async (request, reply) => {
+      this.#limit(this.#perIp, request.ip, reply);
+      if (!this.#o.registration) throw new SwitchboardError('SB_ERR_REGISTRATION_CLOSED', 'registration is switched off on this gate');
+      const username = checkUsername(request.body.username);
+      checkPassword(request.body.password);
+      const passwordHash = await this.#hash(reply, () => this.#o.hasher.hash(request.body.password));
+      if (!(await this.#o.users.create({ username, passwordHash, createdAt: Date.now() }))) {
+        throw new SwitchboardError('SB_ERR_USERNAME_TAKEN', `${username} is taken`);
+      }
+      request.log.info({ uid: username }, 'user registered');
+      reply.code(201);
+      return { uid: username, username };
+    });
+
+    app.post<{ Body: LoginBody }>('/api/login', { schema: { body: loginBody } }, async (request, reply) => {
+      this.#limit(this.#perIp, request.ip, reply);
+      const { password, deviceId } = request.body;
+      let username: string;
+      try {
+        username = checkUsername(request.body.username);
+      } catch {
+        throw this.#loginFailed();
+      }
+      this.#limit(this.#perUser, username, reply);
+      const user = await this.#o.users.get(username);
+      const ok = await this.#hash(reply, async () =>
+        user ? this.#o.hasher.verify(password, user.passwordHash) : (await this.#o.hasher.verify(password, await this.#decoyHash()), false),
+      );
+      if (!user || !ok) {
+        request.log.info({ username }, 'login refused');
+        throw this.#loginFailed();
+      }
+      const choice = chooseWorker(this.#o.registry.workers());
+      if (!choice) throw new SwitchboardError('SB_ERR_NO_WORKER', 'no worker is available; try again shortly');
+      const ttlMs = this.#o.limits.tokenTtlMs;
+      const now = Date.now();
+      const token = this.#o.signer.mint({ uid: user.uid, deviceId, ttlMs, now });
+      request.log.info({ uid: user.uid, deviceId, worker: choice.worker.id }, 'login');
+      return {
+        uid: user.uid,
+        token,
+        expiresAt: now + ttlMs,
+        worker: publicWorker(choice.worker),
+        workers: choice.fallbacks.map(publicWorker),
+      };
+    });
+  }
+
+  #limit(limiter: RateLimiter, key: string, reply: FastifyReply): void {
+    const retryMs = limiter.take(key);
+    if (retryMs === 0) return;
+    reply.header('retry-after', Math.ceil(retryMs / 1000));
+    throw new SwitchboardError('SB_ERR_RATE_LIMITED', 'too many requests; retry later');
+  }
+
+  /** Runs a password hash within the concurrency bound; beyond it the client is told to retry. */
+  async #hash<T>(reply: FastifyReply, work: () => Promise<T>): Promise<T> {
+    if (this.#hashing >= this.#o.limits.maxConcurrentHashes) {
+      reply.header('retry-after', 1);
+      throw new SwitchboardError('SB_ERR_RATE_LIMITED', 'the gate is busy; retry in a second');
+    }
+    this.#hashing++;
+    try {
+      return await work();
+    } finally {
+      this.#hashing--;
+    }
+  }
+
+  #loginFailed(): SwitchboardError {
+    return new SwitchboardError('SB_ERR_LOGIN_FAILED', 'wrong username or password');
+  }
+
+  #decoyHash(): Promise<string> {
+    return (this.#decoy ??= this.#o.hasher.hash('decoy password, never valid'));
+  }
+
+  #fail(err: Error & { statusCode?: number; validation?: unknown }, request: FastifyRequest, reply: FastifyReply): void {
+    if (isSwitchboardError(err)) {
+      reply.code(HTTP_STATUS[err.code] ?? 500).send({ error: { code: err.code, message: err.message } });
+      return;
+    }
+    if (err.validation || (err.statusCode && err.statusCode >= 400 && err.statusCode < 500)) {
+      // Schema violations, bad JSON, oversized bodies: the client's fault, said plainly.
+      reply.code(err.statusCode ?? 400).send({ error: { code: 'SB_ERR_BAD_REQUEST', message: err.message } });
+      return;
+    }
+    request.log.error({ err }, 'gate request failed');
+    reply.code(500).send({ error: { code: 'SB_ERR_INTERNAL', message: 'internal error' } });
+  }
+}

@@ -1,0 +1,27 @@
+// In-memory UserStore: the embedded default, and the reference the Redis store must match.
+// A Map, never an object, so names like `__proto__` are ordinary keys.
+
+import type { NewUser, UserRecord, UserStore } from './user-store.js';
+
+export class MemoryUserStore implements UserStore {
+  readonly #users = new Map<string, UserRecord>();
+
+  async create({ username, passwordHash, createdAt }: NewUser): Promise<boolean> {
+    if (this.#users.has(username)) return false;
+    this.#users.set(username, { uid: username, username, passwordHash, createdAt });
+    return true;
+  }
+
+  async get(username: string): Promise<UserRecord | undefined> {
+    const user = this.#users.get(username);
+    return user && { ...user };
+  }
+
+  async count(): Promise<number> {
+    return this.#users.size;
+  }
+
+  async close(): Promise<void> {
+    this.#users.clear();
+  }
+}

@@ -1,0 +1,77 @@
+// Redis UserStore.
+//
+//   <prefix>user:{username}   hash    username, passwordHash, createdAt
+//   <prefix>users:count       string  the number of accounts created
+//
+// create is one Lua script on the user's key (exists? else write all three fields), so two
+// concurrent creates of a name cannot both win and no reader sees half a record. The counter is
+// incremented by a second command after a successful create: the script touches only the
+// user's key, so it stays within one Redis Cluster slot like every other script here. If the
+// connection fails between the two commands, the account exists and count() stays one short;
+// count() is a statistic, never used to decide anything.
+
+import { Redis, type RedisOptions } from 'ioredis';
+import type { NewUser, UserRecord, UserStore } from './user-store.js';
+
+// KEYS: user hash   ARGV: username, passwordHash, createdAt. Returns 1 if created, 0 if taken.
+const CREATE = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'username', ARGV[1], 'passwordHash', ARGV[2], 'createdAt', ARGV[3])
+return 1
+`;
+
+type Scripts = {
+  sbCreateUser(userKey: string, username: string, passwordHash: string, createdAt: string): Promise<number>;
+};
+
+export interface RedisUserStoreOptions {
+  url: string;
+  keyPrefix?: string;
+  redisOptions?: RedisOptions;
+}
+
+export class RedisUserStore implements UserStore {
+  readonly #redis: Redis & Scripts;
+  readonly #prefix: string;
+
+  constructor(options: RedisUserStoreOptions) {
+    this.#prefix = options.keyPrefix ?? 'sb:';
+    const redis = new Redis(options.url, { enableAutoPipelining: true, maxRetriesPerRequest: 3, ...options.redisOptions });
+    redis.defineCommand('sbCreateUser', { numberOfKeys: 1, lua: CREATE });
+    this.#redis = redis as Redis & Scripts;
+  }
+
+  get redis(): Redis {
+    return this.#redis;
+  }
+
+  async create({ username, passwordHash, createdAt }: NewUser): Promise<boolean> {
+    const created = await this.#redis.sbCreateUser(this.#userKey(username), username, passwordHash, String(createdAt));
+    if (created !== 1) return false;
+    await this.#redis.incr(this.#countKey());
+    return true;
+  }
+
+  async get(username: string): Promise<UserRecord | undefined> {
+    const fields = await this.#redis.hgetall(this.#userKey(username));
+    // The name is in the key, never a field name, so hgetall's plain object is safe for any name.
+    if (fields.passwordHash === undefined || fields.createdAt === undefined) return undefined;
+    return { uid: username, username, passwordHash: fields.passwordHash, createdAt: Number(fields.createdAt) };
+  }
+
+  async count(): Promise<number> {
+    return Number((await this.#redis.get(this.#countKey())) ?? 0);
+  }
+
+  async close(): Promise<void> {
+    await this.#redis.quit().catch(() => this.#redis.disconnect());
+  }
+
+  #userKey(username: string): string {
+    return `${this.#prefix}user:{${username}}`;
+  }
+
+  #countKey(): string {
+    return `${this.#prefix}users:count`;
+  }
+}
