@@ -7,6 +7,7 @@
 import net from 'node:net';
 import { once } from 'node:events';
 import { FrameDecoder, encodeFrame } from '../../src/protocol/frame.js';
+import { writePerTick } from '../../src/net/write-per-tick.js';
 import { decodeMessage, encodeMessageFrame } from '../../src/protocol/codec.js';
 import { HeadType } from '../../src/protocol/types.js';
 
@@ -72,12 +73,11 @@ interface Endpoint {
   socket: net.Socket;
   frames: number;
   onFrame: (body: Buffer) => void;
-  corked: boolean;
 }
 
 function connect(host: string, port: number): Promise<Endpoint> {
   const socket = net.connect({ host, port, noDelay: true });
-  const endpoint: Endpoint = { socket, frames: 0, onFrame: () => {}, corked: false };
+  const endpoint: Endpoint = { socket, frames: 0, onFrame: () => {} };
   const decoder = new FrameDecoder((body) => endpoint.onFrame(body), { maxFrameLength: 1 << 20 });
   socket.on('data', (chunk: Buffer) => decoder.push(chunk));
   socket.on('error', () => {});
@@ -85,15 +85,7 @@ function connect(host: string, port: number): Promise<Endpoint> {
 }
 
 function write(endpoint: Endpoint, frame: Buffer): void {
-  if (!endpoint.corked) {
-    endpoint.corked = true;
-    endpoint.socket.cork();
-    process.nextTick(() => {
-      endpoint.corked = false;
-      endpoint.socket.uncork();
-    });
-  }
-  endpoint.socket.write(frame);
+  writePerTick(endpoint.socket, frame);
 }
 
 async function login(target: Target, endpoint: Endpoint, uid: string, token: ((uid: string) => string) | undefined): Promise<void> {

@@ -1,7 +1,6 @@
 // Starting the processes a bench measures, and reading their CPU time from /proc.
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import net from 'node:net';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -68,11 +67,4 @@ export function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-/** A TCP port nobody listens on right now (for servers that cannot take port 0). */
-export async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+export { freePort } from '../../test/helpers/free-port.js';

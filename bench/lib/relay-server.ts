@@ -6,10 +6,10 @@
 
 import net from 'node:net';
 import { FrameDecoder, writeHeader, HEADER_LENGTH } from '../../src/protocol/frame.js';
+import { writePerTick } from '../../src/net/write-per-tick.js';
 
 interface Peer {
   socket: net.Socket;
-  corked: boolean;
 }
 
 export function startRelay(port: number): net.Server {
@@ -17,7 +17,7 @@ export function startRelay(port: number): net.Server {
   const server = net.createServer((socket) => {
     socket.setNoDelay(true);
     let name: string | undefined;
-    const self: Peer = { socket, corked: false };
+    const self: Peer = { socket };
     const decoder = new FrameDecoder((body) => {
       if (name === undefined) {
         name = body.toString('latin1');
@@ -30,15 +30,7 @@ export function startRelay(port: number): net.Server {
       writeHeader(frame, 0, body.length);
       body.copy(frame, HEADER_LENGTH);
       // One write per tick per socket, as switchboard's Connection does.
-      if (!target.corked) {
-        target.corked = true;
-        target.socket.cork();
-        process.nextTick(() => {
-          target.corked = false;
-          target.socket.uncork();
-        });
-      }
-      target.socket.write(frame);
+      writePerTick(target.socket, frame);
     });
     socket.on('data', (chunk: Buffer) => decoder.push(chunk));
     socket.on('error', () => {});

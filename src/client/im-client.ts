@@ -12,6 +12,7 @@ import { FrameDecoder, DEFAULT_MAX_FRAME_LENGTH } from '../protocol/frame.js';
 import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
 import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage, type MessageRequest } from '../protocol/types.js';
 import { silentLogger, type Logger } from '../log.js';
+import { writePerTick } from '../net/write-per-tick.js';
 
 export type ClientStatus = 'idle' | 'connecting' | 'ready' | 'reconnecting' | 'closed';
 
@@ -159,7 +160,6 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   readonly #msgIdBase = randomBytes(6).readUIntBE(0, 6) * 16;
   #msgCount = 0;
   #lastInboundAt = 0;
-  #corked = false;
   #timer: NodeJS.Timeout | undefined;
   #reconnectTimer: NodeJS.Timeout | undefined;
   #login: { resolve: () => void; reject: (err: Error) => void } | undefined;
@@ -505,17 +505,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   }
 
   #write(frame: Buffer): void {
-    const socket = this.#socket;
-    if (!socket) return;
-    if (!this.#corked) {
-      this.#corked = true;
-      socket.cork();
-      process.nextTick(() => {
-        this.#corked = false;
-        socket.uncork();
-      });
-    }
-    socket.write(frame);
+    if (this.#socket) writePerTick(this.#socket, frame);
   }
 
   /** One timer serves heartbeats, request deadlines and the dead-server check. */

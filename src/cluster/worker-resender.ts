@@ -9,6 +9,7 @@
 
 import net from 'node:net';
 import type { Logger } from '../log.js';
+import { writePerTick } from '../net/write-per-tick.js';
 import { SwitchboardError } from '../errors.js';
 import { FrameDecoder } from '../protocol/frame.js';
 import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
@@ -44,7 +45,6 @@ export class WorkerReSender {
   #missedAll = false;
   #socket: net.Socket | undefined;
   #epoch = 0;
-  #corked = false;
   #wasReady = false;
   #lastInboundAt = 0;
   #timer: NodeJS.Timeout | undefined;
@@ -189,17 +189,7 @@ export class WorkerReSender {
   }
 
   #write(frame: Buffer): void {
-    const socket = this.#socket;
-    if (!socket) return;
-    if (!this.#corked) {
-      this.#corked = true;
-      socket.cork();
-      process.nextTick(() => {
-        this.#corked = false;
-        socket.uncork();
-      });
-    }
-    socket.write(frame);
+    if (this.#socket) writePerTick(this.#socket, frame);
   }
 
   #onDisconnect(): void {

@@ -13,6 +13,7 @@ import { closingNotification, type Failure } from '../protocol/messages.js';
 import type { ImMessage } from '../protocol/types.js';
 import type { LocalSession, Outbound } from '../session/local-session.js';
 import { AttributeKey, attrs, type AttributeMap } from './attributes.js';
+import { writePerTick } from '../net/write-per-tick.js';
 
 /** The LocalSession bound to a socket once it has logged in. */
 export const SESSION = new AttributeKey<LocalSession>('session');
@@ -57,7 +58,6 @@ export class Connection implements Outbound {
   /** Asynchronous work started by handlers that has not finished (e.g. inbox appends). */
   #tasks = 0;
   #paused = false;
-  #corked = false;
 
   constructor(
     readonly id: number,
@@ -135,12 +135,7 @@ export class Connection implements Outbound {
   sendFrame(frame: Buffer): void {
     if (this.#state !== 'open') return;
     const socket = this.socket;
-    if (!this.#corked) {
-      this.#corked = true;
-      socket.cork();
-      process.nextTick(uncork, this);
-    }
-    const flushed = socket.write(frame);
+    const flushed = writePerTick(socket, frame);
     if (socket.writableLength > this.#limits.maxOutboundBytes) {
       this.destroy({ code: 'SB_ERR_SLOW_CONSUMER', reason: `more than ${this.#limits.maxOutboundBytes} bytes of output waiting` });
       return;
@@ -175,12 +170,6 @@ export class Connection implements Outbound {
     this.#decoder.stop();
     this.#queue.length = 0;
     this.socket.destroy();
-  }
-
-  flush(): void {
-    if (!this.#corked) return;
-    this.#corked = false;
-    this.socket.uncork();
   }
 
   #enterClosing(): void {
@@ -277,8 +266,4 @@ export class Connection implements Outbound {
     const internal = new SwitchboardError('SB_ERR_INTERNAL', undefined, { cause: err });
     this.close({ code: internal.code, reason: internal.message });
   }
-}
-
-function uncork(conn: Connection): void {
-  conn.flush();
 }
