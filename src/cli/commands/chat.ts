@@ -33,6 +33,13 @@ export async function chatCommand(argv: string[]): Promise<void> {
   if (!o.user) throw new SwitchboardError('SB_ERR_CONFIG', '--user is required');
   const deviceId = o.device;
   const rl = readline.createInterface({ input: process.stdin, output: process.stdout, prompt: `${o.user}> ` });
+  const abandon = (err: unknown): never => {
+    // readline holds stdin open: without this, a refused login or registration printed its
+    // error and then left the process waiting on the terminal.
+    rl.close();
+    process.stdin.destroy();
+    throw err;
+  };
   let where: Pick<ImClientOptions, 'host' | 'port' | 'token' | 'endpoint'>;
   let uid = o.user;
   if (o.gate) {
@@ -42,7 +49,7 @@ export async function chatCommand(argv: string[]): Promise<void> {
       try {
         await registerThroughGate(o.gate, o.user, password);
       } catch (err) {
-        if (!isSwitchboardError(err) || err.code !== 'SB_ERR_USERNAME_TAKEN') throw err;
+        if (!isSwitchboardError(err) || err.code !== 'SB_ERR_USERNAME_TAKEN') abandon(err);
       }
     }
     where = { endpoint: gateEndpoint(o.gate, { username: o.user, password, deviceId }) };
@@ -64,7 +71,7 @@ export async function chatCommand(argv: string[]): Promise<void> {
   });
   client.on('login', () => print(`* logged in as ${uid} (device ${deviceId})`));
 
-  await client.connect();
+  await client.connect().catch(abandon);
   rl.prompt();
   const done = new Promise<void>((resolve) => rl.on('close', resolve));
   rl.on('line', (line) => {

@@ -51,19 +51,25 @@ export async function gateCommand(argv: string[]): Promise<void> {
     limits: gateLimitsFrom(o),
     log: log.child({ component: 'gate' }),
   });
-  await registry.observe();
-  await gate.listen();
+  const shutdown = async () => {
+    await gate.close();
+    await online.close();
+    await registry.close();
+    await users.close();
+  };
+  try {
+    await registry.observe();
+    await gate.listen();
+  } catch (err) {
+    // The ZooKeeper session and the Redis connection would keep the process alive forever.
+    await shutdown();
+    throw err;
+  }
   await new Promise<void>((resolve) => {
     const stop = () => {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
-      void (async () => {
-        await gate.close();
-        await online.close();
-        await registry.close();
-        await users.close();
-        resolve();
-      })();
+      void shutdown().then(resolve);
     };
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);

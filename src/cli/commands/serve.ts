@@ -16,6 +16,7 @@ import { ZooKeeperRegistry } from '../../registry/zk-registry.js';
 import { SwitchboardError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { Redis } from 'ioredis';
+import type { AddressInfo } from 'node:net';
 
 function serveOptions(port: number) {
   return {
@@ -114,7 +115,14 @@ async function serve(command: string, summary: string, defaultPort: number, argv
           log: log.child({ component: 'gate' }),
         })
       : undefined;
-  const gateAddress = await gate?.listen();
+  let gateAddress: AddressInfo | undefined;
+  try {
+    gateAddress = await gate?.listen();
+  } catch (err) {
+    // The worker is up already: without this, a busy gate port left it running after the error.
+    await node.stop();
+    throw err;
+  }
   if (command === 'start') {
     const gateUrl = gateAddress ? `http://${o.host}:${gateAddress.port}` : undefined;
     process.stderr.write(
