@@ -91,9 +91,11 @@ export function createNode(options: NodeOptions): SwitchboardNode {
       return info;
     },
     async stop() {
+      // Leave the registry first: the gate stops handing this worker out while its clients
+      // are still being closed.
       await online?.close();
-      await server.stop();
       await registry.close();
+      await server.stop();
       await store.close();
       await inbox.close();
     },
