@@ -117,6 +117,9 @@ export class Gate {
       connectionTimeout: options.limits.requestTimeoutMs,
       keepAliveTimeout: 5_000,
       return503OnClosing: true,
+      // Reject what does not match the schema instead of converting it (12345 is not a name)
+      // or quietly dropping unknown fields.
+      ajv: { customOptions: { coerceTypes: false, removeAdditional: false } },
     });
     this.app.setErrorHandler((err, request, reply) => this.#fail(err as Error & { statusCode?: number; validation?: unknown }, request, reply));
     this.app.setNotFoundHandler((request, reply) => {

@@ -199,7 +199,7 @@ t.test('logins go to the least-loaded worker; stats follow logins and logouts; a
   for (const uid of ['erin', 'frank']) {
     const { worker } = await loginThroughGate(uid, `after ${victim.name} stopped`);
     t.not(worker, victim, `${uid} was not sent to the stopped worker`);
-    t.ok(worker.alive);
+    t.ok(worker.alive, `${uid} was sent to a live worker (${worker.name})`);
   }
 
   t.same(await gate.stop(), { code: 0, signal: null }, 'the gate exits 0 on SIGTERM');
@@ -209,20 +209,20 @@ t.test('accounts live in Redis: a second gate logs in users the first registered
   const cluster = await startCluster(t, zk, { workers: 1 });
   const first = await startGate(t, cluster, 'gate-1');
   const second = await startGate(t, cluster, 'gate-2');
-  t.equal((await first.post('/api/users', { username: 'Grace', password: PASSWORD })).status, 201);
+  t.equal((await first.post('/api/users', { username: 'Grace', password: PASSWORD })).status, 201, 'registered at the first gate');
   const taken = await second.post<{ error: { code: string } }>('/api/users', { username: 'grace', password: PASSWORD });
   t.equal(taken.status, 409, 'the second gate knows the name is taken');
-  t.equal(taken.body.error.code, 'SB_ERR_USERNAME_TAKEN');
+  t.equal(taken.body.error.code, 'SB_ERR_USERNAME_TAKEN', 'SB_ERR_USERNAME_TAKEN');
   const login = await second.post<GateLogin>('/api/login', { username: 'GRACE', password: PASSWORD, deviceId: 'phone' });
-  t.equal(login.status, 200);
-  t.equal(login.body.worker.id, cluster.workers[0]!.nodeId);
+  t.equal(login.status, 200, 'the second gate logs grace in');
+  t.equal(login.body.worker.id, cluster.workers[0]!.nodeId, 'on the one worker');
   const client = new TestClient({ host: login.body.worker.host, port: login.body.worker.port, token: login.body.token, uid: login.body.uid, deviceId: 'phone', retryStrategy: false });
   t.teardown(() => client.close());
   await client.connect();
   t.pass('and the worker accepts the second gate\'s token');
   const wrong = await first.post<{ error: { code: string } }>('/api/login', { username: 'grace', password: 'not the password', deviceId: 'phone' });
-  t.equal(wrong.status, 401);
-  t.equal(wrong.body.error.code, 'SB_ERR_LOGIN_FAILED');
+  t.equal(wrong.status, 401, 'a wrong password is refused');
+  t.equal(wrong.body.error.code, 'SB_ERR_LOGIN_FAILED', 'SB_ERR_LOGIN_FAILED');
 });
 
 t.test('the gate refuses to start in cluster mode without --secret unless --dev', async (t) => {
@@ -239,8 +239,8 @@ t.test('the gate refuses to start in cluster mode without --secret unless --dev'
     dev.lines.some((l) => l.level === 40 && /development secret/.test(String(l.msg))),
     'with --dev it runs, warning about the development secret',
   );
-  t.same(await dev.get('/healthz'), { ok: true, workers: 0 });
-  t.same(await dev.stop(), { code: 0, signal: null });
+  t.same(await dev.get('/healthz'), { ok: true, workers: 0 }, 'and serves');
+  t.same(await dev.stop(), { code: 0, signal: null }, 'and exits 0 on SIGTERM');
 
   for (const [what, args] of [
     ['without --zk', ['gate', '--redis', redis.url, '--secret', 's', '--port', '0']],

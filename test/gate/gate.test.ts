@@ -766,3 +766,18 @@ t.test('SDK gateEndpoint: a client whose worker stops moves to the newly registe
   await dave.client.send('alice', 'welcome to b');
   t.match((await alice.inbox.atLeast(3))[2], { from: 'dave', content: 'welcome to b' });
 });
+
+t.test('request bodies are checked as written: no type coercion, no unknown fields', async (t) => {
+  const w = await startWorker(t);
+  const g = await startGate(t, w.node.registry);
+  for (const [body, why] of [
+    [{ username: 12345, password: 12345678 }, 'numbers are not strings'],
+    [{ username: ['bobby'], password: PASSWORD }, 'an array is not a string'],
+    [{ username: 'bobby', password: PASSWORD, admin: true }, 'an unknown field'],
+  ] as const) {
+    const r = await g.post<Partial<ErrorBody>>('/api/users', body);
+    t.equal(r.status, 400, `${why}: 400`);
+    t.equal(r.body.error?.code, 'SB_ERR_BAD_REQUEST', `${why}: SB_ERR_BAD_REQUEST`);
+  }
+  t.equal(await g.users.count(), 0, 'nothing was stored');
+});
