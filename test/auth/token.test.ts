@@ -6,19 +6,12 @@ import fc from 'fast-check';
 import { createHmac } from 'node:crypto';
 import { ANY_DEVICE, TokenSigner } from '../../src/auth/token.js';
 import { SwitchboardError, type ErrorCode } from '../../src/errors.js';
+import { catchError } from '../helpers/catch-error.js';
 
 const SECRET = 'test-secret';
 const NOW = 1_700_000_000_000;
 const signer = new TokenSigner(SECRET);
 
-function catchError(fn: () => void): unknown {
-  try {
-    fn();
-  } catch (err) {
-    return err;
-  }
-  return undefined;
-}
 
 function throwsCode(t: Test, fn: () => void, code: ErrorCode, message: string): void {
   const err = catchError(fn);

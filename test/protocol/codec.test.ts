@@ -9,6 +9,7 @@ import { FrameDecoder, HEADER_LENGTH } from '../../src/protocol/frame.js';
 import { closingNotification, loginResponse, logoutResponse, messageResponse, notification, resultCodeFor } from '../../src/protocol/messages.js';
 import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, ResultCode, type ImMessage } from '../../src/protocol/types.js';
 import { ERROR_CODES, SwitchboardError, type ErrorCode } from '../../src/errors.js';
+import { catchError } from '../helpers/catch-error.js';
 
 const hex = (s: string): Buffer => Buffer.from(s.replace(/--.*$/gm, '').replace(/\s+/g, ''), 'hex');
 const toHex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
@@ -25,14 +26,6 @@ function roundTrip(msg: ImMessage): ImMessage {
   return decodeMessage(encodeMessage(msg));
 }
 
-function catchError(fn: () => void): unknown {
-  try {
-    fn();
-  } catch (err) {
-    return err;
-  }
-  return undefined;
-}
 
 t.test('every message kind survives encode/decode', async (t) => {
   const messages: Record<string, ImMessage> = {

@@ -15,6 +15,7 @@ import {
 import { decodeMessage } from '../../src/protocol/codec.js';
 import { HeadType } from '../../src/protocol/types.js';
 import { SwitchboardError, type ErrorCode } from '../../src/errors.js';
+import { catchError } from '../helpers/catch-error.js';
 
 const hex = (s: string): Buffer => Buffer.from(s.replace(/\s+/g, ''), 'hex');
 const toHex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
@@ -52,14 +53,6 @@ function cut(buf: Buffer, positions: number[]): Buffer[] {
   return out;
 }
 
-function catchError(fn: () => void): unknown {
-  try {
-    fn();
-  } catch (err) {
-    return err;
-  }
-  return undefined;
-}
 
 /** Asserts `fn` throws a SwitchboardError with `code`. */
 function throwsCode(t: Test, fn: () => void, code: ErrorCode, message?: string): void {
