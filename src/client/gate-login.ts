@@ -1,6 +1,6 @@
 // Logging in through the HTTP gate: a password for a token and the address of the
-// least-loaded worker. `gateEndpoint` turns that into an ImClient endpoint resolver, so every
-// (re)connect asks the gate again and a client whose worker went away moves to another one.
+// least-loaded worker. `gateEndpoint` turns that into an ImClient endpoint resolver, so a client
+// whose worker went away moves to another one.
 
 import { SwitchboardError, isErrorCode } from '../errors.js';
 import type { Endpoint } from './im-client.js';
@@ -49,10 +49,24 @@ export function loginThroughGate(gateUrl: string, credentials: GateCredentials):
   return post(gateUrl, '/api/login', credentials);
 }
 
-/** An ImClient `endpoint` option: each connection attempt logs in at the gate again. */
+/** A token this close to its expiry is not reused. */
+const TOKEN_MARGIN_MS = 60_000;
+
+/**
+ * An ImClient `endpoint` option. The first attempt logs in at the gate; later attempts try the
+ * gate's fallback workers with the same token, and log in again (a full password check at the
+ * gate) only once they are used up or the token is about to expire. So when a worker dies, its
+ * clients spread over the fallbacks instead of all queueing at the gate at once.
+ */
 export function gateEndpoint(gateUrl: string, credentials: GateCredentials): () => Promise<Endpoint> {
+  let login: GateLogin | undefined;
+  let candidates: GateWorker[] = [];
   return async () => {
-    const login = await loginThroughGate(gateUrl, credentials);
-    return { host: login.worker.host, port: login.worker.port, token: login.token };
+    if (!login || candidates.length === 0 || Date.now() > login.expiresAt - TOKEN_MARGIN_MS) {
+      login = await loginThroughGate(gateUrl, credentials);
+      candidates = [login.worker, ...login.workers];
+    }
+    const worker = candidates.shift()!;
+    return { host: worker.host, port: worker.port, token: login.token };
   };
 }
