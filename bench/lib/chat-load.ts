@@ -94,7 +94,8 @@ class Latency {
   }
   percentiles(): Percentiles {
     const h = this.#histogram;
-    const at = (q: number) => h.getValueAtPercentile(q) / 1000;
+    // A percentile is the top of its bucket (within 0.1%); the max is exact: clamp to it.
+    const at = (q: number) => Math.min(h.getValueAtPercentile(q), h.maxValue) / 1000;
     return { count: h.totalCount, p50: at(50), p90: at(90), p99: at(99), p999: at(99.9), max: h.maxValue / 1000 };
   }
 }
