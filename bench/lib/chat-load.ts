@@ -56,6 +56,8 @@ export interface ChatLoadResult {
   delivery: Percentiles;
   /** Send → sender's response latency, ms (switchboard only: the relay does not answer). */
   ack: Percentiles;
+  /** Open loop: how late the driver sent, ms after the intended time (its own share of the latency). */
+  sendLag?: Percentiles;
   /** With `verify`: refused sends by error code (SB_ERR_...). */
   errors?: Record<string, number>;
   /** With `verify`: the loss accounting over the whole run, warm-up included. */
@@ -237,6 +239,7 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
   const errors: Record<string, number> = {};
   const deliveryLatency = new Latency();
   const ackLatency = new Latency();
+  const sendLag = new Latency();
   // Open loop: the k-th send of a pair (0-based) is due at t0 + k * interval.
   const interval = open ? (1000 * o.pairs) / o.rate! : 0;
   const t0 = performance.now();
@@ -284,9 +287,11 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
   let ticker: NodeJS.Timeout | undefined;
   if (open) {
     const tick = () => {
-      const due = Math.floor((performance.now() - t0) / interval) + 1;
+      const now = performance.now();
+      const due = Math.floor((now - t0) / interval) + 1;
       for (const pair of pairs) {
         while (pair.sent < due) {
+          if (measuring) sendLag.add(now - sentAt(pair, pair.sent));
           pair.sent++;
           write(pair.sender, pair.next());
         }
@@ -318,6 +323,7 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
     ackedPerSec: (acked - startAcked) / seconds,
     delivery: deliveryLatency.percentiles(),
     ack: ackLatency.percentiles(),
+    ...(open ? { sendLag: sendLag.percentiles() } : {}),
   };
   if (verify) {
     // Drain: wait until every send is answered and every accepted one delivered, or the time is up.
