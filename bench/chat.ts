@@ -3,12 +3,15 @@
 // the same run. Prints delivered msg/s, latency percentiles and the ratio to the relay.
 // Run: npm run bench:chat -- [--pairs 100] [--window 32] [--duration 10] [--warmup 2]
 //      [--payload 100] [--inbox memory,redis] [--redis-fsync none|everysec|always] [--cross-node]
+//      [--rate MSGS_PER_S] [--verify] [--json out.json]
+// --rate switches every target to the open loop at that total rate (default: closed loop with
+// --window in flight per pair); --verify adds loss accounting to the switchboard targets.
 // --cross-node adds a two-worker cluster (real ZooKeeper and Redis): senders on one worker,
 // receivers on the other, every message forwarded over a peer link.
 
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { TokenSigner } from '../src/auth/token.js';
@@ -26,8 +29,13 @@ const { values } = parseArgs({
     inbox: { type: 'string', default: 'memory,redis' },
     'redis-fsync': { type: 'string', default: 'none' },
     'cross-node': { type: 'boolean', default: false },
+    rate: { type: 'string' },
+    verify: { type: 'boolean', default: false },
+    json: { type: 'string' },
   },
 });
+const rate = values.rate === undefined ? undefined : Number(values.rate);
+if (rate !== undefined && !(rate > 0)) throw new Error('--rate must be a positive number of messages per second');
 const SECRET = 'bench-secret';
 const signer = new TokenSigner(SECRET);
 
@@ -70,6 +78,8 @@ async function measure(label: string, target: Target, start: () => Promise<Start
     warmupMs: Number(values.warmup) * 1000,
     durationMs: Number(values.duration) * 1000,
     payloadBytes: Number(values.payload),
+    rate,
+    verify: values.verify && target === 'switchboard',
     token: (uid) => signer.mint({ uid, ttlMs: 3_600_000 }),
     onMeasureStart: () => {
       cpu0 = cpuSeconds(server.child.pid!);
@@ -124,14 +134,39 @@ if (values['cross-node']) {
 
 const relay = rows[0]!;
 const ms = (v: number) => v.toFixed(2).padStart(8);
+const mode = rate === undefined ? `closed loop, window ${values.window}` : `open loop at ${rate} msg/s`;
 process.stdout.write(
-  `\n1:1 chat, ${values.pairs} pairs, window ${values.window}, ${values.payload}-byte payload, ${values.duration} s after ${values.warmup} s warm-up\n` +
-    `${'target'.padEnd(40)} ${'deliv/s'.padStart(9)} ${'ratio'.padStart(6)} ${'deliv p50'.padStart(9)} ${'p99 ms'.padStart(8)} ${'ack p99'.padStart(8)} ${'server'.padStart(7)} ${'driver'.padStart(7)}\n` +
+  `\n1:1 chat, ${values.pairs} pairs, ${mode}, ${values.payload}-byte payload, ${values.duration} s after ${values.warmup} s warm-up\n` +
+    `${'target'.padEnd(40)} ${'deliv/s'.padStart(9)} ${'acked/s'.padStart(9)} ${'ratio'.padStart(6)} ${'p50 ms'.padStart(8)} ${'p90'.padStart(8)} ${'p99'.padStart(8)} ${'p99.9'.padStart(8)} ${'max'.padStart(8)} ${'ack p99'.padStart(8)} ${'server'.padStart(7)} ${'driver'.padStart(7)}\n` +
     rows
       .map(
         (r) =>
-          `${r.label.padEnd(40)} ${Math.round(r.deliveredPerSec).toString().padStart(9)} ${(r.deliveredPerSec / relay.deliveredPerSec).toFixed(2).padStart(6)} ${ms(r.delivery.p50)} ${ms(r.delivery.p99)} ${r.target === 'relay' ? '       -' : ms(r.ack.p99)} ${(r.serverCpu * 100).toFixed(0).padStart(6)}% ${(r.clientCpu * 100).toFixed(0).padStart(6)}%`,
+          `${r.label.padEnd(40)} ${Math.round(r.deliveredPerSec).toString().padStart(9)} ${(r.target === 'relay' ? '-' : Math.round(r.ackedPerSec).toString()).padStart(9)} ${(r.deliveredPerSec / relay.deliveredPerSec).toFixed(2).padStart(6)} ${ms(r.delivery.p50)} ${ms(r.delivery.p90)} ${ms(r.delivery.p99)} ${ms(r.delivery.p999)} ${ms(r.delivery.max)} ${r.target === 'relay' ? '       -' : ms(r.ack.p99)} ${(r.serverCpu * 100).toFixed(0).padStart(6)}% ${(r.clientCpu * 100).toFixed(0).padStart(6)}%`,
       )
       .join('\n') +
     '\n',
 );
+for (const r of rows) {
+  if (r.sendLag) process.stdout.write(`${r.label}: driver send lag p50 ${r.sendLag.p50.toFixed(2)} p99 ${r.sendLag.p99.toFixed(2)} max ${r.sendLag.max.toFixed(2)} ms\n`);
+  if (!r.accounting) continue;
+  const a = r.accounting;
+  const errors = Object.entries(r.errors ?? {}).map(([code, n]) => `${code}=${n}`).join(' ') || 'none';
+  process.stdout.write(
+    `${r.label}: sent=${a.sent} acked=${a.acked} received=${a.received} lost=${a.lost} dup=${a.dup} errors: ${errors}` +
+      (a.lostIds.length ? ` lost ids: ${a.lostIds.join(' ')}` : '') +
+      (a.dupIds.length ? ` dup ids: ${a.dupIds.join(' ')}` : '') +
+      '\n',
+  );
+}
+if (values.json) {
+  const cpuList = cpus();
+  const report = {
+    date: new Date().toISOString(),
+    command: `npm run bench:chat -- ${process.argv.slice(2).join(' ')}`,
+    options: values,
+    machine: { cpuModel: cpuList[0]?.model ?? 'unknown', cpuCount: cpuList.length, node: process.version, platform: `${process.platform} ${process.arch}` },
+    rows,
+  };
+  writeFileSync(values.json, `${JSON.stringify(report, null, 2)}\n`);
+  process.stdout.write(`wrote ${values.json}\n`);
+}
