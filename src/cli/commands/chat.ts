@@ -32,6 +32,9 @@ export async function chatCommand(argv: string[]): Promise<void> {
   }
   if (!o.user) throw new SwitchboardError('SB_ERR_CONFIG', '--user is required');
   const deviceId = o.device;
+  // On a terminal the password is read before readline takes over the input, so it is not
+  // echoed; piped input keeps one reader, so no line is lost between two of them.
+  const typedPassword = o.gate && o.password === undefined && process.stdin.isTTY ? await askHidden('password: ') : undefined;
   const rl = readline.createInterface({ input: process.stdin, output: process.stdout, prompt: `${o.user}> ` });
   const abandon = (err: unknown): never => {
     // readline holds stdin open: without this, a refused login or registration printed its
@@ -43,7 +46,7 @@ export async function chatCommand(argv: string[]): Promise<void> {
   let where: Pick<ImClientOptions, 'host' | 'port' | 'token' | 'endpoint'>;
   let uid = o.user;
   if (o.gate) {
-    const password = o.password ?? (await new Promise<string>((resolve) => rl.question('password: ', resolve)));
+    const password = o.password ?? typedPassword ?? (await new Promise<string>((resolve) => rl.question('password: ', resolve)));
     uid = o.user.toLowerCase();
     if (o.register) {
       try {
@@ -95,4 +98,31 @@ export async function chatCommand(argv: string[]): Promise<void> {
   // rl.close() only pauses stdin; a piped stdin left open would keep the process alive.
   process.stdin.destroy();
   await client.logout();
+}
+
+/** Reads a line from the terminal without echoing it (a password). */
+function askHidden(prompt: string): Promise<string> {
+  const stdin = process.stdin;
+  process.stdout.write(prompt);
+  stdin.setRawMode(true);
+  stdin.resume();
+  return new Promise((resolve) => {
+    let value = '';
+    const onData = (chunk: Buffer) => {
+      for (const ch of chunk.toString('utf8')) {
+        if (ch === '\r' || ch === '\n') {
+          stdin.off('data', onData);
+          stdin.setRawMode(false);
+          stdin.pause();
+          process.stdout.write('\n');
+          resolve(value);
+          return;
+        }
+        if (ch === '\u0003') process.kill(process.pid, 'SIGINT');
+        else if (ch === '\u007f' || ch === '\b') value = value.slice(0, -1);
+        else value += ch;
+      }
+    };
+    stdin.on('data', onData);
+  });
 }
