@@ -50,7 +50,6 @@ export class WorkerServer {
   #sweep: NodeJS.Timeout | undefined;
   #refresh: NodeJS.Timeout | undefined;
   #unsubscribe: (() => void) | undefined;
-  #nodeIdValue = '';
   #nextConnId = 1;
   #info: WorkerInfo | undefined;
   #onAllClosed: (() => void) | undefined;
@@ -113,7 +112,6 @@ export class WorkerServer {
       startedAt: Date.now(),
       version,
     });
-    this.#nodeIdValue = this.#info.id;
     this.#resolveNodeId(this.#info.id);
     // After a re-registration other workers may have purged our sessions: publish them again.
     this.#unsubscribe = registry.onRegistered(() => this.#refreshSessions());
@@ -178,7 +176,7 @@ export class WorkerServer {
   }
 
   #refreshSessions(): void {
-    const nodeId = this.#nodeIdValue;
+    const nodeId = this.#info?.id ?? '';
     const records = [...this.sessions].filter((s) => s.ready).map((s) => recordOf(s, nodeId));
     this.#options.store.refresh(records).catch((err: unknown) => this.#log.error({ err }, 'session refresh failed'));
   }
