@@ -1,0 +1,442 @@
+// The 1:1 chat load one driver process generates, the same for every target so the bare relay
+// and switchboard are measured alike: `pairs` sender→receiver pairs, either closed loop (each
+// keeps `window` messages in flight) or open loop (`rate`: send times fixed in advance and
+// latency measured from the intended send time, so a stall shows up instead of slowing the
+// sender down). Every message carries its (intended) send time; switchboard receivers log in
+// with acks and acknowledge cumulatively once per read, as the SDK does, and every message
+// the server answered with success is accounted for: received once, lost or duplicated.
+
+import net from 'node:net';
+import { once } from 'node:events';
+import { FrameDecoder, encodeFrame } from '../protocol/frame.js';
+import { encodeMessageFrame } from '../protocol/codec.js';
+import { HeadType } from '../protocol/types.js';
+import { writePerTick } from '../net/write-per-tick.js';
+import { Latency } from './latency.js';
+import { emptyScan, scanMessage } from './wire-scan.js';
+
+export type Target = 'switchboard' | 'relay';
+
+export interface ChatLoadOptions {
+  target: Target;
+  host?: string;
+  port: number;
+  /** Where receivers connect; default `port` (another worker: cross-node chat). */
+  receiverPort?: number;
+  /** Local address the driver's sockets bind to (several spread connections past one address's ports). */
+  localAddress?: string;
+  pairs: number;
+  /** Users are s<N> and r<N> for N from this offset (drivers of one run use disjoint ranges). */
+  pairOffset?: number;
+  /** Closed loop (the default): messages each pair keeps in flight. */
+  window: number;
+  /** Open loop: messages per second over this driver's pairs. */
+  rate?: number;
+  warmupMs: number;
+  durationMs: number;
+  payloadBytes: number;
+  /** After sending stops, wait this long at most for outstanding answers and deliveries (default 3000). */
+  drainMs?: number;
+  /** The receivers discard this many deliveries as if lost (to test the accounting). */
+  dropForTest?: number;
+  /** switchboard: a login token for a user id. */
+  token?: (uid: string) => string;
+  /** Called once every pair is connected and logged in; sending starts when it resolves. */
+  ready?: () => Promise<void>;
+  /** Called about once a second with what happened since the last call. */
+  onSecond?: (second: ChatSecond) => void;
+}
+
+/** One second of a run, as a driver saw it. */
+export interface ChatSecond {
+  /** Seconds since sending started. */
+  t: number;
+  phase: 'warmup' | 'measure' | 'drain';
+  sent: number;
+  delivered: number;
+  acked: number;
+  errors: number;
+  connections: number;
+  /** Delivery latency of this second, encoded (see Latency.decode). */
+  latency: string;
+}
+
+export interface Accounting {
+  sent: number;
+  /** Sends answered with result=true. */
+  acked: number;
+  /** Distinct messages received (after dedupe by inbox seq). */
+  received: number;
+  /** Acknowledged, never received. */
+  lost: number;
+  /** The same msg_id received under two inbox sequences. */
+  dup: number;
+  /** The first few lost and duplicated messages, as "sender:msg_id". */
+  lostIds: string[];
+  dupIds: string[];
+}
+
+/** What one driver measured; histograms encoded so they can be merged across drivers. */
+export interface ChatLoadResult {
+  target: Target;
+  mode: 'closed' | 'open';
+  /** Messages delivered and answered within the measured interval. */
+  delivered: number;
+  acked: number;
+  seconds: number;
+  /** Send → delivery, and send → the sender's response (switchboard only). */
+  deliveryLatency: string;
+  ackLatency: string;
+  /** Open loop: how late the driver itself sent, after the intended time. */
+  sendLag: string;
+  /** Refused sends and other failures by code (SB_ERR_..., or CONNECTION_CLOSED). */
+  errors: Record<string, number>;
+  /** switchboard: the loss accounting over the whole run, warm-up included. */
+  accounting?: Accounting;
+}
+
+/** Flags by a dense non-negative index (msg_ids and inbox sequences count up from 1 per pair). */
+class Marks {
+  #bytes = new Uint8Array(1024);
+  /** Increments the mark at `i` and returns its new value (saturating at 255). */
+  bump(i: number): number {
+    if (i >= this.#bytes.length) {
+      const grown = new Uint8Array(Math.max(i + 1, this.#bytes.length * 2));
+      grown.set(this.#bytes);
+      this.#bytes = grown;
+    }
+    const v = this.#bytes[i]!;
+    if (v < 255) this.#bytes[i] = v + 1;
+    return v + 1;
+  }
+  get(i: number): number {
+    return i < this.#bytes.length ? this.#bytes[i]! : 0;
+  }
+}
+
+const RING = 1024;
+const SHOWN_IDS = 10;
+
+interface Endpoint {
+  socket: net.Socket;
+  onFrame: (body: Buffer) => void;
+  /** Called after each read's frames were handled (receivers acknowledge there). */
+  afterRead: () => void;
+}
+
+async function connect(host: string, port: number, localAddress: string | undefined, onClose: () => void): Promise<Endpoint> {
+  const socket = net.connect({ host, port, noDelay: true, ...(localAddress ? { localAddress } : {}) });
+  const endpoint: Endpoint = { socket, onFrame: () => {}, afterRead: () => {} };
+  const decoder = new FrameDecoder((body) => endpoint.onFrame(body), { maxFrameLength: 1 << 20 });
+  socket.on('data', (chunk: Buffer) => {
+    decoder.push(chunk);
+    endpoint.afterRead();
+  });
+  socket.on('error', () => {});
+  await once(socket, 'connect');
+  socket.once('close', onClose);
+  return endpoint;
+}
+
+function write(endpoint: Endpoint, frame: Buffer): void {
+  writePerTick(endpoint.socket, frame);
+}
+
+async function login(target: Target, endpoint: Endpoint, uid: string, token: ((uid: string) => string) | undefined): Promise<void> {
+  if (target === 'relay') {
+    write(endpoint, encodeFrame(Buffer.from(uid, 'latin1')));
+    return;
+  }
+  const scan = emptyScan();
+  const answered = new Promise<void>((resolve, reject) => {
+    endpoint.onFrame = (body) => {
+      scanMessage(body, scan);
+      if (scan.type !== HeadType.LOGIN_RESPONSE) return;
+      if (scan.result) resolve();
+      else reject(new Error(`login of ${uid} refused: ${scan.errorCode}`));
+    };
+    endpoint.socket.once('close', () => reject(new Error(`login of ${uid}: connection closed`)));
+  });
+  write(endpoint, encodeMessageFrame({ type: HeadType.LOGIN_REQUEST, sequence: 1, loginRequest: { uid, deviceId: 'bench', token: token!(uid), acks: true } }));
+  await answered;
+}
+
+/** The content of a message: its send time (ms on this process's performance clock), padded. */
+function stamp(at: number, payloadBytes: number): string {
+  const head = `${at.toFixed(3)}|`;
+  return head.length >= payloadBytes ? head : head + 'x'.repeat(payloadBytes - head.length);
+}
+
+/** Frames for one pair; the k-th send (from 1) has msg_id k, which the server dedupes by. */
+function messageFrames(target: Target, from: string, to: string, payloadBytes: number): (msgId: number, at: number) => Buffer {
+  if (target === 'relay') {
+    const name = Buffer.from(to, 'latin1');
+    return (_msgId, at) => encodeFrame(Buffer.concat([Buffer.from([name.length]), name, Buffer.from(stamp(at, payloadBytes), 'latin1')]));
+  }
+  const request = { msgId: 0, from, to, time: 0, msgType: 1, content: '' };
+  const envelope = { type: HeadType.MESSAGE_REQUEST, sequence: 0, messageRequest: request };
+  return (msgId, at) => {
+    request.msgId = envelope.sequence = msgId;
+    request.time = Date.now();
+    request.content = stamp(at, payloadBytes);
+    return encodeMessageFrame(envelope);
+  };
+}
+
+interface Pair {
+  name: string;
+  sender: Endpoint;
+  receiver: Endpoint;
+  frame: (msgId: number, at: number) => Buffer;
+  /** Closed loop: actual send times of the last RING sends, by msg_id. */
+  sendTimes: Float64Array;
+  sent: number;
+  answered: number;
+  okAnswers: number;
+  deliveries: number;
+  highestSeq: number;
+  ackedSeq: number;
+  /** Per msg_id: answered with success; received. Per inbox seq: seen. */
+  okIds: Marks;
+  receivedIds: Marks;
+  seenSeqs: Marks;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
+  const host = o.host ?? '127.0.0.1';
+  const sb = o.target === 'switchboard';
+  const open = o.rate !== undefined;
+  if (open && !(o.rate! > 0)) throw new Error('rate must be positive');
+  if (!open && o.window * 4 > RING) throw new Error(`window must be at most ${RING / 4}`);
+  const offset = o.pairOffset ?? 0;
+
+  let connections = 0;
+  let running = true;
+  const errors: Record<string, number> = {};
+  const fail = (code: string) => {
+    errors[code] = (errors[code] ?? 0) + 1;
+  };
+  const onClose = () => {
+    connections--;
+    if (running) fail('CONNECTION_CLOSED');
+  };
+  const dial = async (port: number) => {
+    const endpoint = await connect(host, port, o.localAddress, onClose);
+    connections++;
+    return endpoint;
+  };
+  const pairs: Pair[] = [];
+  // Log in in batches so that a few thousand logins do not overrun the accept backlog.
+  for (let first = 0; first < o.pairs; first += 200) {
+    const batch = Array.from({ length: Math.min(200, o.pairs - first) }, async (_, j) => {
+      const i = offset + first + j;
+      const [sender, receiver] = await Promise.all([dial(o.port), dial(o.receiverPort ?? o.port)]);
+      await login(o.target, receiver, `r${i}`, o.token);
+      await login(o.target, sender, `s${i}`, o.token);
+      return {
+        name: `s${i}`,
+        sender,
+        receiver,
+        frame: messageFrames(o.target, `s${i}`, `r${i}`, o.payloadBytes),
+        sendTimes: new Float64Array(RING),
+        sent: 0,
+        answered: 0,
+        okAnswers: 0,
+        deliveries: 0,
+        highestSeq: 0,
+        ackedSeq: 0,
+        okIds: new Marks(),
+        receivedIds: new Marks(),
+        seenSeqs: new Marks(),
+      } satisfies Pair;
+    });
+    pairs.push(...(await Promise.all(batch)));
+  }
+  // Relay logins have no answer: give the hello frames a moment to land before sending.
+  if (!sb) await sleep(200);
+  await o.ready?.();
+
+  let phase: ChatSecond['phase'] = 'warmup';
+  let delivered = 0;
+  let acked = 0;
+  let sentTotal = 0;
+  let errorCount = 0;
+  let toDrop = o.dropForTest ?? 0;
+  const deliveryLatency = new Latency();
+  const ackLatency = new Latency();
+  const sendLag = new Latency();
+  const secondLatency = new Latency();
+  // Open loop: the k-th send of a pair (msg_id k, from 1) is due at t0 + (k - 1) * interval.
+  const interval = open ? (1000 * o.pairs) / o.rate! : 0;
+  const t0 = performance.now();
+  const sentAt = (pair: Pair, msgId: number) => (open ? t0 + (msgId - 1) * interval : pair.sendTimes[msgId % RING]!);
+  const measuring = () => phase === 'measure';
+
+  const scan = emptyScan();
+  for (const pair of pairs) {
+    const send = (at: number) => {
+      const msgId = ++pair.sent;
+      sentTotal++;
+      if (!open) pair.sendTimes[msgId % RING] = at;
+      write(pair.sender, pair.frame(msgId, at));
+    };
+    if (sb) {
+      pair.sender.onFrame = (body) => {
+        scanMessage(body, scan);
+        if (scan.type !== HeadType.MESSAGE_RESPONSE) return;
+        pair.answered++;
+        if (scan.result) {
+          pair.okAnswers++;
+          pair.okIds.bump(scan.sequence);
+        } else {
+          errorCount++;
+          fail(scan.errorCode || 'SB_ERR_UNKNOWN');
+        }
+        acked++;
+        if (measuring()) ackLatency.add(performance.now() - sentAt(pair, scan.sequence));
+      };
+      pair.receiver.onFrame = (body) => {
+        scanMessage(body, scan);
+        if (scan.type !== HeadType.MESSAGE_REQUEST) return;
+        pair.deliveries++;
+        if (scan.seq > pair.highestSeq) pair.highestSeq = scan.seq;
+        if (toDrop > 0) toDrop--;
+        // A seq seen before is a resend of the same delivery: a client dedupes it.
+        else if (pair.seenSeqs.bump(scan.seq) === 1) pair.receivedIds.bump(scan.msgId);
+        delivered++;
+        const latency = performance.now() - Number.parseFloat(scan.content);
+        secondLatency.add(latency);
+        if (measuring()) deliveryLatency.add(latency);
+        if (running && !open) send(performance.now());
+      };
+      pair.receiver.afterRead = () => {
+        if (pair.highestSeq <= pair.ackedSeq) return;
+        pair.ackedSeq = pair.highestSeq;
+        write(pair.receiver, encodeMessageFrame({ type: HeadType.MESSAGE_ACK, ack: { seq: pair.ackedSeq } }));
+      };
+    } else {
+      pair.receiver.onFrame = (body) => {
+        pair.deliveries++;
+        delivered++;
+        const latency = performance.now() - Number.parseFloat(body.toString('latin1', 1 + body[0]!, 1 + body[0]! + 24));
+        secondLatency.add(latency);
+        if (measuring()) deliveryLatency.add(latency);
+        if (running && !open) send(performance.now());
+      };
+    }
+    if (!open) for (let k = 0; k < o.window; k++) send(performance.now());
+  }
+
+  // Open loop: a 1 ms timer sends every message that is due, however far behind the server is.
+  let ticker: NodeJS.Timeout | undefined;
+  if (open) {
+    const tick = () => {
+      const now = performance.now();
+      const due = Math.floor((now - t0) / interval) + 1;
+      for (const pair of pairs) {
+        while (pair.sent < due) {
+          const at = t0 + pair.sent * interval;
+          if (measuring()) sendLag.add(now - at);
+          pair.sent++;
+          sentTotal++;
+          write(pair.sender, pair.frame(pair.sent, at));
+        }
+      }
+    };
+    tick();
+    ticker = setInterval(tick, 1);
+  }
+
+  let last = { sent: 0, delivered: 0, acked: 0, errors: 0 };
+  const reportSecond = () => {
+    o.onSecond?.({
+      t: Math.round((performance.now() - t0) / 1000),
+      phase,
+      sent: sentTotal - last.sent,
+      delivered: delivered - last.delivered,
+      acked: acked - last.acked,
+      errors: errorCount - last.errors,
+      connections,
+      latency: secondLatency.encode(),
+    });
+    secondLatency.reset();
+    last = { sent: sentTotal, delivered, acked, errors: errorCount };
+  };
+  const secondTimer = setInterval(reportSecond, 1000);
+
+  await sleep(o.warmupMs);
+  phase = 'measure';
+  const startDelivered = delivered;
+  const startAcked = acked;
+  const start = process.hrtime.bigint();
+  await sleep(o.durationMs);
+  const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  const result: ChatLoadResult = {
+    target: o.target,
+    mode: open ? 'open' : 'closed',
+    delivered: delivered - startDelivered,
+    acked: acked - startAcked,
+    seconds,
+    deliveryLatency: deliveryLatency.encode(),
+    ackLatency: ackLatency.encode(),
+    sendLag: sendLag.encode(),
+    errors,
+  };
+  phase = 'drain';
+  running = false;
+  clearInterval(ticker);
+  if (sb) {
+    // Wait until every send is answered and every accepted one delivered, or the time is up.
+    const deadline = performance.now() + (o.drainMs ?? 3000);
+    while (performance.now() < deadline && pairs.some((p) => p.answered < p.sent || p.deliveries < p.okAnswers)) await sleep(20);
+    result.accounting = account(pairs);
+  }
+  clearInterval(secondTimer);
+  reportSecond();
+  for (const { sender, receiver } of pairs) {
+    sender.socket.destroy();
+    receiver.socket.destroy();
+  }
+  return result;
+}
+
+function account(pairs: Pair[]): Accounting {
+  const a: Accounting = { sent: 0, acked: 0, received: 0, lost: 0, dup: 0, lostIds: [], dupIds: [] };
+  for (const pair of pairs) {
+    a.sent += pair.sent;
+    for (let id = 1; id <= pair.sent; id++) {
+      const got = pair.receivedIds.get(id);
+      if (got > 0) a.received++;
+      if (got > 1) {
+        a.dup++;
+        if (a.dupIds.length < SHOWN_IDS) a.dupIds.push(`${pair.name}:${id}`);
+      }
+      if (pair.okIds.get(id) === 0) continue;
+      a.acked++;
+      if (got === 0) {
+        a.lost++;
+        if (a.lostIds.length < SHOWN_IDS) a.lostIds.push(`${pair.name}:${id}`);
+      }
+    }
+  }
+  return a;
+}
+
+/** Sums the accounting of several drivers (ids: the first few of all). */
+export function mergeAccounting(parts: Accounting[]): Accounting {
+  const a: Accounting = { sent: 0, acked: 0, received: 0, lost: 0, dup: 0, lostIds: [], dupIds: [] };
+  for (const p of parts) {
+    a.sent += p.sent;
+    a.acked += p.acked;
+    a.received += p.received;
+    a.lost += p.lost;
+    a.dup += p.dup;
+    a.lostIds.push(...p.lostIds);
+    a.dupIds.push(...p.dupIds);
+  }
+  a.lostIds = a.lostIds.slice(0, SHOWN_IDS);
+  a.dupIds = a.dupIds.slice(0, SHOWN_IDS);
+  return a;
+}
