@@ -19,10 +19,10 @@ export type Target = 'switchboard' | 'relay';
 
 export interface ChatLoadOptions {
   target: Target;
-  host?: string;
-  port: number;
-  /** Where receivers connect; default `port` (another worker: cross-node chat). */
-  receiverPort?: number;
+  /** The workers (or the relay): pair N's sender uses endpoint N mod count. */
+  endpoints: Endpoint[];
+  /** Pair N's receiver uses the next endpoint after its sender's (cross-node chat in a cluster). */
+  crossNode?: boolean;
   /** Local address the driver's sockets bind to (several spread connections past one address's ports). */
   localAddress?: string;
   pairs: number;
@@ -49,7 +49,7 @@ export interface ChatLoadOptions {
 
 /** One second of a run, as a driver saw it. */
 export interface ChatSecond {
-  /** Seconds since sending started. */
+  /** Which second since sending started: 1, 2, ... (the last, after the drain, may be partial). */
   t: number;
   phase: 'warmup' | 'measure' | 'drain';
   sent: number;
@@ -117,16 +117,21 @@ class Marks {
 const RING = 1024;
 const SHOWN_IDS = 10;
 
-interface Endpoint {
+export interface Endpoint {
+  host: string;
+  port: number;
+}
+
+interface Conn {
   socket: net.Socket;
   onFrame: (body: Buffer) => void;
   /** Called after each read's frames were handled (receivers acknowledge there). */
   afterRead: () => void;
 }
 
-async function connect(host: string, port: number, localAddress: string | undefined, onClose: () => void): Promise<Endpoint> {
+async function connect({ host, port }: Endpoint, localAddress: string | undefined, onClose: () => void): Promise<Conn> {
   const socket = net.connect({ host, port, noDelay: true, ...(localAddress ? { localAddress } : {}) });
-  const endpoint: Endpoint = { socket, onFrame: () => {}, afterRead: () => {} };
+  const endpoint: Conn = { socket, onFrame: () => {}, afterRead: () => {} };
   const decoder = new FrameDecoder((body) => endpoint.onFrame(body), { maxFrameLength: 1 << 20 });
   socket.on('data', (chunk: Buffer) => {
     decoder.push(chunk);
@@ -138,11 +143,11 @@ async function connect(host: string, port: number, localAddress: string | undefi
   return endpoint;
 }
 
-function write(endpoint: Endpoint, frame: Buffer): void {
+function write(endpoint: Conn, frame: Buffer): void {
   writePerTick(endpoint.socket, frame);
 }
 
-async function login(target: Target, endpoint: Endpoint, uid: string, token: ((uid: string) => string) | undefined): Promise<void> {
+async function login(target: Target, endpoint: Conn, uid: string, token: ((uid: string) => string) | undefined): Promise<void> {
   if (target === 'relay') {
     write(endpoint, encodeFrame(Buffer.from(uid, 'latin1')));
     return;
@@ -185,8 +190,8 @@ function messageFrames(target: Target, from: string, to: string, payloadBytes: n
 
 interface Pair {
   name: string;
-  sender: Endpoint;
-  receiver: Endpoint;
+  sender: Conn;
+  receiver: Conn;
   frame: (msgId: number, at: number) => Buffer;
   /** Closed loop: actual send times of the last RING sends, by msg_id. */
   sendTimes: Float64Array;
@@ -205,7 +210,6 @@ interface Pair {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
-  const host = o.host ?? '127.0.0.1';
   const sb = o.target === 'switchboard';
   const open = o.rate !== undefined;
   if (open && !(o.rate! > 0)) throw new Error('rate must be positive');
@@ -222,17 +226,18 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
     connections--;
     if (running) fail('CONNECTION_CLOSED');
   };
-  const dial = async (port: number) => {
-    const endpoint = await connect(host, port, o.localAddress, onClose);
+  const dial = async (endpoint: Endpoint) => {
+    const conn = await connect(endpoint, o.localAddress, onClose);
     connections++;
-    return endpoint;
+    return conn;
   };
+  const n = o.endpoints.length;
   const pairs: Pair[] = [];
   // Log in in batches so that a few thousand logins do not overrun the accept backlog.
   for (let first = 0; first < o.pairs; first += 200) {
     const batch = Array.from({ length: Math.min(200, o.pairs - first) }, async (_, j) => {
       const i = offset + first + j;
-      const [sender, receiver] = await Promise.all([dial(o.port), dial(o.receiverPort ?? o.port)]);
+      const [sender, receiver] = await Promise.all([dial(o.endpoints[i % n]!), dial(o.endpoints[(i + (o.crossNode ? 1 : 0)) % n]!)]);
       await login(o.target, receiver, `r${i}`, o.token);
       await login(o.target, sender, `s${i}`, o.token);
       return {
@@ -350,9 +355,10 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
   }
 
   let last = { sent: 0, delivered: 0, acked: 0, errors: 0 };
+  let seconds = 0;
   const reportSecond = () => {
     o.onSecond?.({
-      t: Math.round((performance.now() - t0) / 1000),
+      t: ++seconds,
       phase,
       sent: sentTotal - last.sent,
       delivered: delivered - last.delivered,
@@ -372,13 +378,13 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
   const startAcked = acked;
   const start = process.hrtime.bigint();
   await sleep(o.durationMs);
-  const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  const measured = Number(process.hrtime.bigint() - start) / 1e9;
   const result: ChatLoadResult = {
     target: o.target,
     mode: open ? 'open' : 'closed',
     delivered: delivered - startDelivered,
     acked: acked - startAcked,
-    seconds,
+    seconds: measured,
     deliveryLatency: deliveryLatency.encode(),
     ackLatency: ackLatency.encode(),
     sendLag: sendLag.encode(),

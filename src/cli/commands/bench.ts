@@ -1,0 +1,110 @@
+// `switchboard bench <scenario>`: drives real load over real sockets against a node or a
+// cluster it starts (or one that is running), prints live progress on stderr and a table on
+// stdout, and writes --json / --html reports. Scenarios live in src/bench/scenarios.
+
+import { SwitchboardError } from '../../errors.js';
+import { parseOptions, usage, type OptionSpecs, type OptionValues } from '../options.js';
+import { chatScenario } from '../../bench/scenarios/chat.js';
+import { formatReport, writeReports, type BenchReport } from '../../bench/report.js';
+import { noProgress, stderrProgress, type ProgressSink } from '../../bench/progress.js';
+import type { TargetKind } from '../../bench/targets.js';
+
+export const BENCH_OPTIONS = {
+  target: { type: 'string', description: 'embedded (one `start` process), cluster (ZooKeeper + Redis + workers + gate) or external', default: 'embedded' },
+  workers: { type: 'number', description: 'cluster: worker processes', default: 2 },
+  worker: { type: 'string', description: 'external: worker endpoints, host:port[,host:port...]' },
+  gate: { type: 'string', description: 'external: the gate\'s base URL' },
+  secret: { type: 'string', description: 'token secret of the target (external: the deployment\'s; default: SWITCHBOARD_SECRET, else a bench secret)' },
+  inbox: { type: 'string', description: 'embedded: memory or redis (a Redis the bench starts)', default: 'memory' },
+  'redis-fsync': { type: 'string', description: 'persistence of a Redis the bench starts: none, everysec or always', default: 'none' },
+  connections: { type: 'number', description: 'logged-in connections in total (chat: half send, half receive)', default: 200 },
+  rate: { type: 'number', description: 'open loop: messages (or logins) per second in total' },
+  max: { type: 'boolean', description: 'find the highest sustained rate (chat)' },
+  'max-p99-ms': { type: 'number', description: '--max: a rate is sustained only with delivery p99 at or below this', default: 50 },
+  window: { type: 'number', description: 'chat closed loop: messages in flight per pair', default: 32 },
+  duration: { type: 'number', description: 'measured seconds', default: 10 },
+  warmup: { type: 'number', description: 'seconds of load before measuring', default: 2 },
+  payload: { type: 'number', description: 'message content, bytes', default: 100 },
+  drivers: { type: 'number', description: 'driver processes the load is spread over', default: 1 },
+  'cross-node': { type: 'boolean', description: 'chat: every receiver on another worker than its sender' },
+  'no-relay': { type: 'boolean', description: 'chat: skip the bare-relay baseline' },
+  'drain-ms': { type: 'number', description: 'after the run, wait this long at most for outstanding deliveries', default: 5000 },
+  json: { type: 'string', description: 'write the report as JSON to this file' },
+  html: { type: 'string', description: 'write a self-contained HTML report to this file' },
+  quiet: { type: 'boolean', description: 'no live progress on stderr' },
+} as const satisfies OptionSpecs;
+
+export type BenchOptions = OptionValues<typeof BENCH_OPTIONS>;
+
+export interface ScenarioContext {
+  command: string;
+  secret: string;
+  progress: ProgressSink;
+}
+
+const DEV_BENCH_SECRET = 'switchboard-bench';
+
+export const SCENARIOS: Record<string, { summary: string; run: (o: BenchOptions, c: ScenarioContext) => Promise<BenchReport> }> = {
+  chat: { summary: '1:1 chat with acks, next to the bare relay', run: (o, c) => chatScenario(chatOptions(o, c, true)) },
+  relay: { summary: 'the bare-relay baseline alone', run: (o, c) => chatScenario(chatOptions(o, c, false)) },
+};
+
+function oneOf<T extends string>(flag: string, value: string, allowed: readonly T[]): T {
+  if (!(allowed as readonly string[]).includes(value)) throw new SwitchboardError('SB_ERR_CONFIG', `--${flag} must be one of ${allowed.join(', ')}, got ${JSON.stringify(value)}`);
+  return value as T;
+}
+
+function chatOptions(o: BenchOptions, c: ScenarioContext, switchboard: boolean) {
+  return {
+    target: oneOf<TargetKind>('target', o.target, ['embedded', 'cluster', 'external']),
+    workers: o.workers,
+    inbox: oneOf('inbox', o.inbox, ['memory', 'redis'] as const),
+    fsync: oneOf('redis-fsync', o['redis-fsync'], ['none', 'everysec', 'always'] as const),
+    secret: c.secret,
+    ...(o.worker ? { workerEndpoints: o.worker.split(',') } : {}),
+    connections: o.connections,
+    window: o.window,
+    ...(o.rate ? { rate: o.rate } : {}),
+    max: o.max,
+    maxP99Ms: o['max-p99-ms'],
+    durationS: o.duration,
+    warmupS: o.warmup,
+    payloadBytes: o.payload,
+    drivers: Math.max(1, o.drivers),
+    crossNode: o['cross-node'],
+    relay: !switchboard || !o['no-relay'],
+    switchboard,
+    drainMs: o['drain-ms'],
+    progress: c.progress,
+    command: c.command,
+  };
+}
+
+function help(): string {
+  const rows = Object.entries(SCENARIOS).map(([name, s]) => `  ${name.padEnd(12)} ${s.summary}`);
+  return `${usage('bench <scenario>', 'Measures switchboard under real load; see bench/README.md.', BENCH_OPTIONS).replace(/\n {2}.{30} env SWITCHBOARD_[A-Z_0-9]+/g, '')}\nscenarios:\n${rows.join('\n')}\n`;
+}
+
+export async function benchCommand(argv: string[]): Promise<void> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h') {
+    process.stdout.write(help());
+    return;
+  }
+  const scenario = Object.hasOwn(SCENARIOS, name) ? SCENARIOS[name] : undefined;
+  if (!scenario) throw new SwitchboardError('SB_ERR_CONFIG', `unknown scenario "${name}" (one of ${Object.keys(SCENARIOS).join(', ')})`);
+  // Flags only: SWITCHBOARD_* variables configure the servers, not the load.
+  const o = parseOptions(BENCH_OPTIONS, rest, {});
+  if (o.help) {
+    process.stdout.write(help());
+    return;
+  }
+  if (o.target !== 'external' && o.worker) throw new SwitchboardError('SB_ERR_CONFIG', '--worker points at a running deployment: use it with --target external');
+  const report = await scenario.run(o, {
+    command: `switchboard bench ${argv.join(' ')}`,
+    secret: o.secret ?? process.env.SWITCHBOARD_SECRET ?? DEV_BENCH_SECRET,
+    progress: o.quiet ? noProgress : stderrProgress,
+  });
+  process.stdout.write(formatReport(report));
+  for (const file of writeReports(report, { json: o.json, html: o.html })) process.stdout.write(`wrote ${file}\n`);
+}
