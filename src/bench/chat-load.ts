@@ -13,7 +13,8 @@ import { encodeMessageFrame } from '../protocol/codec.js';
 import { HeadType } from '../protocol/types.js';
 import { writePerTick } from '../net/write-per-tick.js';
 import { Latency } from './latency.js';
-import { emptyScan, scanMessage } from './wire-scan.js';
+import { emptyScan, leadingNumber, scanMessage } from './wire-scan.js';
+import { ackFrame, messageRequestFrame } from './client-frames.js';
 
 export type Target = 'switchboard' | 'relay';
 
@@ -96,7 +97,7 @@ export interface ChatLoadResult {
 }
 
 /** Flags by a dense non-negative index (msg_ids and inbox sequences count up from 1 per pair). */
-class Marks {
+export class Marks {
   #bytes = new Uint8Array(1024);
   /** Increments the mark at `i` and returns its new value (saturating at 255). */
   bump(i: number): number {
@@ -178,14 +179,7 @@ function messageFrames(target: Target, from: string, to: string, payloadBytes: n
     const name = Buffer.from(to, 'latin1');
     return (_msgId, at) => encodeFrame(Buffer.concat([Buffer.from([name.length]), name, Buffer.from(stamp(at, payloadBytes), 'latin1')]));
   }
-  const request = { msgId: 0, from, to, time: 0, msgType: 1, content: '' };
-  const envelope = { type: HeadType.MESSAGE_REQUEST, sequence: 0, messageRequest: request };
-  return (msgId, at) => {
-    request.msgId = envelope.sequence = msgId;
-    request.time = Date.now();
-    request.content = stamp(at, payloadBytes);
-    return encodeMessageFrame(envelope);
-  };
+  return (msgId, at) => messageRequestFrame(msgId, from, to, Date.now(), stamp(at, payloadBytes));
 }
 
 interface Pair {
@@ -311,7 +305,7 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
         // A seq seen before is a resend of the same delivery: a client dedupes it.
         else if (pair.seenSeqs.bump(scan.seq) === 1) pair.receivedIds.bump(scan.msgId);
         delivered++;
-        const latency = performance.now() - Number.parseFloat(scan.content);
+        const latency = performance.now() - leadingNumber(body, scan.contentStart, scan.contentEnd);
         secondLatency.add(latency);
         if (measuring()) deliveryLatency.add(latency);
         if (running && !open) send(performance.now());
@@ -319,13 +313,13 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
       pair.receiver.afterRead = () => {
         if (pair.highestSeq <= pair.ackedSeq) return;
         pair.ackedSeq = pair.highestSeq;
-        write(pair.receiver, encodeMessageFrame({ type: HeadType.MESSAGE_ACK, ack: { seq: pair.ackedSeq } }));
+        write(pair.receiver, ackFrame(pair.ackedSeq));
       };
     } else {
       pair.receiver.onFrame = (body) => {
         pair.deliveries++;
         delivered++;
-        const latency = performance.now() - Number.parseFloat(body.toString('latin1', 1 + body[0]!, 1 + body[0]! + 24));
+        const latency = performance.now() - leadingNumber(body, 1 + body[0]!, body.length);
         secondLatency.add(latency);
         if (measuring()) deliveryLatency.add(latency);
         if (running && !open) send(performance.now());
