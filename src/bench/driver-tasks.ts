@@ -3,6 +3,9 @@
 
 import { TokenSigner } from '../auth/token.js';
 import { runChatLoad, type ChatLoadOptions } from './chat-load.js';
+import { runLoginLoad, type LoginLoadOptions } from './login-load.js';
+import { runIdleLoad, type IdleLoadOptions } from './idle-load.js';
+import { runFailoverLoad, type FailoverLoadOptions } from './failover-load.js';
 
 export interface DriverChannel {
   /** Index of this driver among the run's drivers. */
@@ -14,13 +17,43 @@ export interface DriverChannel {
 }
 
 export type ChatTaskOptions = Omit<ChatLoadOptions, 'token' | 'ready' | 'onSecond'> & { secret?: string; tokenTtlMs?: number };
+export type LoginTaskOptions = Omit<LoginLoadOptions, 'token' | 'ready' | 'onSecond'> & { secret: string; tokenTtlMs?: number };
+export type IdleTaskOptions = Omit<IdleLoadOptions, 'token' | 'ready' | 'onSecond'> & { secret: string; tokenTtlMs?: number };
+export type FailoverTaskOptions = Omit<FailoverLoadOptions, 'token' | 'ready' | 'onSecond'> & { secret: string };
 
 export const DRIVER_TASKS = {
+  login: (o: LoginTaskOptions, channel: DriverChannel) => {
+    const signer = new TokenSigner(o.secret);
+    return runLoginLoad({
+      ...o,
+      token: (uid) => signer.mint({ uid, ttlMs: o.tokenTtlMs ?? 3_600_000 }),
+      ready: () => channel.ready(),
+      onSecond: (second) => channel.emit(second),
+    });
+  },
   chat: (o: ChatTaskOptions, channel: DriverChannel) => {
     const signer = o.secret === undefined ? undefined : new TokenSigner(o.secret);
     return runChatLoad({
       ...o,
       token: signer && ((uid) => signer.mint({ uid, ttlMs: o.tokenTtlMs ?? 3_600_000 })),
+      ready: () => channel.ready(),
+      onSecond: (second) => channel.emit(second),
+    });
+  },
+  failover: (o: FailoverTaskOptions, channel: DriverChannel) => {
+    const signer = new TokenSigner(o.secret);
+    return runFailoverLoad({
+      ...o,
+      token: (uid) => signer.mint({ uid, ttlMs: 3_600_000 }),
+      ready: () => channel.ready(),
+      onSecond: (second) => channel.emit(second),
+    });
+  },
+  idle: (o: IdleTaskOptions, channel: DriverChannel) => {
+    const signer = new TokenSigner(o.secret);
+    return runIdleLoad({
+      ...o,
+      token: (uid) => signer.mint({ uid, ttlMs: o.tokenTtlMs ?? 3_600_000 }),
       ready: () => channel.ready(),
       onSecond: (second) => channel.emit(second),
     });

@@ -261,12 +261,13 @@ function words(key: string): string[] {
 }
 
 /**
- * Latency-like counters (p99, p999, anything in ms) and connections are in other units than
+ * Latency-like counters (p99, p999, anything in ms), memory (rss, bytes; charted in MiB) and connections are in other units than
  * the per-second rates: each kind gets its own chart. Matched word by word, so "items" or
  * "msgs" stay rates.
  */
-function counterKind(key: string): 'rate' | 'connections' | 'latency' {
+function counterKind(key: string): 'rate' | 'connections' | 'latency' | 'bytes' {
   const w = words(key);
+  if (w.includes('rss') || w.includes('bytes')) return 'bytes';
   if (w.some((x) => x === 'ms' || x === 'latency' || /^p\d{2,}$/.test(x))) return 'latency';
   if (w.includes('connections')) return 'connections';
   return 'rate';
@@ -321,6 +322,8 @@ function timelineCharts(timeline: TimelinePoint[]): string[] {
   const charts = [lineChart(series('rate'), { title: 'Throughput over time', xLabel: 'time (s)', yLabel: 'per second', bands, tip: tip('/s') })];
   const connections = series('connections');
   if (connections.length) charts.push(lineChart(connections, { title: 'Connections over time', xLabel: 'time (s)', yLabel: 'connections', bands, tip: tip('') }));
+  const memory = series('bytes').map((s) => ({ ...s, points: s.points.map(([t, v]): [number, number] => [t, v / 2 ** 20]) }));
+  if (memory.length) charts.push(lineChart(memory, { title: 'Memory over time', xLabel: 'time (s)', yLabel: 'MiB', bands, tip: tip(' MiB') }));
   const latency = series('latency');
   if (latency.length) charts.push(lineChart(latency, { title: 'Latency over time', xLabel: 'time (s)', yLabel: 'ms', y: 'auto-log', bands, tip: tip(' ms') }));
   return charts;

@@ -5,6 +5,10 @@
 import { SwitchboardError } from '../../errors.js';
 import { parseOptions, usage, type OptionSpecs, type OptionValues } from '../options.js';
 import { chatScenario } from '../../bench/scenarios/chat.js';
+import { loginStormScenario } from '../../bench/scenarios/login-storm.js';
+import { idleScenario } from '../../bench/scenarios/idle.js';
+import { DEFAULT_LIMITS } from '../../config.js';
+import { failoverScenario } from '../../bench/scenarios/failover.js';
 import { formatReport, writeReports, type BenchReport } from '../../bench/report.js';
 import { noProgress, stderrProgress, type ProgressSink } from '../../bench/progress.js';
 import type { TargetKind } from '../../bench/targets.js';
@@ -17,7 +21,7 @@ export const BENCH_OPTIONS = {
   secret: { type: 'string', description: 'token secret of the target (external: the deployment\'s; default: SWITCHBOARD_SECRET, else a bench secret)' },
   inbox: { type: 'string', description: 'embedded: memory or redis (a Redis the bench starts)', default: 'memory' },
   'redis-fsync': { type: 'string', description: 'persistence of a Redis the bench starts: none, everysec or always', default: 'none' },
-  connections: { type: 'number', description: 'logged-in connections in total (chat: half send, half receive)', default: 200 },
+  connections: { type: 'number', description: 'logged-in connections in total (chat: half send, half receive; login-storm: concurrent login loops)', default: 200 },
   rate: { type: 'number', description: 'open loop: messages (or logins) per second in total' },
   max: { type: 'boolean', description: 'find the highest sustained rate (chat)' },
   'max-p99-ms': { type: 'number', description: '--max: a rate is sustained only with delivery p99 at or below this', default: 50 },
@@ -26,6 +30,8 @@ export const BENCH_OPTIONS = {
   warmup: { type: 'number', description: 'seconds of load before measuring', default: 2 },
   payload: { type: 'number', description: 'message content, bytes', default: 100 },
   drivers: { type: 'number', description: 'driver processes the load is spread over', default: 1 },
+  users: { type: 'number', description: 'login-storm: users registered at the gate for the password-login run (one scrypt hash each, ~0.4 s; at most 200; 0 skips it)', default: 20 },
+  'heartbeat-ms': { type: 'number', description: 'idle: each connection heartbeats this often (the default is the worker\'s interval)', default: DEFAULT_LIMITS.heartbeatIntervalMs },
   'cross-node': { type: 'boolean', description: 'chat: every receiver on another worker than its sender' },
   'no-relay': { type: 'boolean', description: 'chat: skip the bare-relay baseline' },
   'drain-ms': { type: 'number', description: 'after the run, wait this long at most for outstanding deliveries', default: 5000 },
@@ -47,6 +53,9 @@ const DEV_BENCH_SECRET = 'switchboard-bench';
 export const SCENARIOS: Record<string, { summary: string; run: (o: BenchOptions, c: ScenarioContext) => Promise<BenchReport> }> = {
   chat: { summary: '1:1 chat with acks, next to the bare relay', run: (o, c) => chatScenario(chatOptions(o, c, true)) },
   relay: { summary: 'the bare-relay baseline alone', run: (o, c) => chatScenario(chatOptions(o, c, false)) },
+  'login-storm': { summary: 'logins per second: token logins at the workers, then password logins through the gate', run: (o, c) => loginStormScenario(loginStormOptions(o, c)) },
+  idle: { summary: 'logged-in connections that only heartbeat: worker RSS per connection', run: (o, c) => idleScenario(idleOptions(o, c)) },
+  failover: { summary: 'chat through SDK clients while a worker is SIGKILLed: loss, duplicates, recovery', run: (o, c) => failoverScenario(failoverOptions(o, c)) },
 };
 
 function oneOf<T extends string>(flag: string, value: string, allowed: readonly T[]): T {
@@ -75,6 +84,66 @@ function chatOptions(o: BenchOptions, c: ScenarioContext, switchboard: boolean) 
     relay: !switchboard || !o['no-relay'],
     switchboard,
     drainMs: o['drain-ms'],
+    progress: c.progress,
+    command: c.command,
+  };
+}
+
+/** Failover drains for at least this long: the drain ends once everything arrived, so waiting out a slow recovery costs nothing. */
+const FAILOVER_MIN_DRAIN_MS = 15_000;
+/** The workers' ZooKeeper session timeout in `bench failover` (the default 10 s would take most of a run). */
+const FAILOVER_ZK_SESSION_TIMEOUT_MS = 4_000;
+
+function failoverOptions(o: BenchOptions, c: ScenarioContext) {
+  return {
+    target: oneOf<TargetKind>('target', o.target, ['embedded', 'cluster', 'external']),
+    workers: o.workers,
+    fsync: oneOf('redis-fsync', o['redis-fsync'], ['none', 'everysec', 'always'] as const),
+    secret: c.secret,
+    connections: o.connections,
+    rate: o.rate ?? 2000,
+    durationS: o.duration,
+    warmupS: o.warmup,
+    payloadBytes: o.payload,
+    drivers: Math.max(1, o.drivers),
+    drainMs: Math.max(o['drain-ms'], FAILOVER_MIN_DRAIN_MS),
+    zkSessionTimeoutMs: FAILOVER_ZK_SESSION_TIMEOUT_MS,
+    progress: c.progress,
+    command: c.command,
+  };
+}
+
+function idleOptions(o: BenchOptions, c: ScenarioContext) {
+  return {
+    target: oneOf<TargetKind>('target', o.target, ['embedded', 'cluster', 'external']),
+    workers: o.workers,
+    inbox: oneOf('inbox', o.inbox, ['memory', 'redis'] as const),
+    fsync: oneOf('redis-fsync', o['redis-fsync'], ['none', 'everysec', 'always'] as const),
+    secret: c.secret,
+    ...(o.worker ? { workerEndpoints: o.worker.split(',') } : {}),
+    connections: o.connections,
+    durationS: o.duration,
+    warmupS: o.warmup,
+    heartbeatMs: o['heartbeat-ms'],
+    drivers: Math.max(1, o.drivers),
+    progress: c.progress,
+    command: c.command,
+  };
+}
+
+function loginStormOptions(o: BenchOptions, c: ScenarioContext) {
+  return {
+    target: oneOf<TargetKind>('target', o.target, ['embedded', 'cluster', 'external']),
+    workers: o.workers,
+    secret: c.secret,
+    ...(o.worker ? { workerEndpoints: o.worker.split(',') } : {}),
+    ...(o.gate ? { gateUrl: o.gate } : {}),
+    connections: o.connections,
+    ...(o.rate ? { rate: o.rate } : {}),
+    durationS: o.duration,
+    warmupS: o.warmup,
+    drivers: Math.max(1, o.drivers),
+    users: o.users,
     progress: c.progress,
     command: c.command,
   };
