@@ -29,6 +29,11 @@ export interface ChatLoadOptions {
   pairs: number;
   /** Users are s<N> and r<N> for N from this offset (drivers of one run use disjoint ranges). */
   pairOffset?: number;
+  /**
+   * The k-th message of a pair has msg_id base + k. Runs against the same server need distinct
+   * bases: the server dedupes an acks sender's msg_ids, so reused ids would not be delivered.
+   */
+  msgIdBase?: number;
   /** Closed loop (the default): messages each pair keeps in flight. */
   window: number;
   /** Open loop: messages per second over this driver's pairs. */
@@ -148,23 +153,28 @@ function write(endpoint: Conn, frame: Buffer): void {
   writePerTick(endpoint.socket, frame);
 }
 
-async function login(target: Target, endpoint: Conn, uid: string, token: ((uid: string) => string) | undefined): Promise<void> {
+/**
+ * Logs a bench user in and resolves its inbox head. The device claims to have seen everything
+ * (last_seq above any head), so what earlier runs left in the inbox is not replayed: the server
+ * starts it at the head (PROTOCOL.md, LoginRequest.last_seq).
+ */
+async function login(target: Target, endpoint: Conn, uid: string, token: ((uid: string) => string) | undefined): Promise<number> {
   if (target === 'relay') {
     write(endpoint, encodeFrame(Buffer.from(uid, 'latin1')));
-    return;
+    return 0;
   }
   const scan = emptyScan();
-  const answered = new Promise<void>((resolve, reject) => {
+  const answered = new Promise<number>((resolve, reject) => {
     endpoint.onFrame = (body) => {
       scanMessage(body, scan);
       if (scan.type !== HeadType.LOGIN_RESPONSE) return;
-      if (scan.result) resolve();
+      if (scan.result) resolve(scan.responseSeq);
       else reject(new Error(`login of ${uid} refused: ${scan.errorCode}`));
     };
     endpoint.socket.once('close', () => reject(new Error(`login of ${uid}: connection closed`)));
   });
-  write(endpoint, encodeMessageFrame({ type: HeadType.LOGIN_REQUEST, sequence: 1, loginRequest: { uid, deviceId: 'bench', token: token!(uid), acks: true } }));
-  await answered;
+  write(endpoint, encodeMessageFrame({ type: HeadType.LOGIN_REQUEST, sequence: 1, loginRequest: { uid, deviceId: 'bench', token: token!(uid), acks: true, lastSeq: Number.MAX_SAFE_INTEGER } }));
+  return answered;
 }
 
 /** The content of a message: its send time (ms on this process's performance clock), padded. */
@@ -173,13 +183,13 @@ function stamp(at: number, payloadBytes: number): string {
   return head.length >= payloadBytes ? head : head + 'x'.repeat(payloadBytes - head.length);
 }
 
-/** Frames for one pair; the k-th send (from 1) has msg_id k, which the server dedupes by. */
-function messageFrames(target: Target, from: string, to: string, payloadBytes: number): (msgId: number, at: number) => Buffer {
+/** Frames for one pair; the k-th send (from 1) has msg_id base + k, which the server dedupes by. */
+function messageFrames(target: Target, from: string, to: string, payloadBytes: number, msgIdBase: number): (k: number, at: number) => Buffer {
   if (target === 'relay') {
     const name = Buffer.from(to, 'latin1');
     return (_msgId, at) => encodeFrame(Buffer.concat([Buffer.from([name.length]), name, Buffer.from(stamp(at, payloadBytes), 'latin1')]));
   }
-  return (msgId, at) => messageRequestFrame(msgId, from, to, Date.now(), stamp(at, payloadBytes));
+  return (k, at) => messageRequestFrame(msgIdBase + k, from, to, Date.now(), stamp(at, payloadBytes));
 }
 
 interface Pair {
@@ -195,6 +205,8 @@ interface Pair {
   deliveries: number;
   highestSeq: number;
   ackedSeq: number;
+  /** The receiver's inbox head at login: this run's deliveries have higher seqs. */
+  seqBase: number;
   /** Per msg_id: answered with success; received. Per inbox seq: seen. */
   okIds: Marks;
   receivedIds: Marks;
@@ -209,6 +221,7 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
   if (open && !(o.rate! > 0)) throw new Error('rate must be positive');
   if (!open && o.window * 4 > RING) throw new Error(`window must be at most ${RING / 4}`);
   const offset = o.pairOffset ?? 0;
+  const msgIdBase = o.msgIdBase ?? 0;
 
   let connections = 0;
   let running = true;
@@ -232,13 +245,13 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
     const batch = Array.from({ length: Math.min(200, o.pairs - first) }, async (_, j) => {
       const i = offset + first + j;
       const [sender, receiver] = await Promise.all([dial(o.endpoints[i % n]!), dial(o.endpoints[(i + (o.crossNode ? 1 : 0)) % n]!)]);
-      await login(o.target, receiver, `r${i}`, o.token);
+      const seqBase = await login(o.target, receiver, `r${i}`, o.token);
       await login(o.target, sender, `s${i}`, o.token);
       return {
         name: `s${i}`,
         sender,
         receiver,
-        frame: messageFrames(o.target, `s${i}`, `r${i}`, o.payloadBytes),
+        frame: messageFrames(o.target, `s${i}`, `r${i}`, o.payloadBytes, msgIdBase),
         sendTimes: new Float64Array(RING),
         sent: 0,
         answered: 0,
@@ -246,6 +259,7 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
         deliveries: 0,
         highestSeq: 0,
         ackedSeq: 0,
+        seqBase,
         okIds: new Marks(),
         receivedIds: new Marks(),
         seenSeqs: new Marks(),
@@ -288,22 +302,24 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
         pair.answered++;
         if (scan.result) {
           pair.okAnswers++;
-          pair.okIds.bump(scan.sequence);
+          pair.okIds.bump(scan.sequence - msgIdBase);
         } else {
           errorCount++;
           fail(scan.errorCode || 'SB_ERR_UNKNOWN');
         }
         acked++;
-        if (measuring()) ackLatency.add(performance.now() - sentAt(pair, scan.sequence));
+        if (measuring()) ackLatency.add(performance.now() - sentAt(pair, scan.sequence - msgIdBase));
       };
       pair.receiver.onFrame = (body) => {
         scanMessage(body, scan);
-        if (scan.type !== HeadType.MESSAGE_REQUEST) return;
+        // Only this run's messages: not a notification, nor anything an earlier run left behind.
+        const k = scan.msgId - msgIdBase;
+        if (scan.type !== HeadType.MESSAGE_REQUEST || scan.seq <= pair.seqBase || k < 1) return;
         pair.deliveries++;
         if (scan.seq > pair.highestSeq) pair.highestSeq = scan.seq;
         if (toDrop > 0) toDrop--;
         // A seq seen before is a resend of the same delivery: a client dedupes it.
-        else if (pair.seenSeqs.bump(scan.seq) === 1) pair.receivedIds.bump(scan.msgId);
+        else if (pair.seenSeqs.bump(scan.seq - pair.seqBase) === 1) pair.receivedIds.bump(k);
         delivered++;
         const latency = performance.now() - leadingNumber(body, scan.contentStart, scan.contentEnd);
         secondLatency.add(latency);

@@ -14,7 +14,7 @@ export interface Scanned {
   seq: number;
   contentStart: number;
   contentEnd: number;
-  /** MessageResponse.result, .seq and .error_code, LoginResponse.result and .error_code */
+  /** MessageResponse.result, .seq and .error_code; LoginResponse.result, .inbox_head (as responseSeq) and .error_code */
   result: boolean;
   responseSeq: number;
   errorCode: string;
@@ -57,7 +57,7 @@ function scanRequest(body: Buffer, from: number, to: number, out: Scanned): void
 }
 
 function scanResponse(body: Buffer, from: number, to: number, out: Scanned): void {
-  // MessageResponse and LoginResponse share result=1 and error_code=16; seq=17 is MessageResponse's.
+  // MessageResponse and LoginResponse share result=1 and error_code=16; 17 is MessageResponse.seq and LoginResponse.inbox_head.
   walk(body, from, to, (field, value, start, end) => {
     if (field === 1) out.result = value !== 0;
     else if (field === 16) out.errorCode = body.toString('utf8', start, end);

@@ -5,6 +5,7 @@
 import t, { type Test } from 'tap';
 import { chatScenario, type ChatScenarioOptions } from '../../src/bench/scenarios/chat.js';
 import type { BenchReport, RunReport } from '../../src/bench/report.js';
+import { startWorkerProcess } from '../../src/bench/processes.js';
 
 const base: ChatScenarioOptions = {
   target: 'embedded',
@@ -89,4 +90,18 @@ t.test('a delivery dropped on purpose is reported lost, with its id', async (t) 
   t.match(a.lostIds[0], /^s[01]:1$/);
   t.equal(a.received, a.sent - 1);
   t.ok(report.warnings.some((w) => w.includes('lost=1')), 'the loss is a warning');
+});
+
+t.test('two runs against one running worker: the second is neither deduped nor fed the first one\'s leftovers', async (t) => {
+  const worker = await startWorkerProcess('worker', base.secret);
+  t.teardown(() => worker.stop());
+  const external: ChatScenarioOptions = { ...base, target: 'external', workerEndpoints: [`127.0.0.1:${worker.port}`], relay: false, drivers: 1, drainMs: 0 };
+  // No drain: the first run leaves messages in the inboxes, unacknowledged.
+  const first = runOf(await chatScenario(external), 'switchboard');
+  t.ok(first.accounting!.sent > 0);
+  const second = runOf(await chatScenario({ ...external, drainMs: 5000 }), 'switchboard');
+  const a = second.accounting!;
+  t.ok(a.sent > 0 && a.acked === a.sent, 'every send of the second run accepted');
+  t.equal(a.received, a.sent, 'and received');
+  t.match(a, { lost: 0, dup: 0 });
 });

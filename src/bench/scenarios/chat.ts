@@ -66,6 +66,8 @@ export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport>
 
   const measure = async (load: Load): Promise<RunReport> => {
     let startedAt = 0;
+    // Distinct msg_ids per run: a later run against the same server is not deduped against this one.
+    const msgIdBase = Date.now() * 1000;
     const timeline = new ChatTimeline(drivers, (p) =>
       progress(`[${load.label}] ${String(p.t).padStart(3)} s ${String(p.phase).padEnd(7)} delivered ${fmt.rate(Number(p.delivered)).padStart(9)}/s  p99 ${fmt.ms(Number(p.p99Ms)).padStart(8)} ms  errors ${p.errors}  connections ${p.connections}`),
     );
@@ -83,6 +85,7 @@ export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport>
         crossNode: o.crossNode,
         localAddress: driverAddress(index, load.endpoints[0]!.host),
         pairs: share(pairs, drivers, index),
+        msgIdBase,
         pairOffset: Array.from({ length: index }, (_, j) => share(pairs, drivers, j)).reduce((a, b) => a + b, 0),
         window: o.window,
         ...(load.rate === undefined ? {} : { rate: load.rate * (share(pairs, drivers, index) / pairs) }),
