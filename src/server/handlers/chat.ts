@@ -5,7 +5,7 @@
 // messages keep their order without waiting for each other. A store that can append
 // synchronously (the memory one) is used so, and the whole message is handled in one go.
 
-import { encodeMessageRequest, uint64String } from '../../protocol/codec.js';
+import { storedRequestBody, uint64String } from '../../protocol/codec.js';
 import { DELIVERY_OVERHEAD, storedResponseFrame } from '../../protocol/chat-frames.js';
 import { messageResponse } from '../../protocol/messages.js';
 import type { ImMessage, UInt64 } from '../../protocol/types.js';
@@ -27,9 +27,8 @@ export function handleChat(ctx: ServerContext, conn: Connection, session: LocalS
     return;
   }
   const to = request.to;
-  request.from = session.uid;
-  delete request.seq; // assigned by the inbox, never by the sender
-  const body = encodeMessageRequest(request);
+  // `from` is the sender's own; `seq` is assigned by the inbox, never by the sender.
+  const body = storedRequestBody(request, session.uid);
   // The delivery must fit a frame, and so must the forward to another worker (which adds `to`).
   if (body.length + DELIVERY_OVERHEAD + Buffer.byteLength(to) > ctx.limits.maxFrameLength) {
     conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_MESSAGE_TOO_LARGE', reason: `the delivered message would exceed ${ctx.limits.maxFrameLength} bytes` }));
