@@ -1,6 +1,6 @@
 // In-memory InboxStore: the embedded default. Bounded like the Redis one: per user at most
 // maxMessages messages, none older than maxAgeMs, dedupe entries for dedupeWindowMs (and at
-// most maxMessages of them).
+// most maxMessages of them). Nothing here waits, so appendNow() offers the append synchronously.
 
 import { DEFAULT_INBOX_LIMITS, hasDedupeId, type AppendRequest, type AppendResult, type InboxLimits, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
 
@@ -9,10 +9,26 @@ interface Inbox {
   /** Retained messages, ascending; `start` is the index of the oldest. */
   messages: StoredMessage[];
   start: number;
-  /** `${sender}\0${msgId}` → seq and expiry, in insertion (= expiry) order. */
-  dedupe: Map<string, { seq: number; expiresAt: number }>;
+  /** `${sender}\0${msgId}` → its entry. */
+  dedupe: Map<string, DedupeEntry>;
+  /**
+   * The same entries in insertion (= expiry) order; `dedupeStart` is the index of the oldest.
+   * Expiry and eviction take from its front: iterating the Map from its front instead walks
+   * over every entry deleted since V8 last rehashed it, thousands once the cap is reached.
+   */
+  dedupeOrder: DedupeEntry[];
+  dedupeStart: number;
   cursors: Map<string, number>;
 }
+
+interface DedupeEntry {
+  key: string;
+  seq: number;
+  expiresAt: number;
+}
+
+/** Drop a consumed prefix once it dominates the array, so pushes stay amortised O(1). */
+const COMPACT_AFTER = 64;
 
 export class MemoryInboxStore implements InboxStore {
   readonly #inboxes = new Map<string, Inbox>();
@@ -24,7 +40,11 @@ export class MemoryInboxStore implements InboxStore {
     this.#now = now;
   }
 
-  async append({ uid, sender, msgId, body }: AppendRequest): Promise<AppendResult> {
+  async append(request: AppendRequest): Promise<AppendResult> {
+    return this.appendNow(request);
+  }
+
+  appendNow({ uid, sender, msgId, body }: AppendRequest): AppendResult {
     const now = this.#now();
     const inbox = this.#inbox(uid);
     const key = hasDedupeId(msgId) ? `${sender}\0${msgId}` : undefined;
@@ -37,8 +57,10 @@ export class MemoryInboxStore implements InboxStore {
     // Kept without a copy: the caller hands the body over (AppendRequest.body).
     inbox.messages.push({ seq, storedAt: now, body: Buffer.from(body.buffer, body.byteOffset, body.byteLength) });
     if (key) {
-      inbox.dedupe.set(key, { seq, expiresAt: now + this.#limits.dedupeWindowMs });
-      if (inbox.dedupe.size > this.#limits.maxMessages) inbox.dedupe.delete(inbox.dedupe.keys().next().value!);
+      const entry = { key, seq, expiresAt: now + this.#limits.dedupeWindowMs };
+      inbox.dedupe.set(key, entry);
+      inbox.dedupeOrder.push(entry);
+      if (inbox.dedupe.size > this.#limits.maxMessages) this.#shiftDedupe(inbox);
     }
     this.#prune(inbox, now);
     return { seq, duplicate: false };
@@ -71,7 +93,7 @@ export class MemoryInboxStore implements InboxStore {
 
   #inbox(uid: string): Inbox {
     let inbox = this.#inboxes.get(uid);
-    if (!inbox) this.#inboxes.set(uid, (inbox = { head: 0, messages: [], start: 0, dedupe: new Map(), cursors: new Map() }));
+    if (!inbox) this.#inboxes.set(uid, (inbox = { head: 0, messages: [], start: 0, dedupe: new Map(), dedupeOrder: [], dedupeStart: 0, cursors: new Map() }));
     return inbox;
   }
 
@@ -81,17 +103,26 @@ export class MemoryInboxStore implements InboxStore {
     while (inbox.start < messages.length && (messages.length - inbox.start > this.#limits.maxMessages || messages[inbox.start]!.storedAt < cutoff)) {
       inbox.start++;
     }
-    // Compact once the pruned prefix dominates, so appends stay amortised O(1).
-    if (inbox.start > 64 && inbox.start * 2 > messages.length) {
+    if (inbox.start > COMPACT_AFTER && inbox.start * 2 > messages.length) {
       messages.splice(0, inbox.start);
       inbox.start = 0;
     }
   }
 
   #expireDedupe(inbox: Inbox, now: number): void {
-    for (const [key, entry] of inbox.dedupe) {
-      if (entry.expiresAt > now) break;
-      inbox.dedupe.delete(key);
+    const order = inbox.dedupeOrder;
+    while (inbox.dedupeStart < order.length && order[inbox.dedupeStart]!.expiresAt <= now) this.#shiftDedupe(inbox);
+  }
+
+  /** Forgets the oldest dedupe entry. */
+  #shiftDedupe(inbox: Inbox): void {
+    const order = inbox.dedupeOrder;
+    const entry = order[inbox.dedupeStart]!;
+    inbox.dedupeStart++;
+    inbox.dedupe.delete(entry.key);
+    if (inbox.dedupeStart > COMPACT_AFTER && inbox.dedupeStart * 2 > order.length) {
+      order.splice(0, inbox.dedupeStart);
+      inbox.dedupeStart = 0;
     }
   }
 }
