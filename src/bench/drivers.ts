@@ -33,7 +33,9 @@ export async function runDrivers<T extends DriverTask>(run: DriverRun<T>): Promi
   const results: Promise<TaskResult<T>>[] = [];
   const readies: Promise<void>[] = [];
   for (let index = 0; index < run.drivers; index++) {
-    const child = fork(script, [], { execArgv: [...loader, `--max-old-space-size=4096`], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    // BENCH_DRIVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the drivers.
+    const extra = process.env.BENCH_DRIVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+    const child = fork(script, [], { execArgv: [...loader, '--max-old-space-size=4096', ...extra], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     children.push(child);
     run.sampler?.add(`driver-${index}`, 'driver', child.pid);
     let readyResolve!: () => void;
@@ -58,11 +60,20 @@ export async function runDrivers<T extends DriverTask>(run: DriverRun<T>): Promi
     for (const child of children) child.send({ kind: 'go' });
     return await Promise.all(results);
   } finally {
-    for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+    // A driver exits by itself once it has sent its result (writing a --cpu-prof profile on the way).
+    await Promise.all(children.map((child) => exitWithin(child, 5_000)));
   }
 }
 
 /** Splits `total` into `parts` near-equal integers. */
 export function share(total: number, parts: number, index: number): number {
   return Math.floor(total / parts) + (index < total % parts ? 1 : 0);
+}
+
+async function exitWithin(child: ChildProcess, ms: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), ms);
+  await exited;
+  clearTimeout(timer);
 }

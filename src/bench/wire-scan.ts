@@ -36,90 +36,106 @@ export function scanMessage(body: Buffer, out: Scanned): Scanned {
   out.type = out.sequence = out.msgId = out.seq = out.responseSeq = out.contentStart = out.contentEnd = 0;
   out.errorCode = '';
   out.result = false;
-  walk(body, 0, body.length, (field, value, start, end) => {
-    if (field === TYPE) out.type = value;
-    else if (field === SEQUENCE) out.sequence = value;
-    else if (field === MESSAGE_REQUEST) scanRequest(body, start, end, out);
-    else if (field === MESSAGE_RESPONSE || field === LOGIN_RESPONSE) scanResponse(body, start, end, out);
-  });
+  const fields = new FieldReader(body, 0, body.length);
+  while (fields.next()) {
+    if (fields.field === TYPE) out.type = fields.value;
+    else if (fields.field === SEQUENCE) out.sequence = fields.value;
+    else if (fields.field === MESSAGE_REQUEST) scanRequest(body, fields.start, fields.end, out);
+    else if (fields.field === MESSAGE_RESPONSE || fields.field === LOGIN_RESPONSE) scanResponse(body, fields.start, fields.end, out);
+  }
   return out;
 }
 
 function scanRequest(body: Buffer, from: number, to: number, out: Scanned): void {
-  walk(body, from, to, (field, value, start, end) => {
-    if (field === 1) out.msgId = value;
-    else if (field === 6) {
-      out.contentStart = start;
-      out.contentEnd = end;
-    }
-    else if (field === 16) out.seq = value;
-  });
+  const fields = new FieldReader(body, from, to);
+  while (fields.next()) {
+    if (fields.field === 1) out.msgId = fields.value;
+    else if (fields.field === 6) {
+      out.contentStart = fields.start;
+      out.contentEnd = fields.end;
+    } else if (fields.field === 16) out.seq = fields.value;
+  }
 }
 
 function scanResponse(body: Buffer, from: number, to: number, out: Scanned): void {
   // MessageResponse and LoginResponse share result=1 and error_code=16; 17 is MessageResponse.seq and LoginResponse.inbox_head.
-  walk(body, from, to, (field, value, start, end) => {
-    if (field === 1) out.result = value !== 0;
-    else if (field === 16) out.errorCode = body.toString('utf8', start, end);
-    else if (field === 17) out.responseSeq = value;
-  });
+  const fields = new FieldReader(body, from, to);
+  while (fields.next()) {
+    if (fields.field === 1) out.result = fields.value !== 0;
+    else if (fields.field === 16) out.errorCode = body.toString('utf8', fields.start, fields.end);
+    else if (fields.field === 17) out.responseSeq = fields.value;
+  }
 }
 
-type Visit = (field: number, value: number, start: number, end: number) => void;
-
 /**
- * Calls `visit` for each field in [from, to): varints with their value (exact up to 2^53),
- * length-delimited fields with their byte range. Throws on a truncated or unknown wire type.
+ * Steps through the fields in [from, to): after next(), `field` is the field number, and
+ * `value` a varint's value (exact up to 2^53) or [start, end) a length-delimited field's bytes.
+ * Throws on a truncated field or an unsupported wire type. (A small object rather than a
+ * callback per field: V8 keeps it on the stack, and the driver scans every frame it receives.)
  */
-function walk(buf: Buffer, from: number, to: number, visit: Visit): void {
-  let i = from;
-  while (i < to) {
-    let key = 0;
-    let shift = 0;
-    let b: number;
-    do {
-      if (i >= to) throw new RangeError('truncated field key');
-      b = buf[i++]!;
-      key += (b & 0x7f) * 2 ** shift;
-      shift += 7;
-    } while (b & 0x80);
-    const field = Math.floor(key / 8);
-    switch (key & 7) {
-      case 0: {
-        let value = 0;
-        shift = 0;
-        do {
-          if (i >= to) throw new RangeError('truncated varint');
-          b = buf[i++]!;
-          value += (b & 0x7f) * 2 ** shift;
-          shift += 7;
-        } while (b & 0x80);
-        visit(field, value, i, i);
-        break;
-      }
+class FieldReader {
+  field = 0;
+  value = 0;
+  start = 0;
+  end = 0;
+  #pos: number;
+  readonly #buf: Buffer;
+  readonly #to: number;
+
+  constructor(buf: Buffer, from: number, to: number) {
+    this.#buf = buf;
+    this.#pos = from;
+    this.#to = to;
+  }
+
+  next(): boolean {
+    if (this.#pos >= this.#to) return false;
+    const key = this.#varint();
+    this.field = Math.floor(key / 8);
+    switch (key % 8) {
+      case 0:
+        this.value = this.#varint();
+        this.start = this.end = this.#pos;
+        return true;
       case 2: {
-        let length = 0;
-        shift = 0;
-        do {
-          if (i >= to) throw new RangeError('truncated length');
-          b = buf[i++]!;
-          length += (b & 0x7f) * 2 ** shift;
-          shift += 7;
-        } while (b & 0x80);
-        if (i + length > to) throw new RangeError('truncated field');
-        visit(field, 0, i, i + length);
-        i += length;
-        break;
+        const length = this.#varint();
+        if (this.#pos + length > this.#to) throw new RangeError('truncated field');
+        this.value = 0;
+        this.start = this.#pos;
+        this.end = this.#pos += length;
+        return true;
       }
       case 1:
-        i += 8;
-        break;
+        return this.#skip(8);
       case 5:
-        i += 4;
-        break;
+        return this.#skip(4);
       default:
-        throw new RangeError(`unsupported wire type ${key & 7}`);
+        throw new RangeError(`unsupported wire type ${key % 8}`);
     }
+  }
+
+  #skip(n: number): boolean {
+    if (this.#pos + n > this.#to) throw new RangeError('truncated field');
+    this.value = 0;
+    this.start = this.end = this.#pos += n;
+    return true;
+  }
+
+  #varint(): number {
+    const buf = this.#buf;
+    if (this.#pos >= this.#to) throw new RangeError('truncated varint');
+    let b = buf[this.#pos++]!;
+    if (b < 0x80) return b;
+    // Past one byte: arithmetic, since bit operators are 32-bit.
+    let value = b & 0x7f;
+    let scale = 128;
+    do {
+      if (this.#pos >= this.#to) throw new RangeError('truncated varint');
+      b = buf[this.#pos++]!;
+      value += (b & 0x7f) * scale;
+      scale *= 128;
+    } while (b & 0x80);
+    return value;
   }
 }
 
