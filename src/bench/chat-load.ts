@@ -24,8 +24,8 @@ export interface ChatLoadOptions {
   endpoints: Endpoint[];
   /** Pair N's receiver uses the next endpoint after its sender's (cross-node chat in a cluster). */
   crossNode?: boolean;
-  /** Local address the driver's sockets bind to (several spread connections past one address's ports). */
-  localAddress?: string;
+  /** Local addresses the driver's sockets bind to, in turn (see driverAddresses). */
+  localAddresses?: string[];
   pairs: number;
   /** Users are s<N> and r<N> for N from this offset (drivers of one run use disjoint ranges). */
   pairOffset?: number;
@@ -233,8 +233,10 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
     connections--;
     if (running) fail('CONNECTION_CLOSED');
   };
+  const addresses = o.localAddresses ?? [];
+  let dialed = 0;
   const dial = async (endpoint: Endpoint) => {
-    const conn = await connect(endpoint, o.localAddress, onClose);
+    const conn = await connect(endpoint, addresses.length ? addresses[dialed++ % addresses.length] : undefined, onClose);
     connections++;
     return conn;
   };

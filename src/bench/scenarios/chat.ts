@@ -5,7 +5,7 @@
 
 import { mergeAccounting, type Accounting, type ChatLoadResult, type Endpoint, type Target } from '../chat-load.js';
 import { ChatTimeline } from '../chat-timeline.js';
-import { driverAddress, runDrivers, share } from '../drivers.js';
+import { SOCKETS_PER_ADDRESS, driverAddresses, runDrivers, share } from '../drivers.js';
 import { Latency } from '../latency.js';
 import { ProcessSampler, startRelayProcess } from '../processes.js';
 import { noProgress, type ProgressSink } from '../progress.js';
@@ -83,7 +83,7 @@ export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport>
         target: load.target,
         endpoints: load.endpoints,
         crossNode: o.crossNode,
-        localAddress: driverAddress(index, load.endpoints[0]!.host),
+        localAddresses: driverAddresses(index, load.endpoints[0]!.host, Math.ceil((2 * share(pairs, drivers, index)) / SOCKETS_PER_ADDRESS)),
         pairs: share(pairs, drivers, index),
         msgIdBase,
         pairOffset: Array.from({ length: index }, (_, j) => share(pairs, drivers, j)).reduce((a, b) => a + b, 0),

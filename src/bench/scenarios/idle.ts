@@ -4,7 +4,7 @@
 
 import { readFileSync } from 'node:fs';
 import { SwitchboardError } from '../../errors.js';
-import { driverAddress, runDrivers, share } from '../drivers.js';
+import { SOCKETS_PER_ADDRESS, driverAddresses, runDrivers, share } from '../drivers.js';
 import type { IdleLoadResult, IdleSecond } from '../idle-load.js';
 import { Latency } from '../latency.js';
 import { ProcessSampler, rssBytes } from '../processes.js';
@@ -128,7 +128,7 @@ export async function idleScenario(o: IdleScenarioOptions): Promise<BenchReport>
         },
         options: (index) => ({
           endpoints: target.workers.map(({ host, port }) => ({ host, port })),
-          ...sourceAddresses(index, target.workers[0]!.host, share(o.connections, drivers, index)),
+          localAddresses: driverAddresses(index, target.workers[0]!.host, Math.ceil(share(o.connections, drivers, index) / SOCKETS_PER_ADDRESS)),
           connections: share(o.connections, drivers, index),
           uidOffset: Array.from({ length: index }, (_, j) => share(o.connections, drivers, j)).reduce((a, b) => a + b, 0),
           heartbeatMs: o.heartbeatMs,
@@ -224,20 +224,6 @@ function summarize(label: string, results: IdleLoadResult[], timeline: TimelineP
   const errors: Record<string, number> = {};
   for (const r of results) for (const [code, n] of [...Object.entries(r.failedLogins), ...Object.entries(r.closedCodes)]) errors[code] = (errors[code] ?? 0) + n;
   return { label, metrics, latency, timeline, processes: processes.filter((p) => p.samples.length > 0), errors, notes };
-}
-
-/** Sockets per source address: bind() slows as an address fills (15k connections: 24 s on one address, 5 s on four). */
-const SOCKETS_PER_ADDRESS = 4_000;
-
-/**
- * Source addresses for driver `index` on loopback: its driverAddress (127.0.0.x), then the same
- * last octet in 127.0.1.x, 127.0.2.x... so no two drivers share one.
- */
-function sourceAddresses(index: number, host: string, sockets: number): { localAddresses?: string[] } {
-  const first = driverAddress(index, host);
-  if (!first) return {};
-  const last = first.split('.')[3]!;
-  return { localAddresses: Array.from({ length: Math.ceil(sockets / SOCKETS_PER_ADDRESS) }, (_, k) => `127.0.${k}.${last}`) };
 }
 
 /** "CODE=n CODE=n" over several drivers' counts. */

@@ -5,7 +5,7 @@
 // scrypt, by design, so it is measured with a few loops over a few registered users.
 
 import { BENCH_DEVICE, USERS_PER_LOOP, registerUsers, runGateLoginLoad, type GateUser, type LoginLoadResult, type LoginSecond } from '../login-load.js';
-import { runDrivers, share } from '../drivers.js';
+import { driverAddresses, runDrivers, share } from '../drivers.js';
 import { Latency } from '../latency.js';
 import { ProcessSampler, type ProcessSeries } from '../processes.js';
 import { noProgress, type ProgressSink } from '../progress.js';
@@ -44,14 +44,6 @@ const GATE_HASH_CONCURRENCY = 4;
 /** The gate's rate limits (default 60/min per IP, 10/min per user) would stop the run in seconds. */
 const UNLIMITED_GATE = ['--rate-ip', '100000000', '--rate-user', '100000000'];
 const PASSWORD = 'login-storm bench password';
-
-/** Source addresses of driver `index`: 127.0.0.2-254 split between the drivers (none off loopback). */
-export function sourceAddresses(index: number, drivers: number, host: string): string[] {
-  if (!host.startsWith('127.')) return [];
-  const out: string[] = [];
-  for (let last = 2 + (index % 253); last <= 254; last += Math.min(drivers, 253)) out.push(`127.0.0.${last}`);
-  return out;
-}
 
 export async function loginStormScenario(o: LoginStormOptions): Promise<BenchReport> {
   if (o.connections < 1) throw new Error('--connections must be at least 1');
@@ -154,7 +146,8 @@ async function workerRun(o: LoginStormOptions, target: RunningTarget, drivers: n
     },
     options: (index) => ({
       endpoints,
-      localAddresses: sourceAddresses(index, drivers, endpoints[0]!.host),
+      // Many addresses, cycled per connection: a (source, destination) pair rarely comes round while the server holds it in TIME_WAIT.
+      localAddresses: driverAddresses(index, endpoints[0]!.host, 64),
       loops: share(o.connections, drivers, index),
       loopOffset: Array.from({ length: index }, (_, j) => share(o.connections, drivers, j)).reduce((a, b) => a + b, 0),
       loopStride: o.connections,
@@ -193,7 +186,7 @@ async function workerRun(o: LoginStormOptions, target: RunningTarget, drivers: n
   if (o.rate !== undefined) latencies.startLag = report(startLag);
   const notes = [
     `each cycle: connect, LOGIN_REQUEST (token minted in the driver), LOGIN_RESPONSE, LOGOUT_REQUEST, LOGOUT_RESPONSE and the server's close (TIME_WAIT on the server's side); latency is connect → LOGIN_RESPONSE${o.rate !== undefined ? ' from the intended start' : ''}`,
-    `${usersNote(o.connections)}; source addresses cycled per connection over 127.0.0.2-254 on loopback`,
+    `${usersNote(o.connections)}; source addresses cycled per connection over 64 loopback addresses per driver`,
   ];
   if (o.rate !== undefined) notes.push(`driver start lag p99 ${fmt.ms(startLag.percentiles().p99)} ms (attempts wait for one of the ${o.connections} loops to be free)`);
   if (metrics.workerCpu !== undefined) notes.push(`worker CPU ${fmt.pct(metrics.workerCpu / endpoints.length)} of a core per worker: ${fmt.rate(loginsPerSec / Math.max(metrics.workerCpu, 1e-9))} logins per worker core-second`);
