@@ -96,5 +96,10 @@ export function storedRequestBody(request: MessageRequest, from: string): Uint8A
 export function uint64String(value: UInt64 | null | undefined): string {
   if (value == null) return '0';
   if (typeof value === 'number') return String(value);
-  return value.high === 0 ? String(value.low >>> 0) : value.toString();
+  if (value.high === 0) return String(value.low >>> 0);
+  const high = value.high >>> 0;
+  // Below 2^53 a double holds the value exactly, and String() is far cheaper than Long's
+  // division loop (msg_ids are often timestamps, past 2^32).
+  if (high < 0x20_0000) return String(high * 0x1_0000_0000 + (value.low >>> 0));
+  return value.toString();
 }
