@@ -23,7 +23,8 @@ export interface DecodedTypes {
 }
 
 /**
- * A copy of a request's wire bytes, and the two ranges the server replaces: `from` (absent:
+ * A view of a request's wire bytes (not a copy: it lives only until the handler has built the
+ * stored body from it, which is a copy), and the two ranges the server replaces: `from` (absent:
  * an empty range where it belongs, after msg_id and before `to`) and the `seq` at the end
  * (absent: `seqStart` is the length). Everything else is stored as it came.
  */
@@ -250,8 +251,7 @@ function decodeRequest(c: Cursor, types: DecodedTypes): MessageRequest | undefin
     fromStart = start < c.end && buf[start] === 0x08 ? skipVarint(buf, start + 1) : start;
     fromEnd = fromStart;
   }
-  const bytes = Buffer.allocUnsafe(c.end - start);
-  buf.copy(bytes, 0, start, c.end);
+  const bytes = buf.subarray(start, c.end);
   request[REQUEST_WIRE] = { bytes, fromStart: fromStart - start, fromEnd: fromEnd - start, seqStart: (seqStart < 0 ? c.end : seqStart) - start };
   return request;
 }

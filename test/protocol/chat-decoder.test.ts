@@ -115,6 +115,14 @@ t.test('the stored body is spliced from the wire: from replaced, seq dropped', a
   t.equal(Number(message.messageRequest!.seq), 9);
 });
 
+t.test('the stored body is a copy: it does not change when the read buffer is reused', async (t) => {
+  const body = hex('08 05 32 12  08 2a  12 05 616c696365  1a 03 626f62  32 02 6869');
+  const stored = storedRequestBody(decodeChatMessage(body, types)!.messageRequest!, SENDER) as Buffer;
+  const before = toHex(stored);
+  body.fill(0);
+  t.equal(toHex(stored), before, 'unchanged when the read buffer is reused');
+});
+
 t.test('forms left to protobufjs, which decodes or refuses them as before', async (t) => {
   const declined: [string, string][] = [
     ['another type', '08 04 10 01'],
