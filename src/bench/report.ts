@@ -93,12 +93,15 @@ export function driverWarnings(processes: ProcessSeries[], from: number, to: num
   return warnings;
 }
 
-/** Mean CPU (fraction of a core) of each process over [from, to], by name. */
-export function meanCpu(processes: ProcessSeries[], from: number, to: number): Record<string, number> {
-  const out: Record<string, number> = {};
+/**
+ * Mean CPU (fraction of a core) of each process over [from, to], by pid (names repeat: every
+ * run has its own driver-0). Processes without samples in the interval are left out.
+ */
+export function meanCpu(processes: ProcessSeries[], from: number, to: number): Record<number, number> {
+  const out: Record<number, number> = {};
   for (const p of processes) {
     const samples = p.samples.filter((s) => s.t > from && s.t <= to + 0.5);
-    if (samples.length) out[p.name] = samples.reduce((sum, s) => sum + s.cpu, 0) / samples.length;
+    if (samples.length) out[p.pid] = samples.reduce((sum, s) => sum + s.cpu, 0) / samples.length;
   }
   return out;
 }

@@ -206,7 +206,7 @@ function summarize(load: Load, results: ChatLoadResult[], timeline: ChatTimeline
   const errors: Record<string, number> = {};
   for (const r of results) for (const [code, n] of Object.entries(r.errors)) errors[code] = (errors[code] ?? 0) + n;
   const accountings = results.map((r) => r.accounting).filter((a): a is Accounting => a !== undefined);
-  const sum = (roles: string[]) => processes.filter((p) => roles.includes(p.role)).reduce((total, p) => total + (cpu[p.name] ?? 0), 0);
+  const sum = (roles: string[]) => processes.filter((p) => roles.includes(p.role)).reduce((total, p) => total + (cpu[p.pid] ?? 0), 0);
   const latency: Record<string, LatencyReport> = { delivery: merged('deliveryLatency') };
   if (load.target === 'switchboard') latency.ack = merged('ackLatency');
   if (load.rate !== undefined) latency.sendLag = merged('sendLag');
@@ -218,7 +218,7 @@ function summarize(load: Load, results: ChatLoadResult[], timeline: ChatTimeline
   };
   if (load.rate !== undefined) metrics.offeredPerSec = load.rate;
   const redis = processes.find((p) => p.role === 'redis');
-  if (redis && cpu.redis !== undefined) metrics.redisCpu = cpu.redis;
+  if (redis && cpu[redis.pid] !== undefined) metrics.redisCpu = cpu[redis.pid]!;
   return {
     label: load.label,
     metrics,

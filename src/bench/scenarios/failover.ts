@@ -143,7 +143,7 @@ export async function failoverScenario(o: FailoverScenarioOptions): Promise<Benc
     return { ...latency.percentiles(), distribution: latency.distribution() };
   };
   const seconds = Math.max(...results.map((r) => r.seconds));
-  const sum = (roles: string[]) => processes.filter((p) => roles.includes(p.role)).reduce((total, p) => total + (cpu[p.name] ?? 0), 0);
+  const sum = (roles: string[]) => processes.filter((p) => roles.includes(p.role)).reduce((total, p) => total + (cpu[p.pid] ?? 0), 0);
   const recovery = fromKill.percentiles();
   const metrics: Record<string, number> = {
     offeredPerSec: o.rate,

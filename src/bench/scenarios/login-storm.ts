@@ -103,7 +103,7 @@ function sumErrors(parts: Record<string, number>[]): Record<string, number> {
 
 /** CPU of the server processes over the measured seconds: workers (or the embedded node) and the gate. */
 function serverCpu(processes: ProcessSeries[], cpu: Record<string, number>, kind: TargetKind): Record<string, number> {
-  const sum = (roles: string[]) => processes.filter((p) => roles.includes(p.role)).reduce((total, p) => total + (cpu[p.name] ?? 0), 0);
+  const sum = (roles: string[]) => processes.filter((p) => roles.includes(p.role)).reduce((total, p) => total + (cpu[p.pid] ?? 0), 0);
   const out: Record<string, number> = {};
   if (kind === 'external') return out;
   // Embedded: one process is both gate and worker: its CPU is the worker's and the gate's column stays empty.
@@ -179,7 +179,7 @@ async function workerRun(o: LoginStormOptions, target: RunningTarget, drivers: n
     attempts: results.reduce((sum, r) => sum + r.attempts, 0),
     failures: results.reduce((sum, r) => sum + r.failures, 0),
     ...serverCpu(processes, cpu, target.kind),
-    driverCpu: processes.filter((p) => p.role === 'driver').reduce((total, p) => total + (cpu[p.name] ?? 0), 0),
+    driverCpu: processes.filter((p) => p.role === 'driver').reduce((total, p) => total + (cpu[p.pid] ?? 0), 0),
   };
   if (o.rate !== undefined) metrics.offeredPerSec = o.rate;
   const latencies: Record<string, LatencyReport> = { login: report(latency) };
