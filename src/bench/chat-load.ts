@@ -95,6 +95,8 @@ export interface ChatLoadResult {
   ackLatency: string;
   /** Open loop: how late the driver itself sent, after the intended time. */
   sendLag: string;
+  /** Open loop: send → delivery from the actual send time (without the driver's lateness). */
+  fromSendLatency: string;
   /** Refused sends and other failures by code (SB_ERR_..., or CONNECTION_CLOSED). */
   errors: Record<string, number>;
   /** switchboard: the loss accounting over the whole run, warm-up included. */
@@ -177,9 +179,12 @@ async function login(target: Target, endpoint: Conn, uid: string, token: ((uid: 
   return answered;
 }
 
-/** The content of a message: its send time (ms on this process's performance clock), padded. */
+/**
+ * The content of a message: its intended and its actual send time (ms on this process's
+ * performance clock; the same in the closed loop), padded: "intended|actual|xxx...".
+ */
 function stamp(at: number, payloadBytes: number): string {
-  const head = `${at.toFixed(3)}|`;
+  const head = `${at.toFixed(3)}|${performance.now().toFixed(3)}|`;
   return head.length >= payloadBytes ? head : head + 'x'.repeat(payloadBytes - head.length);
 }
 
@@ -283,6 +288,16 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
   const ackLatency = new Latency();
   const sendLag = new Latency();
   const secondLatency = new Latency();
+  const fromSendLatency = new Latency();
+  /** A delivery's latencies, from the stamp in its content at body[start, end). */
+  const received = (body: Buffer, start: number, end: number) => {
+    const now = performance.now();
+    const latency = now - leadingNumber(body, start, end);
+    secondLatency.add(latency);
+    if (!measuring()) return;
+    deliveryLatency.add(latency);
+    if (open) fromSendLatency.add(now - leadingNumber(body, body.indexOf(0x7c, start) + 1, end));
+  };
   // Open loop: the k-th send of a pair (msg_id k, from 1) is due at t0 + (k - 1) * interval.
   const interval = open ? (1000 * o.pairs) / o.rate! : 0;
   const t0 = performance.now();
@@ -323,9 +338,7 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
         // A seq seen before is a resend of the same delivery: a client dedupes it.
         else if (pair.seenSeqs.bump(scan.seq - pair.seqBase) === 1) pair.receivedIds.bump(k);
         delivered++;
-        const latency = performance.now() - leadingNumber(body, scan.contentStart, scan.contentEnd);
-        secondLatency.add(latency);
-        if (measuring()) deliveryLatency.add(latency);
+        received(body, scan.contentStart, scan.contentEnd);
         if (running && !open) send(performance.now());
       };
       pair.receiver.afterRead = () => {
@@ -337,9 +350,7 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
       pair.receiver.onFrame = (body) => {
         pair.deliveries++;
         delivered++;
-        const latency = performance.now() - leadingNumber(body, 1 + body[0]!, body.length);
-        secondLatency.add(latency);
-        if (measuring()) deliveryLatency.add(latency);
+        received(body, 1 + body[0]!, body.length);
         if (running && !open) send(performance.now());
       };
     }
@@ -400,6 +411,7 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
     deliveryLatency: deliveryLatency.encode(),
     ackLatency: ackLatency.encode(),
     sendLag: sendLag.encode(),
+    fromSendLatency: fromSendLatency.encode(),
     errors,
   };
   phase = 'drain';

@@ -75,6 +75,9 @@ t.test('open loop: the rate is split over the drivers and nothing is lost', asyn
   const sb = runOf(report, 'switchboard');
   t.equal(sb.metrics.offeredPerSec, 400);
   t.ok(sb.latency.sendLag!.count > 0, 'send lag recorded');
+  const fromSend = sb.latency.deliveryFromSend!;
+  t.equal(fromSend.count, sb.latency.delivery!.count, 'every delivery also timed from its actual send');
+  t.ok(fromSend.p50 <= sb.latency.delivery!.p50 + 0.01, 'which is never later than the intended send time');
   // 400 msg/s for ~1.3 s: far from the 1.3 × 400 it would be if each driver sent the whole rate twice.
   t.ok(sb.accounting!.sent < 400 * 2, 'drivers share the rate');
   t.match(sb.accounting, { lost: 0, dup: 0 });

@@ -195,7 +195,7 @@ export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport>
 }
 
 function summarize(load: Load, results: ChatLoadResult[], timeline: ChatTimeline, processes: RunReport['processes'], cpu: Record<string, number>): RunReport {
-  const merged = (key: 'deliveryLatency' | 'ackLatency' | 'sendLag'): LatencyReport => {
+  const merged = (key: 'deliveryLatency' | 'ackLatency' | 'sendLag' | 'fromSendLatency'): LatencyReport => {
     const latency = new Latency();
     for (const r of results) latency.merge(Latency.decode(r[key]));
     return { ...latency.percentiles(), distribution: latency.distribution() };
@@ -209,7 +209,10 @@ function summarize(load: Load, results: ChatLoadResult[], timeline: ChatTimeline
   const sum = (roles: string[]) => processes.filter((p) => roles.includes(p.role)).reduce((total, p) => total + (cpu[p.pid] ?? 0), 0);
   const latency: Record<string, LatencyReport> = { delivery: merged('deliveryLatency') };
   if (load.target === 'switchboard') latency.ack = merged('ackLatency');
-  if (load.rate !== undefined) latency.sendLag = merged('sendLag');
+  if (load.rate !== undefined) {
+    latency.sendLag = merged('sendLag');
+    latency.deliveryFromSend = merged('fromSendLatency');
+  }
   const metrics: Record<string, number> = {
     deliveredPerSec: delivered / seconds,
     ackedPerSec: acked / seconds,
@@ -228,6 +231,12 @@ function summarize(load: Load, results: ChatLoadResult[], timeline: ChatTimeline
     processes: processes.filter((p) => p.samples.length > 0),
     errors,
     ...(accountings.length ? { accounting: mergeAccounting(accountings) } : {}),
-    notes: load.rate !== undefined ? [`driver send lag p99 ${fmt.ms(latency.sendLag!.p99)} ms (the driver's own share of the latency)`] : [],
+    notes:
+      load.rate !== undefined
+        ? [
+            `driver send lag p99 ${fmt.ms(latency.sendLag!.p99)} ms (the driver's own share of the latency); ` +
+              `delivery from the actual send p50 ${fmt.ms(latency.deliveryFromSend!.p50)} p99 ${fmt.ms(latency.deliveryFromSend!.p99)} p99.9 ${fmt.ms(latency.deliveryFromSend!.p999)} ms`,
+          ]
+        : [],
   };
 }
