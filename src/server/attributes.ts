@@ -26,7 +26,12 @@ export class AttributeMap {
   }
 
   set<T>(key: AttributeKey<T>, value: T): void {
-    const slots = (this.#slots ??= []);
+    const slots = this.#slots;
+    if (!slots) {
+      // Exactly two elements: push() onto an empty array would reserve room for seventeen.
+      this.#slots = [key, value];
+      return;
+    }
     for (let i = 0; i < slots.length; i += 2) {
       if (slots[i] === key) {
         slots[i + 1] = value;
