@@ -9,22 +9,18 @@ interface Inbox {
   /** Retained messages, ascending; `start` is the index of the oldest. */
   messages: StoredMessage[];
   start: number;
-  /** `${sender}\0${msgId}` → its entry. */
-  dedupe: Map<string, DedupeEntry>;
+  /** `${sender}\0${msgId}` → the seq it was stored under. */
+  dedupe: Map<string, number>;
   /**
-   * The same entries in insertion (= expiry) order; `dedupeStart` is the index of the oldest.
-   * Expiry and eviction take from its front: iterating the Map from its front instead walks
-   * over every entry deleted since V8 last rehashed it, thousands once the cap is reached.
+   * The same keys in insertion (= expiry) order, with their expiry times in a parallel array
+   * (no object per entry); `dedupeStart` is the index of the oldest. Expiry and eviction take
+   * from the front: iterating the Map from its front instead walks over every entry deleted
+   * since V8 last rehashed it, thousands once the cap is reached.
    */
-  dedupeOrder: DedupeEntry[];
+  dedupeKeys: string[];
+  dedupeExpires: number[];
   dedupeStart: number;
   cursors: Map<string, number>;
-}
-
-interface DedupeEntry {
-  key: string;
-  seq: number;
-  expiresAt: number;
 }
 
 /** Drop a consumed prefix once it dominates the array, so pushes stay amortised O(1). */
@@ -51,15 +47,15 @@ export class MemoryInboxStore implements InboxStore {
     if (key) {
       this.#expireDedupe(inbox, now);
       const seen = inbox.dedupe.get(key);
-      if (seen) return { seq: seen.seq, duplicate: true };
+      if (seen !== undefined) return { seq: seen, duplicate: true };
     }
     const seq = ++inbox.head;
     // Kept without a copy: the caller hands the body over (AppendRequest.body).
-    inbox.messages.push({ seq, storedAt: now, body: Buffer.from(body.buffer, body.byteOffset, body.byteLength) });
+    inbox.messages.push({ seq, storedAt: now, body: Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength) });
     if (key) {
-      const entry = { key, seq, expiresAt: now + this.#limits.dedupeWindowMs };
-      inbox.dedupe.set(key, entry);
-      inbox.dedupeOrder.push(entry);
+      inbox.dedupe.set(key, seq);
+      inbox.dedupeKeys.push(key);
+      inbox.dedupeExpires.push(now + this.#limits.dedupeWindowMs);
       if (inbox.dedupe.size > this.#limits.maxMessages) this.#shiftDedupe(inbox);
     }
     this.#prune(inbox, now);
@@ -93,7 +89,7 @@ export class MemoryInboxStore implements InboxStore {
 
   #inbox(uid: string): Inbox {
     let inbox = this.#inboxes.get(uid);
-    if (!inbox) this.#inboxes.set(uid, (inbox = { head: 0, messages: [], start: 0, dedupe: new Map(), dedupeOrder: [], dedupeStart: 0, cursors: new Map() }));
+    if (!inbox) this.#inboxes.set(uid, (inbox = { head: 0, messages: [], start: 0, dedupe: new Map(), dedupeKeys: [], dedupeExpires: [], dedupeStart: 0, cursors: new Map() }));
     return inbox;
   }
 
@@ -110,18 +106,17 @@ export class MemoryInboxStore implements InboxStore {
   }
 
   #expireDedupe(inbox: Inbox, now: number): void {
-    const order = inbox.dedupeOrder;
-    while (inbox.dedupeStart < order.length && order[inbox.dedupeStart]!.expiresAt <= now) this.#shiftDedupe(inbox);
+    const expires = inbox.dedupeExpires;
+    while (inbox.dedupeStart < expires.length && expires[inbox.dedupeStart]! <= now) this.#shiftDedupe(inbox);
   }
 
   /** Forgets the oldest dedupe entry. */
   #shiftDedupe(inbox: Inbox): void {
-    const order = inbox.dedupeOrder;
-    const entry = order[inbox.dedupeStart]!;
-    inbox.dedupeStart++;
-    inbox.dedupe.delete(entry.key);
-    if (inbox.dedupeStart > COMPACT_AFTER && inbox.dedupeStart * 2 > order.length) {
-      order.splice(0, inbox.dedupeStart);
+    const keys = inbox.dedupeKeys;
+    inbox.dedupe.delete(keys[inbox.dedupeStart++]!);
+    if (inbox.dedupeStart > COMPACT_AFTER && inbox.dedupeStart * 2 > keys.length) {
+      keys.splice(0, inbox.dedupeStart);
+      inbox.dedupeExpires.splice(0, inbox.dedupeStart);
       inbox.dedupeStart = 0;
     }
   }
