@@ -37,3 +37,23 @@ t.test('expired dedupe entries are dropped in order, and later ones are kept', a
   t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '251', body: body('retry') }), { seq: 251, duplicate: true });
   t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '250', body: body('new') }), { seq: 301, duplicate: false });
 });
+
+t.test('msg_ids short and long, from several senders: each deduped on its own, evicted in order', async (t) => {
+  // 15 digits and fewer are number keys, longer ones string keys: neither may be confused.
+  const ids = ['1', '999999999999999', '1000000000000000', '9007199254740993', '18446744073709551615'];
+  const inbox = new MemoryInboxStore({ maxMessages: 2 * ids.length });
+  let seq = 0;
+  for (const sender of ['alice', 'carol']) {
+    for (const msgId of ids) t.same(inbox.appendNow({ uid: 'bob', sender, msgId, body: body(`${sender} ${msgId}`) }), { seq: ++seq, duplicate: false }, `${sender} ${msgId} stored`);
+  }
+  for (const [i, msgId] of ids.entries()) {
+    t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId, body: body('again') }), { seq: i + 1, duplicate: true }, `alice ${msgId} deduped`);
+    t.same(inbox.appendNow({ uid: 'bob', sender: 'carol', msgId, body: body('again') }), { seq: ids.length + i + 1, duplicate: true }, `carol ${msgId} deduped`);
+  }
+  // Neighbours of the ids are new messages, not duplicates.
+  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '9007199254740992', body: body('n') }), { seq: ++seq, duplicate: false });
+  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '18446744073709551614', body: body('n') }), { seq: ++seq, duplicate: false });
+  // Those two evicted alice's two oldest ids ('1' and '999999999999999'); carol's stay.
+  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '1', body: body('n') }), { seq: ++seq, duplicate: false }, 'alice 1 forgotten');
+  t.same(inbox.appendNow({ uid: 'bob', sender: 'carol', msgId: '1', body: body('again') }), { seq: ids.length + 1, duplicate: true }, 'carol 1 remembered');
+});
