@@ -108,3 +108,24 @@ t.test('two runs against one running worker: the second is neither deduped nor f
   t.equal(a.received, a.sent, 'and received');
   t.match(a, { lost: 0, dup: 0 });
 });
+
+t.test('--max: a closed-loop probe, then open-loop steps bisecting below 1.1 × its rate', async (t) => {
+  const report = await chatScenario({ ...base, relay: false, drivers: 1, max: true, maxP99Ms: 10_000, durationS: 0.5, warmupS: 0.2 });
+  const [probe, ...steps] = report.runs;
+  t.match(probe!.label, /closed loop \(probe\)/);
+  t.equal(steps.length, 6, 'six steps');
+  const ceiling = probe!.metrics.deliveredPerSec!;
+  t.equal(steps[0]!.metrics.offeredPerSec, Math.round(ceiling / 2), 'the first step at half the ceiling');
+  for (const step of steps) {
+    t.ok(step.metrics.offeredPerSec! > 0 && step.metrics.offeredPerSec! <= ceiling * 1.1, 'within (0, 1.1 × ceiling]');
+    t.ok(step.metrics.sustained === 0 || step.metrics.sustained === 1, 'judged');
+    t.match(step.accounting, { lost: 0, dup: 0 });
+  }
+  const sustained = steps.filter((s) => s.metrics.sustained === 1);
+  if (sustained.length) {
+    const best = sustained.reduce((a, b) => (b.metrics.offeredPerSec! > a.metrics.offeredPerSec! ? b : a));
+    t.match(best.notes.join(' '), /highest sustained rate/);
+  } else {
+    t.match(report.warnings.join(' '), /no open-loop step was sustained/);
+  }
+});
