@@ -212,6 +212,8 @@ interface Pair {
   ackedSeq: number;
   /** The receiver's inbox head at login: this run's deliveries have higher seqs. */
   seqBase: number;
+  /** Open loop: this pair's offset within each interval, ms. */
+  phase: number;
   /** Per msg_id: answered with success; received. Per inbox seq: seen. */
   okIds: Marks;
   receivedIds: Marks;
@@ -267,6 +269,7 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
         highestSeq: 0,
         ackedSeq: 0,
         seqBase,
+        phase: 0,
         okIds: new Marks(),
         receivedIds: new Marks(),
         seenSeqs: new Marks(),
@@ -298,10 +301,13 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
     deliveryLatency.add(latency);
     if (open) fromSendLatency.add(now - leadingNumber(body, body.indexOf(0x7c, start) + 1, end));
   };
-  // Open loop: the k-th send of a pair (msg_id k, from 1) is due at t0 + (k - 1) * interval.
+  // Open loop: the k-th send of pair i (msg_id k, from 1) is due at t0 + (k - 1 + i / pairs) *
+  // interval: the pairs' phases are staggered, so the total is an even stream, not a burst of
+  // every pair at once each interval.
   const interval = open ? (1000 * o.pairs) / o.rate! : 0;
+  pairs.forEach((pair, i) => (pair.phase = (i / pairs.length) * interval));
   const t0 = performance.now();
-  const sentAt = (pair: Pair, msgId: number) => (open ? t0 + (msgId - 1) * interval : pair.sendTimes[msgId % RING]!);
+  const sentAt = (pair: Pair, msgId: number) => (open ? t0 + pair.phase + (msgId - 1) * interval : pair.sendTimes[msgId % RING]!);
   const measuring = () => phase === 'measure';
 
   const scan = emptyScan();
@@ -362,10 +368,10 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
   if (open) {
     const tick = () => {
       const now = performance.now();
-      const due = Math.floor((now - t0) / interval) + 1;
       for (const pair of pairs) {
+        const due = Math.floor((now - t0 - pair.phase) / interval) + 1;
         while (pair.sent < due) {
-          const at = t0 + pair.sent * interval;
+          const at = t0 + pair.phase + pair.sent * interval;
           if (measuring()) sendLag.add(now - at);
           pair.sent++;
           sentTotal++;
