@@ -13,6 +13,8 @@ const COMMANDS: Record<string, { run: (argv: string[]) => Promise<void>; summary
   gate: { run: gateCommand, summary: 'run the HTTP gate of a cluster' },
   chat: { run: chatCommand, summary: 'interactive terminal chat' },
   token: { run: tokenCommand, summary: 'mint a login token for development' },
+  // Loaded on use: a server process never loads the load generator.
+  bench: { run: async (argv) => (await import('./commands/bench.js')).benchCommand(argv), summary: 'measure throughput, latency, memory and failover under load' },
 };
 
 function help(): string {

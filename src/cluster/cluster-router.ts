@@ -35,8 +35,11 @@ const RECHECK_TICK_MS = 250;
 
 export class ClusterRouter implements MessageRouter {
   readonly #o: ClusterRouterOptions;
-  /** Users whose local sessions re-read their inbox at `at`, in time order. */
-  readonly #rechecks: { uid: string; at: number }[] = [];
+  /**
+   * Users whose local sessions re-read their inbox at `at`: one queue per delay, so each is in
+   * time order as it is appended to (no sort per login).
+   */
+  readonly #rechecks: { uid: string; at: number }[][] = [[], []];
   /** Sessions announced by this worker (opened and not closed): what a re-registration re-announces. */
   readonly #open = new Set<LocalSession>();
   readonly #timer: NodeJS.Timeout;
@@ -78,7 +81,7 @@ export class ClusterRouter implements MessageRouter {
   async close(): Promise<void> {
     this.#unsubscribe();
     clearInterval(this.#timer);
-    this.#rechecks.length = 0;
+    for (const queue of this.#rechecks) queue.length = 0;
     this.#open.clear();
     this.#o.workers.close();
     this.#o.routes.clear();
@@ -95,9 +98,9 @@ export class ClusterRouter implements MessageRouter {
     const now = Date.now();
     for (const uid of uids) {
       this.#announce(NotificationType.SESSION_ON, uid);
-      this.#rechecks.push({ uid, at: now + 1000 }, { uid, at: now + this.#o.routeCacheTtlMs + 1000 });
+      this.#rechecks[0]!.push({ uid, at: now + 1000 });
+      this.#rechecks[1]!.push({ uid, at: now + this.#o.routeCacheTtlMs + 1000 });
     }
-    if (this.#rechecks.length > 1) this.#rechecks.sort((a, b) => a.at - b.at);
   }
 
   #registeredAgain(): void {
@@ -112,10 +115,12 @@ export class ClusterRouter implements MessageRouter {
 
   #runRechecks(): void {
     const now = Date.now();
-    let due = 0;
-    while (due < this.#rechecks.length && this.#rechecks[due]!.at <= now) due++;
-    if (due === 0) return;
-    const uids = new Set(this.#rechecks.splice(0, due).map((r) => r.uid));
-    this.#o.local.nudge([...uids]);
+    const uids = new Set<string>();
+    for (const queue of this.#rechecks) {
+      let due = 0;
+      while (due < queue.length && queue[due]!.at <= now) due++;
+      for (const r of queue.splice(0, due)) uids.add(r.uid);
+    }
+    if (uids.size > 0) this.#o.local.nudge([...uids]);
   }
 }

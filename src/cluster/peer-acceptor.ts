@@ -86,7 +86,7 @@ export class PeerAcceptor implements ServerExtension {
     }
     state.authenticated = true;
     conn.authenticated = true;
-    conn.log = conn.log.child({ peer: state.peerId });
+    conn.bindLog({ peer: state.peerId });
     conn.log.info('peer authenticated');
   }
 

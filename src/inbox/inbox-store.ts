@@ -56,6 +56,11 @@ export interface InboxRange extends InboxBounds {
 export interface InboxStore {
   /** Atomically assigns the next sequence and stores the message (or finds its duplicate). */
   append(request: AppendRequest): Promise<AppendResult>;
+  /**
+   * The same as append(), done synchronously: offered by stores that never wait (the memory
+   * one), so that storing a chat message costs no promise. The caller uses it when present.
+   */
+  appendNow?(request: AppendRequest): AppendResult;
   /** Messages after `after`, oldest first, at most `limit` (0: bounds only). */
   range(uid: string, after: number, limit: number): Promise<InboxRange>;
   /** The device's saved position; undefined when the device has none. */

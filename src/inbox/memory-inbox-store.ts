@@ -1,6 +1,6 @@
 // In-memory InboxStore: the embedded default. Bounded like the Redis one: per user at most
 // maxMessages messages, none older than maxAgeMs, dedupe entries for dedupeWindowMs (and at
-// most maxMessages of them).
+// most maxMessages of them). Nothing here waits, so appendNow() offers the append synchronously.
 
 import { DEFAULT_INBOX_LIMITS, hasDedupeId, type AppendRequest, type AppendResult, type InboxLimits, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
 
@@ -9,10 +9,33 @@ interface Inbox {
   /** Retained messages, ascending; `start` is the index of the oldest. */
   messages: StoredMessage[];
   start: number;
-  /** `${sender}\0${msgId}` → seq and expiry, in insertion (= expiry) order. */
-  dedupe: Map<string, { seq: number; expiresAt: number }>;
+  /** Per sender: msg_id → the seq it was stored under (see DedupeId). */
+  dedupe: Map<string, Map<DedupeId, number>>;
+  dedupeSize: number;
+  /**
+   * The entries in insertion (= expiry) order as parallel arrays (no object per entry);
+   * `dedupeStart` is the index of the oldest. Expiry and eviction take from the front:
+   * iterating a Map from its front instead walks over every entry deleted since V8 last
+   * rehashed it, thousands once the cap is reached.
+   */
+  dedupeSenders: string[];
+  dedupeIds: DedupeId[];
+  dedupeExpires: number[];
+  dedupeStart: number;
   cursors: Map<string, number>;
 }
+
+/**
+ * A msg_id as a Map key: below 10^15 (at most 15 digits) the number, which a Map hashes without
+ * a string per message; longer ones their decimal string. Either way the same id always gets
+ * the same key, since the decimal form of a uint64 is canonical.
+ */
+type DedupeId = number | string;
+
+const dedupeId = (msgId: string): DedupeId => (msgId.length <= 15 ? Number(msgId) : msgId);
+
+/** Drop a consumed prefix once it dominates the array, so pushes stay amortised O(1). */
+const COMPACT_AFTER = 64;
 
 export class MemoryInboxStore implements InboxStore {
   readonly #inboxes = new Map<string, Inbox>();
@@ -24,21 +47,31 @@ export class MemoryInboxStore implements InboxStore {
     this.#now = now;
   }
 
-  async append({ uid, sender, msgId, body }: AppendRequest): Promise<AppendResult> {
+  async append(request: AppendRequest): Promise<AppendResult> {
+    return this.appendNow(request);
+  }
+
+  appendNow({ uid, sender, msgId, body }: AppendRequest): AppendResult {
     const now = this.#now();
     const inbox = this.#inbox(uid);
-    const key = hasDedupeId(msgId) ? `${sender}\0${msgId}` : undefined;
-    if (key) {
+    const id = hasDedupeId(msgId) ? dedupeId(msgId) : undefined;
+    let bySender: Map<DedupeId, number> | undefined;
+    if (id !== undefined) {
       this.#expireDedupe(inbox, now);
-      const seen = inbox.dedupe.get(key);
-      if (seen) return { seq: seen.seq, duplicate: true };
+      bySender = inbox.dedupe.get(sender);
+      const seen = bySender?.get(id);
+      if (seen !== undefined) return { seq: seen, duplicate: true };
     }
     const seq = ++inbox.head;
     // Kept without a copy: the caller hands the body over (AppendRequest.body).
-    inbox.messages.push({ seq, storedAt: now, body: Buffer.from(body.buffer, body.byteOffset, body.byteLength) });
-    if (key) {
-      inbox.dedupe.set(key, { seq, expiresAt: now + this.#limits.dedupeWindowMs });
-      if (inbox.dedupe.size > this.#limits.maxMessages) inbox.dedupe.delete(inbox.dedupe.keys().next().value!);
+    inbox.messages.push({ seq, storedAt: now, body: Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength) });
+    if (id !== undefined) {
+      if (!bySender) inbox.dedupe.set(sender, (bySender = new Map()));
+      bySender.set(id, seq);
+      inbox.dedupeSenders.push(sender);
+      inbox.dedupeIds.push(id);
+      inbox.dedupeExpires.push(now + this.#limits.dedupeWindowMs);
+      if (++inbox.dedupeSize > this.#limits.maxMessages) this.#shiftDedupe(inbox);
     }
     this.#prune(inbox, now);
     return { seq, duplicate: false };
@@ -71,7 +104,7 @@ export class MemoryInboxStore implements InboxStore {
 
   #inbox(uid: string): Inbox {
     let inbox = this.#inboxes.get(uid);
-    if (!inbox) this.#inboxes.set(uid, (inbox = { head: 0, messages: [], start: 0, dedupe: new Map(), cursors: new Map() }));
+    if (!inbox) this.#inboxes.set(uid, (inbox = { head: 0, messages: [], start: 0, dedupe: new Map(), dedupeSize: 0, dedupeSenders: [], dedupeIds: [], dedupeExpires: [], dedupeStart: 0, cursors: new Map() }));
     return inbox;
   }
 
@@ -81,17 +114,30 @@ export class MemoryInboxStore implements InboxStore {
     while (inbox.start < messages.length && (messages.length - inbox.start > this.#limits.maxMessages || messages[inbox.start]!.storedAt < cutoff)) {
       inbox.start++;
     }
-    // Compact once the pruned prefix dominates, so appends stay amortised O(1).
-    if (inbox.start > 64 && inbox.start * 2 > messages.length) {
+    if (inbox.start > COMPACT_AFTER && inbox.start * 2 > messages.length) {
       messages.splice(0, inbox.start);
       inbox.start = 0;
     }
   }
 
   #expireDedupe(inbox: Inbox, now: number): void {
-    for (const [key, entry] of inbox.dedupe) {
-      if (entry.expiresAt > now) break;
-      inbox.dedupe.delete(key);
+    const expires = inbox.dedupeExpires;
+    while (inbox.dedupeStart < expires.length && expires[inbox.dedupeStart]! <= now) this.#shiftDedupe(inbox);
+  }
+
+  /** Forgets the oldest dedupe entry. */
+  #shiftDedupe(inbox: Inbox): void {
+    const i = inbox.dedupeStart++;
+    const sender = inbox.dedupeSenders[i]!;
+    const bySender = inbox.dedupe.get(sender)!;
+    bySender.delete(inbox.dedupeIds[i]!);
+    if (bySender.size === 0) inbox.dedupe.delete(sender);
+    inbox.dedupeSize--;
+    if (inbox.dedupeStart > COMPACT_AFTER && inbox.dedupeStart * 2 > inbox.dedupeIds.length) {
+      inbox.dedupeSenders.splice(0, inbox.dedupeStart);
+      inbox.dedupeIds.splice(0, inbox.dedupeStart);
+      inbox.dedupeExpires.splice(0, inbox.dedupeStart);
+      inbox.dedupeStart = 0;
     }
   }
 }

@@ -24,7 +24,7 @@ const SEQ_TAG = [0x80, 0x01]; // field 16, varint
  */
 export const DELIVERY_OVERHEAD = 2 + 1 + 8 + 1 + 3 + 2 + 8;
 
-function varintLength(n: number): number {
+export function varintLength(n: number): number {
   let length = 1;
   while (n >= 0x80) {
     n = Math.floor(n / 128);
@@ -34,7 +34,7 @@ function varintLength(n: number): number {
 }
 
 /** Writes a non-negative integer below 2^53 as a varint; arithmetic, since bit operators are 32-bit. */
-function writeVarint(buf: Buffer, pos: number, n: number): number {
+export function writeVarint(buf: Buffer, pos: number, n: number): number {
   while (n >= 0x80) {
     buf[pos++] = (n % 128) | 0x80;
     n = Math.floor(n / 128);

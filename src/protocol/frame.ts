@@ -17,6 +17,12 @@ export const DEFAULT_MAX_FRAME_LENGTH = 64 * 1024;
 /** Versions this decoder accepts. The original clients send 1; nothing else exists yet. */
 const SUPPORTED_VERSIONS: ReadonlySet<number> = new Set([FRAME_VERSION]);
 const EMPTY_BODY = Buffer.alloc(0);
+/**
+ * Where a header split across chunks is assembled. Shared by every decoder: it is read in the
+ * same synchronous step that fills it. (Eight bytes per decoder would come from Buffer's pool,
+ * and thousands of idle connections each keeping a sliver of a slab keep most slabs alive.)
+ */
+const HEADER_SCRATCH = Buffer.alloc(HEADER_LENGTH);
 
 export interface FrameDecoderOptions {
   /** Largest accepted body length in bytes. */
@@ -32,6 +38,9 @@ export type FrameHandler = (body: Buffer) => void;
  * - Chunks are kept in a list; bytes are copied only for a body that spans chunks.
  *   A body lying inside one chunk is handed on as a slice of it (no copy): the consumer must
  *   finish with it before returning, or copy it.
+ * - Between pushes, the unread rest of a chunk is kept as a copy when it is at most half of
+ *   that chunk, so a connection waiting for the end of a frame does not pin the whole of a
+ *   (up to 64 KiB) read buffer; copying only then keeps the copying below the bytes parsed.
  * - The header is checked as soon as its 8 bytes are present, before any body byte is
  *   buffered: a bad magic, an unsupported version, a negative length or one above
  *   `maxFrameLength` throws a SwitchboardError, and the decoder stays failed (the stream has
@@ -49,7 +58,6 @@ export class FrameDecoder {
   #bodyLength = -1;
   #failure: SwitchboardError | undefined;
   #stopped = false;
-  readonly #header = Buffer.allocUnsafe(HEADER_LENGTH);
 
   constructor(onFrame: FrameHandler, options: FrameDecoderOptions = {}) {
     this.maxFrameLength = options.maxFrameLength ?? DEFAULT_MAX_FRAME_LENGTH;
@@ -71,6 +79,7 @@ export class FrameDecoder {
     this.#chunks.push(chunk);
     this.#buffered += chunk.length;
     this.#drain();
+    if (!this.#stopped) this.#compact();
   }
 
   /** Nothing is buffered: parse straight out of the chunk, keep only the incomplete tail. */
@@ -93,14 +102,31 @@ export class FrameDecoder {
       this.#chunks.push(chunk);
       this.#offset = pos;
       this.#buffered = end - pos;
+      this.#compact();
     }
+  }
+
+  /** Replaces the first chunk by a copy of its unread rest when that is at most half of it. */
+  #compact(): void {
+    const first = this.#chunks[0];
+    if (!first || this.#offset === 0 || first.length - this.#offset > this.#offset) return;
+    // Not from Buffer's pool: a small copy there would pin a shared slab instead.
+    const rest = Buffer.allocUnsafeSlow(first.length - this.#offset);
+    first.copy(rest, 0, this.#offset);
+    this.#chunks[0] = rest;
+    this.#offset = 0;
+  }
+
+  /** The buffers the decoder holds on to between pushes (for tests of what it retains). */
+  get retainedChunks(): readonly Buffer[] {
+    return this.#chunks;
   }
 
   #drain(): void {
     for (;;) {
       if (this.#bodyLength < 0) {
         if (this.#buffered < HEADER_LENGTH) return;
-        this.#bodyLength = this.#checkHeader(this.#read(HEADER_LENGTH, this.#header), 0);
+        this.#bodyLength = this.#checkHeader(this.#read(HEADER_LENGTH, HEADER_SCRATCH), 0);
       }
       if (this.#buffered < this.#bodyLength) return;
       const body = this.#read(this.#bodyLength);

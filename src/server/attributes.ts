@@ -10,19 +10,47 @@ export class AttributeKey<T> {
   constructor(readonly name: string) {}
 }
 
+/**
+ * A socket carries one or two attributes, so they are kept as key, value, key, value in one
+ * small array (made on the first set) rather than a Map, whose hash table costs every idle
+ * connection a couple of hundred bytes.
+ */
 export class AttributeMap {
-  readonly #values = new Map<AttributeKey<unknown>, unknown>();
+  #slots: unknown[] | undefined;
 
   get<T>(key: AttributeKey<T>): T | undefined {
-    return this.#values.get(key) as T | undefined;
+    const slots = this.#slots;
+    if (!slots) return undefined;
+    for (let i = 0; i < slots.length; i += 2) if (slots[i] === key) return slots[i + 1] as T;
+    return undefined;
   }
 
   set<T>(key: AttributeKey<T>, value: T): void {
-    this.#values.set(key, value);
+    const slots = this.#slots;
+    if (!slots) {
+      // Exactly two elements: push() onto an empty array would reserve room for seventeen.
+      this.#slots = [key, value];
+      return;
+    }
+    for (let i = 0; i < slots.length; i += 2) {
+      if (slots[i] === key) {
+        slots[i + 1] = value;
+        return;
+      }
+    }
+    slots.push(key, value);
   }
 
   delete(key: AttributeKey<unknown>): boolean {
-    return this.#values.delete(key);
+    const slots = this.#slots;
+    if (!slots) return false;
+    for (let i = 0; i < slots.length; i += 2) {
+      if (slots[i] === key) {
+        slots.splice(i, 2);
+        return true;
+      }
+    }
+    return false;
   }
 }
 

@@ -2,6 +2,8 @@
 // (batched per tick, bounded, with drain tracking), and one way to close with a reason.
 // Timeouts are not kept here: the server's sweep reads `createdAt`, `lastInboundAt` and
 // `drainingSince` and closes what is overdue, so no per-connection timer runs while open.
+// An idle connection costs memory only: it holds no closures of its own (the socket listeners
+// are shared functions) and no child logger until it has something to log.
 
 import type { Socket } from 'node:net';
 import type { Logger } from '../log.js';
@@ -19,6 +21,13 @@ import { writePerTick } from '../net/write-per-tick.js';
 export const SESSION = new AttributeKey<LocalSession>('session');
 
 export type ConnectionState = 'open' | 'closing' | 'closed';
+
+/** The Connection a socket carries, for the shared socket listeners. */
+const CONNECTION = Symbol('switchboard.connection');
+type WithConnection = Socket & { [CONNECTION]: Connection };
+
+/** Fields every log line about a connection carries (OPERATIONS.md, Logs). */
+export type LogFields = Record<string, string | number | boolean>;
 
 export interface ConnectionHandler {
   /**
@@ -43,7 +52,6 @@ export class Connection implements Outbound {
   lastInboundAt = this.createdAt;
   /** When the output buffer last filled up and has not drained since; 0 when it is drained. */
   drainingSince = 0;
-  log: Logger;
   /** Why the server closed the connection; undefined when the client closed it. */
   closeReason: Failure | undefined;
   /** Logged in as a client, or proven a peer: exempt from the login timeout. */
@@ -52,6 +60,11 @@ export class Connection implements Outbound {
   readonly #limits: WorkerLimits;
   readonly #handler: ConnectionHandler;
   readonly #decoder: FrameDecoder;
+  readonly #rootLog: Logger;
+  /** Fields bound with bindLog(), besides connId. */
+  #logFields: LogFields | undefined;
+  /** The child logger, made on first use: most connections never log after accepting. */
+  #log: Logger | undefined;
   readonly #queue: ImMessage[] = [];
   #state: ConnectionState = 'open';
   #busy = false;
@@ -69,20 +82,54 @@ export class Connection implements Outbound {
     this.attrs = attrs(socket);
     this.#limits = limits;
     this.#handler = handler;
-    this.log = log;
+    this.#rootLog = log;
     this.#decoder = new FrameDecoder((body) => this.#onFrame(body), { maxFrameLength: limits.maxFrameLength });
+    (socket as WithConnection)[CONNECTION] = this;
     socket.setNoDelay(true);
-    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
-    socket.on('drain', () => {
-      this.drainingSince = 0;
-    });
-    socket.on('error', (err) => this.log.debug({ err }, 'socket error'));
-    socket.on('close', () => {
-      this.#enterClosing();
-      this.#state = 'closed';
-      this.#queue.length = 0;
-      this.#handler.onClose(this);
-    });
+    socket.on('data', Connection.#onSocketData);
+    socket.on('drain', Connection.#onSocketDrain);
+    socket.on('error', Connection.#onSocketError);
+    socket.on('close', Connection.#onSocketClose);
+  }
+
+  // One set of listener functions serves every socket (`this` is the socket, which carries its
+  // Connection), instead of four closures per connection.
+  static #onSocketData(this: WithConnection, chunk: Buffer): void {
+    this[CONNECTION].#onData(chunk);
+  }
+
+  static #onSocketDrain(this: WithConnection): void {
+    this[CONNECTION].drainingSince = 0;
+  }
+
+  static #onSocketError(this: WithConnection, err: Error): void {
+    this[CONNECTION].log.debug({ err }, 'socket error');
+  }
+
+  static #onSocketClose(this: WithConnection): void {
+    const conn = this[CONNECTION];
+    conn.#enterClosing();
+    conn.#state = 'closed';
+    conn.#queue.length = 0;
+    conn.#handler.onClose(conn);
+  }
+
+  /** This connection's logger: a child of the worker's carrying logFields. */
+  get log(): Logger {
+    return (this.#log ??= this.#rootLog.child(this.logFields));
+  }
+
+  /** `connId` and whatever bindLog() added: for a line logged through another logger. */
+  get logFields(): LogFields {
+    return { connId: this.id, ...this.#logFields };
+  }
+
+  /** Adds fields to every later log line about this connection (after login: uid, deviceId, sessionId). */
+  bindLog(fields: LogFields): void {
+    this.#logFields = { ...this.#logFields, ...fields };
+    // Made again from the worker's logger when next needed: a child of a child would turn the
+    // first into a prototype, which V8 gives a map of its own.
+    this.#log = undefined;
   }
 
   get state(): ConnectionState {

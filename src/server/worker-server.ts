@@ -145,16 +145,17 @@ export class WorkerServer {
   }
 
   #accept(socket: net.Socket): void {
-    const id = this.#nextConnId++;
-    const log = this.#log.child({ connId: id });
-    const conn = new Connection(id, socket, this.#options.limits, this.#handler, log);
+    const conn = new Connection(this.#nextConnId++, socket, this.#options.limits, this.#handler, this.#log);
     this.#connections.add(conn);
-    log.debug({ remote: `${socket.remoteAddress}:${socket.remotePort}` }, 'connection accepted');
+    // Guarded: reading remoteAddress makes the socket keep its peer address object.
+    if (this.#log.isLevelEnabled('debug')) {
+      this.#log.debug({ ...conn.logFields, remote: `${socket.remoteAddress}:${socket.remotePort}` }, 'connection accepted');
+    }
   }
 
   #onClose(conn: Connection): void {
     this.#connections.delete(conn);
-    conn.log.debug({ code: conn.closeReason?.code }, 'connection closed');
+    if (this.#log.isLevelEnabled('debug')) this.#log.debug({ ...conn.logFields, code: conn.closeReason?.code }, 'connection closed');
     this.#release(conn);
     if (this.#connections.size === 0) this.#onAllClosed?.();
   }

@@ -46,7 +46,29 @@ export class LocalSessionMap {
     return true;
   }
 
-  *[Symbol.iterator](): IterableIterator<LocalSession> {
-    for (const list of this.#byUser.values()) yield* list;
+  /**
+   * Every session. The worker's sweep walks them all once a second: unlike a generator (two
+   * objects per session), this iterator hands out one result object, reused, so an idle worker
+   * allocates next to nothing (and the collector can tell that it is idle and shrink the heap).
+   */
+  [Symbol.iterator](): IterableIterator<LocalSession> {
+    const lists = this.#byUser.values();
+    let list: LocalSession[] = [];
+    let i = 0;
+    const result: { done: false; value: LocalSession | undefined } = { done: false, value: undefined };
+    const iterator: IterableIterator<LocalSession> = {
+      next() {
+        while (i >= list.length) {
+          const next = lists.next();
+          if (next.done) return { value: undefined, done: true };
+          list = next.value;
+          i = 0;
+        }
+        result.value = list[i++]!;
+        return result as IteratorYieldResult<LocalSession>;
+      },
+      [Symbol.iterator]: () => iterator,
+    };
+    return iterator;
   }
 }

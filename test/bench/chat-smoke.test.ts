@@ -1,67 +1,131 @@
-// A smoke run of the chat bench driver against a real worker process, with tiny sizes: the
-// report has its fields and the loss accounting holds, and a delivery dropped on purpose is
+// Smoke runs of `bench chat` and `bench relay` with tiny sizes: the report has its fields,
+// the loss accounting holds across two driver processes, and a delivery dropped on purpose is
 // reported as lost with its id. No timing assertions: this runs next to other tests.
 
 import t, { type Test } from 'tap';
-import { TokenSigner } from '../../src/auth/token.js';
-import { runChatLoad, type ChatLoadOptions, type ChatLoadResult } from '../../bench/lib/chat-load.js';
-import { startWorkerProcess } from '../../bench/lib/processes.js';
+import { chatScenario, type ChatScenarioOptions } from '../../src/bench/scenarios/chat.js';
+import type { BenchReport, RunReport } from '../../src/bench/report.js';
+import { startWorkerProcess } from '../../src/bench/processes.js';
 
-const SECRET = 'bench-smoke-secret';
-const signer = new TokenSigner(SECRET);
-
-const worker = await startWorkerProcess(SECRET);
-t.teardown(() => worker.stop());
-
-const base: ChatLoadOptions = {
-  target: 'switchboard',
-  port: worker.port,
-  pairs: 2,
+const base: ChatScenarioOptions = {
+  target: 'embedded',
+  workers: 1,
+  inbox: 'memory',
+  fsync: 'none',
+  secret: 'bench-smoke-secret',
+  connections: 8,
   window: 4,
-  warmupMs: 50,
-  durationMs: 300,
-  payloadBytes: 20,
-  verify: true,
+  max: false,
+  maxP99Ms: 50,
+  durationS: 1,
+  warmupS: 0.3,
+  payloadBytes: 40,
+  drivers: 2,
+  crossNode: false,
+  relay: true,
+  switchboard: true,
   drainMs: 5000,
-  token: (uid) => signer.mint({ uid, ttlMs: 60_000 }),
+  command: 'test',
 };
 
-function checkReport(t: Test, r: ChatLoadResult, mode: 'open' | 'closed'): void {
-  t.equal(r.mode, mode);
-  t.ok(r.delivered > 0, 'messages delivered in the measured interval');
-  t.ok(r.acked > 0, 'messages acknowledged in the measured interval');
-  t.ok(r.seconds > 0);
-  t.equal(r.deliveredPerSec, r.delivered / r.seconds);
-  t.equal(r.ackedPerSec, r.acked / r.seconds);
-  for (const latency of [r.delivery, r.ack]) {
-    t.equal(latency.count > 0, true, 'latency samples recorded');
-    t.ok(latency.p50 <= latency.p90 && latency.p90 <= latency.p99 && latency.p99 <= latency.p999 && latency.p999 <= latency.max, 'percentiles are ordered');
+function checkRun(t: Test, run: RunReport, switchboard: boolean): void {
+  t.ok(run.metrics.deliveredPerSec! > 0, `${run.label}: messages delivered`);
+  t.ok(run.metrics.driverCpu! > 0, `${run.label}: driver CPU sampled`);
+  const d = run.latency.delivery!;
+  t.ok(d.count > 0, 'delivery latency recorded');
+  t.ok(d.p50 <= d.p90 && d.p90 <= d.p99 && d.p99 <= d.p999 && d.p999 <= d.max, 'percentiles are ordered');
+  t.ok(d.distribution.length > 0, 'a distribution to plot');
+  t.ok(run.timeline.some((p) => p.phase === 'measure' && Number(p.delivered) > 0), 'the timeline has measured seconds');
+  t.equal(Math.max(...run.timeline.map((p) => Number(p.connections))), base.connections, 'every connection counted in the timeline');
+  const names = run.processes.map((p) => p.role);
+  t.equal(names.filter((r) => r === 'driver').length, 2, 'both driver processes sampled');
+  t.ok(names.includes(switchboard ? 'node' : 'relay'), 'the server process sampled');
+  if (switchboard) {
+    t.ok(run.metrics.ackedPerSec! > 0, 'sends answered');
+    t.ok(run.latency.ack!.count > 0, 'ack latency recorded');
+    t.same(run.errors, {}, 'no refused sends');
+  } else {
+    t.equal(run.accounting, undefined, 'the relay has no accounting');
   }
-  t.same(r.errors, {}, 'no refused sends');
-  const a = r.accounting!;
-  t.ok(a.sent > 0 && a.acked === a.sent, 'every send acknowledged after the drain');
 }
 
-t.test('closed loop: every acknowledged message received exactly once', async (t) => {
-  const r = await runChatLoad(base);
-  checkReport(t, r, 'closed');
-  t.match(r.accounting, { lost: 0, dup: 0, lostIds: [], dupIds: [] });
-  t.equal(r.accounting!.received, r.accounting!.sent);
+function runOf(report: BenchReport, label: string): RunReport {
+  const run = report.runs.find((r) => r.label === label);
+  if (!run) throw new Error(`no run ${label} in ${report.runs.map((r) => r.label).join(', ')}`);
+  return run;
+}
+
+t.test('closed loop over two drivers: every acknowledged message received exactly once', async (t) => {
+  const report = await chatScenario(base);
+  t.equal(report.scenario, 'chat');
+  t.match(report.machine, { cpuCount: Number, node: process.version });
+  t.equal(report.table.rows.length, 2);
+  checkRun(t, runOf(report, 'bare relay'), false);
+  const sb = runOf(report, 'switchboard');
+  checkRun(t, sb, true);
+  t.equal(sb.metrics.ratioToRelay, sb.metrics.deliveredPerSec! / runOf(report, 'bare relay').metrics.deliveredPerSec!);
+  const a = sb.accounting!;
+  t.ok(a.sent > 0 && a.acked === a.sent && a.received === a.sent, 'every send acknowledged and received');
+  t.match(a, { lost: 0, dup: 0, lostIds: [], dupIds: [] });
+  t.same(report.warnings.filter((w) => w.includes('lost=')), [], 'no loss warning');
 });
 
-t.test('open loop: every acknowledged message received exactly once', async (t) => {
-  const r = await runChatLoad({ ...base, rate: 400 });
-  checkReport(t, r, 'open');
-  t.equal(r.rate, 400);
-  t.match(r.accounting, { lost: 0, dup: 0, lostIds: [], dupIds: [] });
+t.test('open loop: the rate is split over the drivers and nothing is lost', async (t) => {
+  const report = await chatScenario({ ...base, relay: false, rate: 400 });
+  const sb = runOf(report, 'switchboard');
+  t.equal(sb.metrics.offeredPerSec, 400);
+  t.ok(sb.latency.sendLag!.count > 0, 'send lag recorded');
+  const fromSend = sb.latency.deliveryFromSend!;
+  t.equal(fromSend.count, sb.latency.delivery!.count, 'every delivery also timed from its actual send');
+  t.ok(fromSend.p50 <= sb.latency.delivery!.p50 + 0.01, 'which is never later than the intended send time');
+  // 400 msg/s for ~1.3 s: far from the 1.3 × 400 it would be if each driver sent the whole rate twice.
+  t.ok(sb.accounting!.sent < 400 * 2, 'drivers share the rate');
+  t.match(sb.accounting, { lost: 0, dup: 0 });
 });
 
 t.test('a delivery dropped on purpose is reported lost, with its id', async (t) => {
-  // The receivers drop the first delivery they see: s0's or s1's msg_id 1, whichever came first.
-  const r = await runChatLoad({ ...base, rate: 400, dropForTest: 1 });
-  t.equal(r.accounting!.lost, 1);
-  t.equal(r.accounting!.dup, 0);
-  t.equal(r.accounting!.lostIds.length, 1);
-  t.match(r.accounting!.lostIds[0], /^s[01]:1$/);
-  t.equal(r.accounting!.received, r.accounting!.sent - 1);
+  const report = await chatScenario({ ...base, relay: false, rate: 400, dropForTest: 1 });
+  const a = runOf(report, 'switchboard').accounting!;
+  t.equal(a.lost, 1);
+  t.equal(a.dup, 0);
+  t.equal(a.lostIds.length, 1);
+  // Driver 0 holds pairs 0 and 1 of 4: the first delivery it saw was s0's or s1's msg_id 1.
+  t.match(a.lostIds[0], /^s[01]:1$/);
+  t.equal(a.received, a.sent - 1);
+  t.ok(report.warnings.some((w) => w.includes('lost=1')), 'the loss is a warning');
+});
+
+t.test('two runs against one running worker: the second is neither deduped nor fed the first one\'s leftovers', async (t) => {
+  const worker = await startWorkerProcess('worker', base.secret);
+  t.teardown(() => worker.stop());
+  const external: ChatScenarioOptions = { ...base, target: 'external', workerEndpoints: [`127.0.0.1:${worker.port}`], relay: false, drivers: 1, drainMs: 0 };
+  // No drain: the first run leaves messages in the inboxes, unacknowledged.
+  const first = runOf(await chatScenario(external), 'switchboard');
+  t.ok(first.accounting!.sent > 0);
+  const second = runOf(await chatScenario({ ...external, drainMs: 5000 }), 'switchboard');
+  const a = second.accounting!;
+  t.ok(a.sent > 0 && a.acked === a.sent, 'every send of the second run accepted');
+  t.equal(a.received, a.sent, 'and received');
+  t.match(a, { lost: 0, dup: 0 });
+});
+
+t.test('--max: a closed-loop probe, then open-loop steps bisecting below 1.1 × its rate', async (t) => {
+  const report = await chatScenario({ ...base, relay: false, drivers: 1, max: true, maxP99Ms: 10_000, durationS: 0.5, warmupS: 0.2 });
+  const [probe, ...steps] = report.runs;
+  t.match(probe!.label, /closed loop \(probe\)/);
+  t.equal(steps.length, 6, 'six steps');
+  const ceiling = probe!.metrics.deliveredPerSec!;
+  t.equal(steps[0]!.metrics.offeredPerSec, Math.round(ceiling / 2), 'the first step at half the ceiling');
+  for (const step of steps) {
+    t.ok(step.metrics.offeredPerSec! > 0 && step.metrics.offeredPerSec! <= ceiling * 1.1, 'within (0, 1.1 × ceiling]');
+    t.ok(step.metrics.sustained === 0 || step.metrics.sustained === 1, 'judged');
+    t.match(step.accounting, { lost: 0, dup: 0 });
+  }
+  const sustained = steps.filter((s) => s.metrics.sustained === 1);
+  if (sustained.length) {
+    const best = sustained.reduce((a, b) => (b.metrics.offeredPerSec! > a.metrics.offeredPerSec! ? b : a));
+    t.match(best.notes.join(' '), /highest sustained rate/);
+  } else {
+    t.match(report.warnings.join(' '), /no open-loop step was sustained/);
+  }
 });

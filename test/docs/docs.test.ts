@@ -8,6 +8,7 @@ import { CLUSTER_OPTIONS, GATE_OPTIONS, INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION
 import { encodeMessageFrame } from '../../src/protocol/codec.js';
 import { HeadType } from '../../src/protocol/types.js';
 import { envName } from '../../src/cli/options.js';
+import { BENCH_OPTIONS, SCENARIOS } from '../../src/cli/commands/bench.js';
 
 const read = (file: string) => readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8');
 const protocol = read('PROTOCOL.md');
@@ -25,6 +26,12 @@ t.test('every worker flag is in OPERATIONS.md with its environment variable', as
     t.ok(operations.includes(`\`--${flag}\``), `--${flag} is documented`);
     t.ok(operations.includes(envName(flag)), `${envName(flag)} is documented`);
   }
+});
+
+t.test('every bench scenario and flag is in bench/README.md', async (t) => {
+  const benchReadme = read('bench/README.md');
+  for (const name of Object.keys(SCENARIOS)) t.ok(benchReadme.includes(`switchboard bench ${name}`), `bench ${name} is documented`);
+  for (const flag of Object.keys(BENCH_OPTIONS)) t.ok(benchReadme.includes(`\`--${flag}`), `--${flag} is documented`);
 });
 
 t.test('README quick start is the two commands', async (t) => {

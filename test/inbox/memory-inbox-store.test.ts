@@ -3,3 +3,57 @@ import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
 import { inboxStoreConformance } from './inbox-store.conformance.js';
 
 inboxStoreConformance(t, async (limits) => new MemoryInboxStore(limits));
+
+const body = (text: string) => Buffer.from(text);
+
+t.test('appendNow stores synchronously, exactly as append does', async (t) => {
+  const inbox = new MemoryInboxStore();
+  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '1', body: body('a') }), { seq: 1, duplicate: false });
+  t.same(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '2', body: body('b') }), { seq: 2, duplicate: false });
+  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '2', body: body('again') }), { seq: 2, duplicate: true });
+  t.same((await inbox.range('bob', 0, 10)).messages.map((m) => m.body.toString()), ['a', 'b']);
+});
+
+t.test('dedupe forgets the oldest ids beyond maxMessages, across many evictions', async (t) => {
+  const maxMessages = 100;
+  const inbox = new MemoryInboxStore({ maxMessages });
+  const total = 10 * maxMessages + 37;
+  for (let i = 1; i <= total; i++) inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: String(i), body: body(String(i)) });
+  // Newest first, so that no re-append evicts an id checked later.
+  for (let i = total; i > total - maxMessages; i--) {
+    if (!t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: String(i), body: body('retry') }), { seq: i, duplicate: true }, `id ${i} remembered`)) break;
+  }
+  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: String(total - maxMessages), body: body('new') }), { seq: total + 1, duplicate: false }, 'the id before them is forgotten');
+});
+
+t.test('expired dedupe entries are dropped in order, and later ones are kept', async (t) => {
+  let now = 0;
+  const inbox = new MemoryInboxStore({ dedupeWindowMs: 100 }, () => now);
+  for (let i = 1; i <= 300; i++) {
+    now = i;
+    inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: String(i), body: body(String(i)) });
+  }
+  now = 350; // ids 1..250 expired (stored at ≤ 250, window 100)
+  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '251', body: body('retry') }), { seq: 251, duplicate: true });
+  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '250', body: body('new') }), { seq: 301, duplicate: false });
+});
+
+t.test('msg_ids short and long, from several senders: each deduped on its own, evicted in order', async (t) => {
+  // 15 digits and fewer are number keys, longer ones string keys: neither may be confused.
+  const ids = ['1', '999999999999999', '1000000000000000', '9007199254740993', '18446744073709551615'];
+  const inbox = new MemoryInboxStore({ maxMessages: 2 * ids.length });
+  let seq = 0;
+  for (const sender of ['alice', 'carol']) {
+    for (const msgId of ids) t.same(inbox.appendNow({ uid: 'bob', sender, msgId, body: body(`${sender} ${msgId}`) }), { seq: ++seq, duplicate: false }, `${sender} ${msgId} stored`);
+  }
+  for (const [i, msgId] of ids.entries()) {
+    t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId, body: body('again') }), { seq: i + 1, duplicate: true }, `alice ${msgId} deduped`);
+    t.same(inbox.appendNow({ uid: 'bob', sender: 'carol', msgId, body: body('again') }), { seq: ids.length + i + 1, duplicate: true }, `carol ${msgId} deduped`);
+  }
+  // Neighbours of the ids are new messages, not duplicates.
+  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '9007199254740992', body: body('n') }), { seq: ++seq, duplicate: false });
+  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '18446744073709551614', body: body('n') }), { seq: ++seq, duplicate: false });
+  // Those two evicted alice's two oldest ids ('1' and '999999999999999'); carol's stay.
+  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '1', body: body('n') }), { seq: ++seq, duplicate: false }, 'alice 1 forgotten');
+  t.same(inbox.appendNow({ uid: 'bob', sender: 'carol', msgId: '1', body: body('again') }), { seq: ids.length + 1, duplicate: true }, 'carol 1 remembered');
+});

@@ -351,9 +351,11 @@ t.test('notification builders carry {type, data} JSON', async (t) => {
 });
 
 t.test('uint64String is exact across the whole range', async (t) => {
-  for (const v of ['0', '1', '4294967295', '4294967296', '9007199254740993', '18446744073709551615']) {
+  // Each side of 2^32 and of 2^53 (where the fast path ends), and the top.
+  for (const v of ['0', '1', '4294967295', '4294967296', '1764478800000000', '9007199254740991', '9007199254740992', '9007199254740993', '18446744073709551615']) {
     t.equal(uint64String(Long.fromString(v, true)), v, v);
   }
+  fc.assert(fc.property(fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), (v) => uint64String(Long.fromString(v.toString(), true)) === v.toString()));
   t.equal(uint64String(42), '42');
   t.equal(uint64String(undefined), '0');
 });

@@ -294,6 +294,69 @@ t.test('after a partial frame, a frame lying wholly in the next chunk is still a
   t.equal(seen[1]!.byteOffset, tail.byteOffset + a.length - 3 + HEADER_LENGTH);
 });
 
+t.test('an unfinished frame at the end of a chunk is kept as a copy when it is at most half the chunk', async (t) => {
+  // A socket's read buffer is up to 64 KiB: a connection waiting for the rest of a frame must
+  // not keep all of it alive for a few bytes.
+  const a = encodeFrame(Buffer.alloc(1000, 0x61));
+  const b = encodeFrame(Buffer.from('the next frame'));
+  const chunk = Buffer.concat([a, b.subarray(0, 5)]);
+  const { decoder, frames } = collector();
+  decoder.push(chunk);
+  t.equal(frames.length, 1);
+  t.equal(decoder.retainedChunks.length, 1);
+  const kept = decoder.retainedChunks[0]!;
+  t.equal(kept.length, 5, 'only the unread bytes');
+  t.not(kept.buffer, chunk.buffer, 'a copy, not a view of the chunk');
+  t.equal(kept.buffer.byteLength, 5, "not a slice of Buffer's shared pool either");
+  decoder.push(b.subarray(5));
+  t.strictSame(frames, [toHex(a.subarray(HEADER_LENGTH)), Buffer.from('the next frame').toString('hex')]);
+  t.equal(decoder.retainedChunks.length, 0, 'nothing kept once the frame is complete');
+});
+
+t.test('an unfinished frame that is most of its chunk is kept without a copy', async (t) => {
+  const a = encodeFrame(Buffer.from('a'));
+  const b = encodeFrame(Buffer.alloc(1000, 0x62));
+  const chunk = Buffer.concat([a, b.subarray(0, 500)]);
+  const { decoder, frames } = collector();
+  decoder.push(chunk);
+  t.equal(frames.length, 1);
+  t.equal(decoder.retainedChunks[0], chunk, 'the chunk itself: copying it would cost more than it frees');
+  decoder.push(b.subarray(500));
+  t.equal(frames[1], toHex(b.subarray(HEADER_LENGTH)));
+});
+
+t.test('the unread rest is copied after buffered input is drained too', async (t) => {
+  const a = encodeFrame(Buffer.alloc(200, 0x61));
+  const b = encodeFrame(Buffer.from('bb'));
+  const { decoder, frames } = collector();
+  decoder.push(a.subarray(0, 3)); // part of a header: from here on the decoder buffers
+  const chunk = Buffer.concat([a.subarray(3), b.subarray(0, 4)]);
+  decoder.push(chunk);
+  t.equal(frames.length, 1);
+  const kept = decoder.retainedChunks;
+  t.equal(kept.length, 1);
+  t.equal(kept[0]!.length, 4);
+  t.not(kept[0]!.buffer, chunk.buffer);
+  decoder.push(b.subarray(4));
+  t.strictSame(frames, [toHex(a.subarray(HEADER_LENGTH)), toHex(Buffer.from('bb'))]);
+});
+
+t.test('decoders assembling split headers at the same time do not mix them up', async (t) => {
+  // Headers split across chunks are assembled in one buffer shared by all decoders.
+  const one = collector();
+  const two = collector();
+  const a = encodeFrame(Buffer.from('from one'));
+  const b = encodeFrame(Buffer.alloc(300, 0x32));
+  one.decoder.push(a.subarray(0, 5));
+  two.decoder.push(b.subarray(0, 3));
+  one.decoder.push(a.subarray(5, 10));
+  two.decoder.push(b.subarray(3, 9));
+  one.decoder.push(a.subarray(10));
+  two.decoder.push(b.subarray(9));
+  t.strictSame(one.frames, [toHex(Buffer.from('from one'))]);
+  t.strictSame(two.frames, [toHex(b.subarray(HEADER_LENGTH))]);
+});
+
 t.test('a body spanning chunks is assembled correctly and does not alias either chunk', async (t) => {
   const body = Buffer.from('spanning three chunks');
   const frame = encodeFrame(body);

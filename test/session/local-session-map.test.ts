@@ -108,6 +108,26 @@ t.test('iteration yields every session once', async (t) => {
   for (const s of expected) t.ok(seen.includes(s), s.sessionId);
 });
 
+t.test('sessions removed during iteration: the walk goes on over the rest', async (t) => {
+  // The worker's sweep can drop a slow consumer while it walks the map.
+  const map = new LocalSessionMap();
+  const a1 = session('alice');
+  const a2 = session('alice');
+  const b1 = session('bob');
+  const c1 = session('carol');
+  for (const s of [a1, a2, b1, c1]) map.add(s);
+  const seen: LocalSession[] = [];
+  for (const s of map) {
+    seen.push(s);
+    if (s === a1) map.remove(b1);
+  }
+  t.same(seen, [a1, a2, c1], 'a removed session not reached yet is skipped, the others all come');
+  const iterator = map[Symbol.iterator]();
+  t.equal(iterator[Symbol.iterator](), iterator, 'the iterator is iterable');
+  t.same([...iterator], [a1, a2, c1]);
+  t.same(iterator.next(), { value: undefined, done: true }, 'stays done');
+});
+
 t.test('prototype-ish user ids are ordinary keys', async (t) => {
   const map = new LocalSessionMap();
   t.same(map.byUser('__proto__'), []);

@@ -57,7 +57,7 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   ctx.sessions.add(session);
   conn.attrs.set(SESSION, session);
   conn.authenticated = true;
-  conn.log = conn.log.child({ uid, deviceId, sessionId: session.sessionId });
+  conn.bindLog({ uid, deviceId, sessionId: session.sessionId });
   ctx.sessionsChanged();
 
   const requested = Object.hasOwn(request!, 'lastSeq') && request!.lastSeq != null ? Number(request!.lastSeq) : undefined;
@@ -75,5 +75,6 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   conn.send(loginResponse(sequence, session.sessionId, sync));
   ctx.delivery.start(session);
   ctx.router.sessionOpened(session);
-  conn.log.info({ replaced: replaced !== undefined, acks: session.acks, ...sync }, 'login');
+  // Through the worker's logger: an idle connection keeps no child logger (Connection.log).
+  ctx.log.info({ ...conn.logFields, replaced: replaced !== undefined, acks: session.acks, ...sync }, 'login');
 }

@@ -1,0 +1,478 @@
+// The 1:1 chat load one driver process generates, the same for every target so the bare relay
+// and switchboard are measured alike: `pairs` sender→receiver pairs, either closed loop (each
+// keeps `window` messages in flight) or open loop (`rate`: send times fixed in advance and
+// latency measured from the intended send time, so a stall shows up instead of slowing the
+// sender down). Every message carries its (intended) send time; switchboard receivers log in
+// with acks and acknowledge cumulatively once per read, as the SDK does, and every message
+// the server answered with success is accounted for: received once, lost or duplicated.
+
+import net from 'node:net';
+import { once } from 'node:events';
+import { FrameDecoder, encodeFrame } from '../protocol/frame.js';
+import { encodeMessageFrame } from '../protocol/codec.js';
+import { HeadType } from '../protocol/types.js';
+import { writePerTick } from '../net/write-per-tick.js';
+import { Latency } from './latency.js';
+import { emptyScan, leadingNumber, scanMessage } from './wire-scan.js';
+import { ackFrame, messageRequestFrame } from './client-frames.js';
+
+export type Target = 'switchboard' | 'relay';
+
+export interface ChatLoadOptions {
+  target: Target;
+  /** The workers (or the relay): pair N's sender uses endpoint N mod count. */
+  endpoints: Endpoint[];
+  /** Pair N's receiver uses the next endpoint after its sender's (cross-node chat in a cluster). */
+  crossNode?: boolean;
+  /** Local addresses the driver's sockets bind to, in turn (see driverAddresses). */
+  localAddresses?: string[];
+  pairs: number;
+  /** Users are s<N> and r<N> for N from this offset (drivers of one run use disjoint ranges). */
+  pairOffset?: number;
+  /**
+   * The k-th message of a pair has msg_id base + k. Runs against the same server need distinct
+   * bases: the server dedupes an acks sender's msg_ids, so reused ids would not be delivered.
+   */
+  msgIdBase?: number;
+  /** Closed loop (the default): messages each pair keeps in flight. */
+  window: number;
+  /** Open loop: messages per second over this driver's pairs. */
+  rate?: number;
+  warmupMs: number;
+  durationMs: number;
+  payloadBytes: number;
+  /** After sending stops, wait this long at most for outstanding answers and deliveries (default 3000). */
+  drainMs?: number;
+  /** The receivers discard this many deliveries as if lost (to test the accounting). */
+  dropForTest?: number;
+  /** switchboard: a login token for a user id. */
+  token?: (uid: string) => string;
+  /** Called once every pair is connected and logged in; sending starts when it resolves. */
+  ready?: () => Promise<void>;
+  /** Called about once a second with what happened since the last call. */
+  onSecond?: (second: ChatSecond) => void;
+}
+
+/** One second of a run, as a driver saw it. */
+export interface ChatSecond {
+  /** Which second since sending started: 1, 2, ... (the last, after the drain, may be partial). */
+  t: number;
+  phase: 'warmup' | 'measure' | 'drain';
+  sent: number;
+  delivered: number;
+  acked: number;
+  errors: number;
+  connections: number;
+  /** Delivery latency of this second, encoded (see Latency.decode). */
+  latency: string;
+}
+
+export interface Accounting {
+  sent: number;
+  /** Sends answered with result=true. */
+  acked: number;
+  /** Distinct messages received (after dedupe by inbox seq). */
+  received: number;
+  /** Acknowledged, never received. */
+  lost: number;
+  /** The same msg_id received under two inbox sequences. */
+  dup: number;
+  /** The first few lost and duplicated messages, as "sender:msg_id". */
+  lostIds: string[];
+  dupIds: string[];
+}
+
+/** What one driver measured; histograms encoded so they can be merged across drivers. */
+export interface ChatLoadResult {
+  target: Target;
+  mode: 'closed' | 'open';
+  /** Messages delivered and answered within the measured interval. */
+  delivered: number;
+  acked: number;
+  seconds: number;
+  /** Send → delivery, and send → the sender's response (switchboard only). */
+  deliveryLatency: string;
+  ackLatency: string;
+  /** Open loop: how late the driver itself sent, after the intended time. */
+  sendLag: string;
+  /** Open loop: send → delivery from the actual send time (without the driver's lateness). */
+  fromSendLatency: string;
+  /** Refused sends and other failures by code (SB_ERR_..., or CONNECTION_CLOSED). */
+  errors: Record<string, number>;
+  /** switchboard: the loss accounting over the whole run, warm-up included. */
+  accounting?: Accounting;
+}
+
+/** Flags by a dense non-negative index (msg_ids and inbox sequences count up from 1 per pair). */
+export class Marks {
+  #bytes = new Uint8Array(1024);
+  /** Increments the mark at `i` and returns its new value (saturating at 255). */
+  bump(i: number): number {
+    if (i >= this.#bytes.length) {
+      const grown = new Uint8Array(Math.max(i + 1, this.#bytes.length * 2));
+      grown.set(this.#bytes);
+      this.#bytes = grown;
+    }
+    const v = this.#bytes[i]!;
+    if (v < 255) this.#bytes[i] = v + 1;
+    return v + 1;
+  }
+  get(i: number): number {
+    return i < this.#bytes.length ? this.#bytes[i]! : 0;
+  }
+}
+
+const RING = 1024;
+const SHOWN_IDS = 10;
+
+export interface Endpoint {
+  host: string;
+  port: number;
+}
+
+interface Conn {
+  socket: net.Socket;
+  onFrame: (body: Buffer) => void;
+  /** Called after each read's frames were handled (receivers acknowledge there). */
+  afterRead: () => void;
+}
+
+async function connect({ host, port }: Endpoint, localAddress: string | undefined, onClose: () => void): Promise<Conn> {
+  const socket = net.connect({ host, port, noDelay: true, ...(localAddress ? { localAddress } : {}) });
+  const endpoint: Conn = { socket, onFrame: () => {}, afterRead: () => {} };
+  const decoder = new FrameDecoder((body) => endpoint.onFrame(body), { maxFrameLength: 1 << 20 });
+  socket.on('data', (chunk: Buffer) => {
+    decoder.push(chunk);
+    endpoint.afterRead();
+  });
+  socket.on('error', () => {});
+  await once(socket, 'connect');
+  socket.once('close', onClose);
+  return endpoint;
+}
+
+function write(endpoint: Conn, frame: Buffer): void {
+  writePerTick(endpoint.socket, frame);
+}
+
+/**
+ * Logs a bench user in and resolves its inbox head. The device claims to have seen everything
+ * (last_seq above any head), so what earlier runs left in the inbox is not replayed: the server
+ * starts it at the head (PROTOCOL.md, LoginRequest.last_seq).
+ */
+async function login(target: Target, endpoint: Conn, uid: string, token: ((uid: string) => string) | undefined): Promise<number> {
+  if (target === 'relay') {
+    write(endpoint, encodeFrame(Buffer.from(uid, 'latin1')));
+    return 0;
+  }
+  const scan = emptyScan();
+  const answered = new Promise<number>((resolve, reject) => {
+    endpoint.onFrame = (body) => {
+      scanMessage(body, scan);
+      if (scan.type !== HeadType.LOGIN_RESPONSE) return;
+      if (scan.result) resolve(scan.responseSeq);
+      else reject(new Error(`login of ${uid} refused: ${scan.errorCode}`));
+    };
+    endpoint.socket.once('close', () => reject(new Error(`login of ${uid}: connection closed`)));
+  });
+  write(endpoint, encodeMessageFrame({ type: HeadType.LOGIN_REQUEST, sequence: 1, loginRequest: { uid, deviceId: 'bench', token: token!(uid), acks: true, lastSeq: Number.MAX_SAFE_INTEGER } }));
+  return answered;
+}
+
+/**
+ * The content of a message: its intended and its actual send time (ms on this process's
+ * performance clock; the same in the closed loop), padded: "intended|actual|xxx...".
+ */
+function stamp(at: number, payloadBytes: number): string {
+  const head = `${at.toFixed(3)}|${performance.now().toFixed(3)}|`;
+  return head.length >= payloadBytes ? head : head + 'x'.repeat(payloadBytes - head.length);
+}
+
+/** Frames for one pair; the k-th send (from 1) has msg_id base + k, which the server dedupes by. */
+function messageFrames(target: Target, from: string, to: string, payloadBytes: number, msgIdBase: number): (k: number, at: number) => Buffer {
+  if (target === 'relay') {
+    const name = Buffer.from(to, 'latin1');
+    return (_msgId, at) => encodeFrame(Buffer.concat([Buffer.from([name.length]), name, Buffer.from(stamp(at, payloadBytes), 'latin1')]));
+  }
+  return (k, at) => messageRequestFrame(msgIdBase + k, from, to, Date.now(), stamp(at, payloadBytes));
+}
+
+interface Pair {
+  name: string;
+  sender: Conn;
+  receiver: Conn;
+  frame: (msgId: number, at: number) => Buffer;
+  /** Closed loop: actual send times of the last RING sends, by msg_id. */
+  sendTimes: Float64Array;
+  sent: number;
+  answered: number;
+  okAnswers: number;
+  deliveries: number;
+  highestSeq: number;
+  ackedSeq: number;
+  /** The receiver's inbox head at login: this run's deliveries have higher seqs. */
+  seqBase: number;
+  /** Open loop: this pair's offset within each interval, ms. */
+  phase: number;
+  /** Per msg_id: answered with success; received. Per inbox seq: seen. */
+  okIds: Marks;
+  receivedIds: Marks;
+  seenSeqs: Marks;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
+  const sb = o.target === 'switchboard';
+  const open = o.rate !== undefined;
+  if (open && !(o.rate! > 0)) throw new Error('rate must be positive');
+  if (!open && o.window * 4 > RING) throw new Error(`window must be at most ${RING / 4}`);
+  const offset = o.pairOffset ?? 0;
+  const msgIdBase = o.msgIdBase ?? 0;
+
+  let connections = 0;
+  let running = true;
+  const errors: Record<string, number> = {};
+  const fail = (code: string) => {
+    errors[code] = (errors[code] ?? 0) + 1;
+  };
+  const onClose = () => {
+    connections--;
+    if (running) fail('CONNECTION_CLOSED');
+  };
+  const addresses = o.localAddresses ?? [];
+  let dialed = 0;
+  const dial = async (endpoint: Endpoint) => {
+    const conn = await connect(endpoint, addresses.length ? addresses[dialed++ % addresses.length] : undefined, onClose);
+    connections++;
+    return conn;
+  };
+  const n = o.endpoints.length;
+  const pairs: Pair[] = [];
+  // Log in in batches so that a few thousand logins do not overrun the accept backlog.
+  for (let first = 0; first < o.pairs; first += 200) {
+    const batch = Array.from({ length: Math.min(200, o.pairs - first) }, async (_, j) => {
+      const i = offset + first + j;
+      const [sender, receiver] = await Promise.all([dial(o.endpoints[i % n]!), dial(o.endpoints[(i + (o.crossNode ? 1 : 0)) % n]!)]);
+      const seqBase = await login(o.target, receiver, `r${i}`, o.token);
+      await login(o.target, sender, `s${i}`, o.token);
+      return {
+        name: `s${i}`,
+        sender,
+        receiver,
+        frame: messageFrames(o.target, `s${i}`, `r${i}`, o.payloadBytes, msgIdBase),
+        sendTimes: new Float64Array(RING),
+        sent: 0,
+        answered: 0,
+        okAnswers: 0,
+        deliveries: 0,
+        highestSeq: 0,
+        ackedSeq: 0,
+        seqBase,
+        phase: 0,
+        okIds: new Marks(),
+        receivedIds: new Marks(),
+        seenSeqs: new Marks(),
+      } satisfies Pair;
+    });
+    pairs.push(...(await Promise.all(batch)));
+  }
+  // Relay logins have no answer: give the hello frames a moment to land before sending.
+  if (!sb) await sleep(200);
+  await o.ready?.();
+
+  let phase: ChatSecond['phase'] = 'warmup';
+  let delivered = 0;
+  let acked = 0;
+  let sentTotal = 0;
+  let errorCount = 0;
+  let toDrop = o.dropForTest ?? 0;
+  const deliveryLatency = new Latency();
+  const ackLatency = new Latency();
+  const sendLag = new Latency();
+  const secondLatency = new Latency();
+  const fromSendLatency = new Latency();
+  /** A delivery's latencies, from the stamp in its content at body[start, end). */
+  const received = (body: Buffer, start: number, end: number) => {
+    const now = performance.now();
+    const latency = now - leadingNumber(body, start, end);
+    secondLatency.add(latency);
+    if (!measuring()) return;
+    deliveryLatency.add(latency);
+    if (open) fromSendLatency.add(now - leadingNumber(body, body.indexOf(0x7c, start) + 1, end));
+  };
+  // Open loop: the k-th send of pair i (msg_id k, from 1) is due at t0 + (k - 1 + i / pairs) *
+  // interval: the pairs' phases are staggered, so the total is an even stream, not a burst of
+  // every pair at once each interval.
+  const interval = open ? (1000 * o.pairs) / o.rate! : 0;
+  pairs.forEach((pair, i) => (pair.phase = (i / pairs.length) * interval));
+  const t0 = performance.now();
+  const sentAt = (pair: Pair, msgId: number) => (open ? t0 + pair.phase + (msgId - 1) * interval : pair.sendTimes[msgId % RING]!);
+  const measuring = () => phase === 'measure';
+
+  const scan = emptyScan();
+  for (const pair of pairs) {
+    const send = (at: number) => {
+      const msgId = ++pair.sent;
+      sentTotal++;
+      if (!open) pair.sendTimes[msgId % RING] = at;
+      write(pair.sender, pair.frame(msgId, at));
+    };
+    if (sb) {
+      pair.sender.onFrame = (body) => {
+        scanMessage(body, scan);
+        if (scan.type !== HeadType.MESSAGE_RESPONSE) return;
+        pair.answered++;
+        if (scan.result) {
+          pair.okAnswers++;
+          pair.okIds.bump(scan.sequence - msgIdBase);
+        } else {
+          errorCount++;
+          fail(scan.errorCode || 'SB_ERR_UNKNOWN');
+        }
+        acked++;
+        if (measuring()) ackLatency.add(performance.now() - sentAt(pair, scan.sequence - msgIdBase));
+      };
+      pair.receiver.onFrame = (body) => {
+        scanMessage(body, scan);
+        // Only this run's messages: not a notification, nor anything an earlier run left behind.
+        const k = scan.msgId - msgIdBase;
+        if (scan.type !== HeadType.MESSAGE_REQUEST || scan.seq <= pair.seqBase || k < 1) return;
+        pair.deliveries++;
+        if (scan.seq > pair.highestSeq) pair.highestSeq = scan.seq;
+        if (toDrop > 0) toDrop--;
+        // A seq seen before is a resend of the same delivery: a client dedupes it.
+        else if (pair.seenSeqs.bump(scan.seq - pair.seqBase) === 1) pair.receivedIds.bump(k);
+        delivered++;
+        received(body, scan.contentStart, scan.contentEnd);
+        if (running && !open) send(performance.now());
+      };
+      pair.receiver.afterRead = () => {
+        if (pair.highestSeq <= pair.ackedSeq) return;
+        pair.ackedSeq = pair.highestSeq;
+        write(pair.receiver, ackFrame(pair.ackedSeq));
+      };
+    } else {
+      pair.receiver.onFrame = (body) => {
+        pair.deliveries++;
+        delivered++;
+        received(body, 1 + body[0]!, body.length);
+        if (running && !open) send(performance.now());
+      };
+    }
+    if (!open) for (let k = 0; k < o.window; k++) send(performance.now());
+  }
+
+  // Open loop: a 1 ms timer sends every message that is due, however far behind the server is.
+  let ticker: NodeJS.Timeout | undefined;
+  if (open) {
+    const tick = () => {
+      const now = performance.now();
+      for (const pair of pairs) {
+        const due = Math.floor((now - t0 - pair.phase) / interval) + 1;
+        while (pair.sent < due) {
+          const at = t0 + pair.phase + pair.sent * interval;
+          if (measuring()) sendLag.add(now - at);
+          pair.sent++;
+          sentTotal++;
+          write(pair.sender, pair.frame(pair.sent, at));
+        }
+      }
+    };
+    tick();
+    ticker = setInterval(tick, 1);
+  }
+
+  let last = { sent: 0, delivered: 0, acked: 0, errors: 0 };
+  let seconds = 0;
+  const reportSecond = () => {
+    o.onSecond?.({
+      t: ++seconds,
+      phase,
+      sent: sentTotal - last.sent,
+      delivered: delivered - last.delivered,
+      acked: acked - last.acked,
+      errors: errorCount - last.errors,
+      connections,
+      latency: secondLatency.encode(),
+    });
+    secondLatency.reset();
+    last = { sent: sentTotal, delivered, acked, errors: errorCount };
+  };
+  const secondTimer = setInterval(reportSecond, 1000);
+
+  await sleep(o.warmupMs);
+  phase = 'measure';
+  const startDelivered = delivered;
+  const startAcked = acked;
+  const start = process.hrtime.bigint();
+  await sleep(o.durationMs);
+  const measured = Number(process.hrtime.bigint() - start) / 1e9;
+  const result: ChatLoadResult = {
+    target: o.target,
+    mode: open ? 'open' : 'closed',
+    delivered: delivered - startDelivered,
+    acked: acked - startAcked,
+    seconds: measured,
+    deliveryLatency: deliveryLatency.encode(),
+    ackLatency: ackLatency.encode(),
+    sendLag: sendLag.encode(),
+    fromSendLatency: fromSendLatency.encode(),
+    errors,
+  };
+  phase = 'drain';
+  running = false;
+  clearInterval(ticker);
+  if (sb) {
+    // Wait until every send is answered and every accepted one delivered, or the time is up.
+    const deadline = performance.now() + (o.drainMs ?? 3000);
+    while (performance.now() < deadline && pairs.some((p) => p.answered < p.sent || p.deliveries < p.okAnswers)) await sleep(20);
+    result.accounting = account(pairs);
+  }
+  clearInterval(secondTimer);
+  reportSecond();
+  for (const { sender, receiver } of pairs) {
+    sender.socket.destroy();
+    receiver.socket.destroy();
+  }
+  return result;
+}
+
+function account(pairs: Pair[]): Accounting {
+  const a: Accounting = { sent: 0, acked: 0, received: 0, lost: 0, dup: 0, lostIds: [], dupIds: [] };
+  for (const pair of pairs) {
+    a.sent += pair.sent;
+    for (let id = 1; id <= pair.sent; id++) {
+      const got = pair.receivedIds.get(id);
+      if (got > 0) a.received++;
+      if (got > 1) {
+        a.dup++;
+        if (a.dupIds.length < SHOWN_IDS) a.dupIds.push(`${pair.name}:${id}`);
+      }
+      if (pair.okIds.get(id) === 0) continue;
+      a.acked++;
+      if (got === 0) {
+        a.lost++;
+        if (a.lostIds.length < SHOWN_IDS) a.lostIds.push(`${pair.name}:${id}`);
+      }
+    }
+  }
+  return a;
+}
+
+/** Sums the accounting of several drivers (ids: the first few of all). */
+export function mergeAccounting(parts: Accounting[]): Accounting {
+  const a: Accounting = { sent: 0, acked: 0, received: 0, lost: 0, dup: 0, lostIds: [], dupIds: [] };
+  for (const p of parts) {
+    a.sent += p.sent;
+    a.acked += p.acked;
+    a.received += p.received;
+    a.lost += p.lost;
+    a.dup += p.dup;
+    a.lostIds.push(...p.lostIds);
+    a.dupIds.push(...p.dupIds);
+  }
+  a.lostIds = a.lostIds.slice(0, SHOWN_IDS);
+  a.dupIds = a.dupIds.slice(0, SHOWN_IDS);
+  return a;
+}

@@ -1,0 +1,253 @@
+// `bench chat` and `bench relay`: 1:1 chat through switchboard next to the bare relay measured
+// by the same drivers in the same run. Closed loop (a window of messages in flight per pair),
+// open loop at a fixed rate, or --max: a closed-loop probe for the ceiling, then open-loop
+// steps bisecting below it for the highest rate delivered in full within the p99 bound.
+
+import { mergeAccounting, type Accounting, type ChatLoadResult, type Endpoint, type Target } from '../chat-load.js';
+import { ChatTimeline } from '../chat-timeline.js';
+import { SOCKETS_PER_ADDRESS, driverAddresses, runDrivers, share } from '../drivers.js';
+import { Latency } from '../latency.js';
+import { ProcessSampler, startRelayProcess } from '../processes.js';
+import { noProgress, type ProgressSink } from '../progress.js';
+import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, type BenchReport, type LatencyReport, type RunReport } from '../report.js';
+import { startTarget, type TargetKind } from '../targets.js';
+
+export interface ChatScenarioOptions {
+  target: TargetKind;
+  /** cluster: worker processes. */
+  workers: number;
+  inbox: 'memory' | 'redis';
+  fsync: 'none' | 'everysec' | 'always';
+  secret: string;
+  /** external target */
+  workerEndpoints?: string[];
+  /** Logged-in connections in total: half send, half receive. */
+  connections: number;
+  /** Closed loop: messages in flight per pair. */
+  window: number;
+  /** Open loop: messages per second in total. */
+  rate?: number;
+  /** Find the highest sustained rate. */
+  max: boolean;
+  /** --max: a step counts as sustained only with delivery p99 at or below this. */
+  maxP99Ms: number;
+  durationS: number;
+  warmupS: number;
+  payloadBytes: number;
+  drivers: number;
+  crossNode: boolean;
+  /** Measure the bare relay too (the baseline of the ratio). */
+  relay: boolean;
+  /** Measure switchboard (false: `bench relay`, the baseline alone). */
+  switchboard: boolean;
+  drainMs: number;
+  /** The receivers discard this many deliveries (tests the loss accounting). */
+  dropForTest?: number;
+  progress?: ProgressSink;
+  command: string;
+}
+
+/** Open-loop steps of --max: the highest sustained rate is found within 1.1 × ceiling / 2^(steps-1). */
+const MAX_STEPS = 6;
+
+interface Load {
+  label: string;
+  target: Target;
+  endpoints: Endpoint[];
+  rate?: number;
+}
+
+export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport> {
+  if (o.connections < 2) throw new Error('--connections must be at least 2 (one sender, one receiver)');
+  const pairs = Math.floor(o.connections / 2);
+  const drivers = Math.max(1, Math.min(o.drivers, pairs));
+  const progress = o.progress ?? noProgress;
+  const sampler = new ProcessSampler();
+  sampler.start();
+  const runs: RunReport[] = [];
+  const warnings: string[] = [];
+
+  const measure = async (load: Load): Promise<RunReport> => {
+    let startedAt = 0;
+    // Distinct msg_ids per run: a later run against the same server is not deduped against this one.
+    const msgIdBase = Date.now() * 1000;
+    const timeline = new ChatTimeline(drivers, (p) =>
+      progress(`[${load.label}] ${String(p.t).padStart(3)} s ${String(p.phase).padEnd(7)} delivered ${fmt.rate(Number(p.delivered)).padStart(9)}/s  p99 ${fmt.ms(Number(p.p99Ms)).padStart(8)} ms  errors ${p.errors}  connections ${p.connections}`),
+    );
+    const results = await runDrivers({
+      task: 'chat',
+      drivers,
+      sampler,
+      onReady: () => {
+        startedAt = sampler.now();
+      },
+      onTick: (_index, tick) => timeline.add(tick as Parameters<ChatTimeline['add']>[0]),
+      options: (index) => ({
+        target: load.target,
+        endpoints: load.endpoints,
+        crossNode: o.crossNode,
+        localAddresses: driverAddresses(index, load.endpoints[0]!.host, Math.ceil((2 * share(pairs, drivers, index)) / SOCKETS_PER_ADDRESS)),
+        pairs: share(pairs, drivers, index),
+        msgIdBase,
+        pairOffset: Array.from({ length: index }, (_, j) => share(pairs, drivers, j)).reduce((a, b) => a + b, 0),
+        window: o.window,
+        ...(load.rate === undefined ? {} : { rate: load.rate * (share(pairs, drivers, index) / pairs) }),
+        warmupMs: o.warmupS * 1000,
+        durationMs: o.durationS * 1000,
+        payloadBytes: o.payloadBytes,
+        drainMs: o.drainMs,
+        ...(index === 0 && o.dropForTest ? { dropForTest: o.dropForTest } : {}),
+        secret: o.secret,
+      }),
+    });
+    const endedAt = sampler.now();
+    const from = startedAt + o.warmupS;
+    const to = from + o.durationS;
+    const run = summarize(load, results, timeline, sliceProcesses(sampler.series, startedAt, endedAt), meanCpu(sampler.series, from, to));
+    warnings.push(...driverWarnings(sampler.series, from, to).map((w) => `${load.label}: ${w}`));
+    return run;
+  };
+
+  let relayRate: number | undefined;
+  if (o.relay) {
+    const relay = await startRelayProcess();
+    sampler.add('relay', 'relay', relay.child.pid);
+    try {
+      const run = await measure({ label: 'bare relay', target: 'relay', endpoints: [{ host: '127.0.0.1', port: relay.port }], ...(o.rate && !o.max ? { rate: o.rate } : {}) });
+      relayRate = run.metrics.deliveredPerSec;
+      runs.push(run);
+    } finally {
+      await relay.stop();
+    }
+  }
+
+  let targetLabel = 'bare relay';
+  if (o.switchboard) {
+    const target = await startTarget({ kind: o.target, workers: o.workers, inbox: o.inbox, fsync: o.fsync, secret: o.secret, workerEndpoints: o.workerEndpoints, sampler });
+    targetLabel = target.label;
+    try {
+      const endpoints = target.workers.map(({ host, port }) => ({ host, port }));
+      if (o.crossNode && endpoints.length < 2) throw new Error('--cross-node needs at least two workers (--target cluster --workers 2)');
+      const label = o.crossNode ? 'switchboard, cross-node' : 'switchboard';
+      if (!o.max) {
+        runs.push(await measure({ label, target: 'switchboard', endpoints, ...(o.rate ? { rate: o.rate } : {}) }));
+      } else {
+        const probe = await measure({ label: `${label}, closed loop (probe)`, target: 'switchboard', endpoints });
+        runs.push(probe);
+        const ceiling = probe.metrics.deliveredPerSec!;
+        // Bisection over (0, 1.1 × ceiling]: an open-loop rate is usually well below the
+        // closed-loop ceiling (no batching of several messages per read and write).
+        let lo = 0;
+        let hi = ceiling * 1.1;
+        let best: RunReport | undefined;
+        for (let step = 0; step < MAX_STEPS; step++) {
+          const rate = Math.round(step === 0 ? ceiling / 2 : (lo + hi) / 2);
+          const run = await measure({ label: `${label}, open loop ${fmt.rate(rate)}/s`, target: 'switchboard', endpoints, rate });
+          const sustained = run.metrics.deliveredPerSec! >= 0.97 * rate && run.latency.delivery!.p99 <= o.maxP99Ms && (run.accounting?.lost ?? 0) === 0;
+          run.metrics.sustained = sustained ? 1 : 0;
+          runs.push(run);
+          if (sustained) {
+            lo = rate;
+            if (!best || rate > best.metrics.offeredPerSec!) best = run;
+          } else {
+            hi = rate;
+          }
+        }
+        if (best) best.notes.push(`highest sustained rate: ${fmt.rate(best.metrics.offeredPerSec!)} msg/s (delivery p99 ≤ ${o.maxP99Ms} ms, ≥ 97% delivered, nothing lost; ${MAX_STEPS} bisection steps)`);
+        else warnings.push(`no open-loop step was sustained: every rate tried missed p99 ≤ ${o.maxP99Ms} ms or lost messages`);
+      }
+    } finally {
+      await target.stop();
+    }
+  }
+  sampler.stop();
+
+  if (relayRate) for (const run of runs) run.metrics.ratioToRelay = run.metrics.deliveredPerSec! / relayRate;
+  for (const run of runs) {
+    if (run.accounting && (run.accounting.lost > 0 || run.accounting.dup > 0)) {
+      warnings.push(`${run.label}: lost=${run.accounting.lost} dup=${run.accounting.dup}: acknowledged messages were not delivered exactly once`);
+    }
+  }
+  const mode = o.max ? `--max (p99 ≤ ${o.maxP99Ms} ms)` : o.rate ? `open loop at ${fmt.rate(o.rate)} msg/s` : `closed loop, window ${o.window}`;
+  return {
+    scenario: o.switchboard ? 'chat' : 'relay',
+    title: `1:1 chat, ${pairs} pairs (${pairs * 2} connections), ${mode}, ${o.payloadBytes}-byte payload, ${o.durationS} s after ${o.warmupS} s warm-up, ${drivers} driver${drivers > 1 ? 's' : ''}`,
+    date: new Date().toISOString(),
+    command: o.command,
+    machine: machineInfo(),
+    options: { ...o, progress: undefined },
+    target: targetLabel,
+    runs,
+    table: {
+      columns: ['run', 'deliv/s', 'acked/s', 'ratio', 'p50 ms', 'p90', 'p99', 'p99.9', 'max', 'ack p99', 'server cpu', 'driver cpu', 'lost', 'dup'],
+      rows: runs.map((r) => {
+        const d = r.latency.delivery!;
+        const relay = !r.accounting;
+        return [
+          r.label,
+          fmt.rate(r.metrics.deliveredPerSec!),
+          relay ? '-' : fmt.rate(r.metrics.ackedPerSec!),
+          r.metrics.ratioToRelay === undefined ? '-' : fmt.ratio(r.metrics.ratioToRelay),
+          fmt.ms(d.p50),
+          fmt.ms(d.p90),
+          fmt.ms(d.p99),
+          fmt.ms(d.p999),
+          fmt.ms(d.max),
+          relay ? '-' : fmt.ms(r.latency.ack!.p99),
+          fmt.pct(r.metrics.serverCpu!),
+          fmt.pct(r.metrics.driverCpu!),
+          relay ? '-' : r.accounting!.lost,
+          relay ? '-' : r.accounting!.dup,
+        ];
+      }),
+    },
+    warnings,
+  };
+}
+
+function summarize(load: Load, results: ChatLoadResult[], timeline: ChatTimeline, processes: RunReport['processes'], cpu: Record<string, number>): RunReport {
+  const merged = (key: 'deliveryLatency' | 'ackLatency' | 'sendLag' | 'fromSendLatency'): LatencyReport => {
+    const latency = new Latency();
+    for (const r of results) latency.merge(Latency.decode(r[key]));
+    return { ...latency.percentiles(), distribution: latency.distribution() };
+  };
+  const seconds = Math.max(...results.map((r) => r.seconds));
+  const delivered = results.reduce((sum, r) => sum + r.delivered, 0);
+  const acked = results.reduce((sum, r) => sum + r.acked, 0);
+  const errors: Record<string, number> = {};
+  for (const r of results) for (const [code, n] of Object.entries(r.errors)) errors[code] = (errors[code] ?? 0) + n;
+  const accountings = results.map((r) => r.accounting).filter((a): a is Accounting => a !== undefined);
+  const sum = (roles: string[]) => processes.filter((p) => roles.includes(p.role)).reduce((total, p) => total + (cpu[p.pid] ?? 0), 0);
+  const latency: Record<string, LatencyReport> = { delivery: merged('deliveryLatency') };
+  if (load.target === 'switchboard') latency.ack = merged('ackLatency');
+  if (load.rate !== undefined) {
+    latency.sendLag = merged('sendLag');
+    latency.deliveryFromSend = merged('fromSendLatency');
+  }
+  const metrics: Record<string, number> = {
+    deliveredPerSec: delivered / seconds,
+    ackedPerSec: acked / seconds,
+    serverCpu: sum(['worker', 'node', 'relay']),
+    driverCpu: sum(['driver']),
+  };
+  if (load.rate !== undefined) metrics.offeredPerSec = load.rate;
+  const redis = processes.find((p) => p.role === 'redis');
+  if (redis && cpu[redis.pid] !== undefined) metrics.redisCpu = cpu[redis.pid]!;
+  return {
+    label: load.label,
+    metrics,
+    latency,
+    timeline: timeline.points(),
+    // Only the processes of this run: the relay's run does not list the workers, and vice versa.
+    processes: processes.filter((p) => p.samples.length > 0),
+    errors,
+    ...(accountings.length ? { accounting: mergeAccounting(accountings) } : {}),
+    notes:
+      load.rate !== undefined
+        ? [
+            `driver send lag p99 ${fmt.ms(latency.sendLag!.p99)} ms (the driver's own share of the latency); ` +
+              `delivery from the actual send p50 ${fmt.ms(latency.deliveryFromSend!.p50)} p99 ${fmt.ms(latency.deliveryFromSend!.p99)} p99.9 ${fmt.ms(latency.deliveryFromSend!.p999)} ms`,
+          ]
+        : [],
+  };
+}

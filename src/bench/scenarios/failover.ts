@@ -1,0 +1,293 @@
+// `bench failover`: 1:1 chat at a fixed rate through SDK clients over a real cluster, and one
+// worker killed with SIGKILL halfway through the measured interval. What must hold: nothing
+// acknowledged is lost and nothing is shown twice after the SDK's dedupe; what is measured:
+// how long the clients of the dead worker take to be logged in elsewhere, and the dip in
+// delivery around the kill (the timeline).
+
+import { mergeAccounting } from '../chat-load.js';
+import { runDrivers, share } from '../drivers.js';
+import type { FailoverLoadResult, FailoverSecond, Outage } from '../failover-load.js';
+import { Latency } from '../latency.js';
+import { ProcessSampler } from '../processes.js';
+import { noProgress, type ProgressSink } from '../progress.js';
+import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, type BenchReport, type LatencyReport, type RunReport, type TimelinePoint } from '../report.js';
+import { startTarget, type TargetKind } from '../targets.js';
+
+export interface FailoverScenarioOptions {
+  /** Must be 'cluster': the scenario kills one of the workers it started. */
+  target: TargetKind;
+  /** At least 2. */
+  workers: number;
+  fsync: 'none' | 'everysec' | 'always';
+  secret: string;
+  /** SDK clients in total: half send, half receive. */
+  connections: number;
+  /** Messages per second in total (open loop). */
+  rate: number;
+  durationS: number;
+  warmupS: number;
+  payloadBytes: number;
+  drivers: number;
+  /** After the run, wait this long at most for every send to settle and every acknowledged message to arrive. */
+  drainMs: number;
+  /** The workers' ZooKeeper session timeout: how long the survivors take to see the dead worker leave. */
+  zkSessionTimeoutMs: number;
+  progress?: ProgressSink;
+  command: string;
+}
+
+/** The worker that is killed: worker 0, which holds the most clients (see victimShare) and the lowest id. */
+const VICTIM = 0;
+
+export async function failoverScenario(o: FailoverScenarioOptions): Promise<BenchReport> {
+  if (o.target !== 'cluster') throw new Error('bench failover kills a worker it started: use --target cluster');
+  if (o.workers < 2) throw new Error('bench failover needs --workers 2 or more (one is killed)');
+  if (o.connections < 2) throw new Error('--connections must be at least 2 (one sender, one receiver)');
+  if (!(o.rate > 0)) throw new Error('--rate must be positive');
+  const pairs = Math.floor(o.connections / 2);
+  const drivers = Math.max(1, Math.min(o.drivers, pairs));
+  const progress = o.progress ?? noProgress;
+  const sampler = new ProcessSampler();
+  sampler.start();
+  const warnings: string[] = [];
+
+  const target = await startTarget({
+    kind: 'cluster',
+    workers: o.workers,
+    fsync: o.fsync,
+    secret: o.secret,
+    workerArgs: ['--zk-session-timeout-ms', String(o.zkSessionTimeoutMs)],
+    sampler,
+  });
+  const victim = target.workers[VICTIM]!;
+  let startedAt = 0;
+  let killAt = 0;
+  let killAtS = Number.NaN;
+  let killTimer: NodeJS.Timeout | undefined;
+  let killed: Promise<void> | undefined;
+  const timeline = new FailoverTimeline(drivers, (p) =>
+    progress(
+      `[failover] ${String(p.t).padStart(3)} s ${String(p.phase).padEnd(7)} sent ${fmt.rate(Number(p.sent)).padStart(7)}/s  delivered ${fmt.rate(Number(p.delivered)).padStart(7)}/s  p99 ${fmt.ms(Number(p.p99Ms)).padStart(8)} ms  errors ${p.errors}  connected ${p.connections} (min ${p.connectionsMin})${p.event ? `  ← ${p.event}` : ''}`,
+    ),
+  );
+  let results: FailoverLoadResult[];
+  let endedAt: number;
+  try {
+    const endpoints = target.workers.map(({ host, port }) => ({ host, port }));
+    results = await runDrivers({
+      task: 'failover',
+      drivers,
+      sampler,
+      onReady: () => {
+        startedAt = sampler.now();
+        killTimer = setTimeout(
+          () => {
+            killAt = Date.now();
+            killAtS = sampler.now() - startedAt;
+            timeline.killedAt(killAtS, `${victim.name} killed`);
+            killed = victim.process!.kill();
+          },
+          // Half a second past a whole second: the timeline's kill second is unambiguous.
+          (o.warmupS + Math.floor(o.durationS / 2) + 0.5) * 1000,
+        );
+      },
+      onTick: (_index, tick) => timeline.add(tick as FailoverSecond),
+      options: (index) => ({
+        endpoints,
+        pairs: share(pairs, drivers, index),
+        pairOffset: Array.from({ length: index }, (_, j) => share(pairs, drivers, j)).reduce((a, b) => a + b, 0),
+        rate: o.rate * (share(pairs, drivers, index) / pairs),
+        warmupMs: o.warmupS * 1000,
+        durationMs: o.durationS * 1000,
+        payloadBytes: o.payloadBytes,
+        drainMs: o.drainMs,
+        secret: o.secret,
+      }),
+    });
+    endedAt = sampler.now();
+    await killed;
+  } finally {
+    clearTimeout(killTimer);
+    await target.stop();
+    sampler.stop();
+  }
+
+  const child = victim.process!.child;
+  const victimSignal = child.signalCode;
+  if (!killed) warnings.push(`${victim.name} was not killed: the run ended before the kill was due`);
+  else if (victimSignal !== 'SIGKILL') warnings.push(`${victim.name} ended with ${victimSignal ?? child.exitCode}, not SIGKILL`);
+
+  const from = startedAt + o.warmupS;
+  const to = from + o.durationS;
+  const processes = sliceProcesses(sampler.series, startedAt, endedAt).filter((p) => p.samples.length > 0);
+  const cpu = meanCpu(sampler.series, from, to);
+  warnings.push(...driverWarnings(sampler.series, from, to));
+
+  const outages = results.flatMap((r) => r.outages);
+  const affected = outages.filter((x) => killAt > 0 && x.droppedAt >= killAt);
+  const early = outages.length - affected.length;
+  const back = affected.filter((x): x is Outage & { readyAt: number } => x.readyAt !== null);
+  const fromKill = new Latency();
+  const fromDrop = new Latency();
+  for (const x of back) {
+    fromKill.add(x.readyAt - killAt);
+    fromDrop.add(x.readyAt - x.droppedAt);
+  }
+  const onVictim = victimShare(pairs, o.workers, VICTIM);
+  const accounting = mergeAccounting(results.map((r) => r.accounting));
+  const errors: Record<string, number> = {};
+  for (const r of results) for (const [code, n] of Object.entries(r.errors)) errors[code] = (errors[code] ?? 0) + n;
+  const merged = (key: 'deliveryLatency' | 'ackLatency' | 'sendLag'): LatencyReport => {
+    const latency = new Latency();
+    for (const r of results) latency.merge(Latency.decode(r[key]));
+    return { ...latency.percentiles(), distribution: latency.distribution() };
+  };
+  const seconds = Math.max(...results.map((r) => r.seconds));
+  const sum = (roles: string[]) => processes.filter((p) => roles.includes(p.role)).reduce((total, p) => total + (cpu[p.pid] ?? 0), 0);
+  const recovery = fromKill.percentiles();
+  const metrics: Record<string, number> = {
+    offeredPerSec: o.rate,
+    deliveredPerSec: results.reduce((s, r) => s + r.delivered, 0) / seconds,
+    ackedPerSec: results.reduce((s, r) => s + r.acked, 0) / seconds,
+    lost: accounting.lost,
+    dup: accounting.dup,
+    resentDeduped: results.reduce((s, r) => s + r.resentDeduped, 0),
+    clients: results.reduce((s, r) => s + r.clients, 0),
+    clientsOnVictim: onVictim,
+    clientsAffected: affected.length,
+    clientsBack: back.length,
+    killAtS,
+    serverCpu: sum(['worker']),
+    driverCpu: sum(['driver']),
+  };
+  if (back.length > 0) {
+    metrics.recoveryMsP50 = recovery.p50;
+    metrics.recoveryMsMax = recovery.max;
+    metrics.recoveryFromDropMsMax = fromDrop.percentiles().max;
+  }
+
+  if (accounting.lost > 0 || accounting.dup > 0) {
+    warnings.push(`lost=${accounting.lost} dup=${accounting.dup}: acknowledged messages were not delivered exactly once`);
+  }
+  if (back.length < affected.length) {
+    warnings.push(`${affected.length - back.length} of ${affected.length} clients of ${victim.name} never logged in again: ${affected.filter((x) => x.readyAt === null).slice(0, 10).map((x) => x.uid).join(' ')}`);
+  }
+  if (affected.length !== onVictim) warnings.push(`${affected.length} clients dropped after the kill, ${onVictim} were on ${victim.name}`);
+  if (early > 0) warnings.push(`${early} clients dropped before the kill`);
+
+  const run: RunReport = {
+    label: `${victim.name} SIGKILLed at ${fmt.ms(killAtS)} s`,
+    metrics,
+    latency: { delivery: merged('deliveryLatency'), ack: merged('ackLatency'), sendLag: merged('sendLag'), recovery: { ...recovery, distribution: fromKill.distribution() } },
+    timeline: timeline.points(),
+    processes,
+    errors,
+    accounting,
+    notes: [
+      `${onVictim} of ${metrics.clients} clients were on ${victim.name}; ${affected.length} dropped, ${back.length} logged in again on another worker`,
+      back.length > 0
+        ? `back after the kill (coordinator's clock just before SIGKILL → the SDK's 'ready'): p50 ${fmt.ms(recovery.p50)} ms, max ${fmt.ms(recovery.max)} ms`
+        : 'no client came back',
+      `${metrics.resentDeduped} sends were answered as duplicates: resent by the SDK after the reconnect, stored once`,
+      `workers' ZooKeeper session timeout ${o.zkSessionTimeoutMs} ms: the survivors see ${victim.name} leave that long after the kill`,
+    ],
+  };
+  return {
+    scenario: 'failover',
+    title: `failover: 1:1 chat, ${pairs} pairs (${pairs * 2} SDK clients) over ${o.workers} workers, open loop at ${fmt.rate(o.rate)} msg/s, ${victim.name} SIGKILLed ${Math.floor(o.durationS / 2) + 0.5} s into the ${o.durationS} s after ${o.warmupS} s warm-up, ${drivers} driver${drivers > 1 ? 's' : ''}`,
+    date: new Date().toISOString(),
+    command: o.command,
+    machine: machineInfo(),
+    options: { ...o, progress: undefined, victim: victim.name },
+    target: target.label,
+    runs: [run],
+    table: {
+      columns: ['run', 'clients', 'affected', 'back', 'recovery p50 ms', 'max', 'deliv/s', 'p50 ms', 'p99', 'max', 'lost', 'dup'],
+      rows: [
+        [
+          run.label,
+          metrics.clients!,
+          affected.length,
+          back.length,
+          back.length ? fmt.ms(recovery.p50) : '-',
+          back.length ? fmt.ms(recovery.max) : '-',
+          fmt.rate(metrics.deliveredPerSec!),
+          fmt.ms(run.latency.delivery!.p50),
+          fmt.ms(run.latency.delivery!.p99),
+          fmt.ms(run.latency.delivery!.max),
+          accounting.lost,
+          accounting.dup,
+        ],
+      ],
+    },
+    warnings,
+  };
+}
+
+/** Clients that start on worker `w`: pair N's sender on N mod workers, its receiver on the next. */
+export function victimShare(pairs: number, workers: number, w: number): number {
+  let count = 0;
+  for (let i = 0; i < pairs; i++) count += Number(i % workers === w) + Number((i + 1) % workers === w);
+  return count;
+}
+
+/** Merges the drivers' seconds: a second is complete once every driver reported it. */
+class FailoverTimeline {
+  readonly #drivers: number;
+  readonly #slots = new Map<number, { reported: number; second: FailoverSecond; latency: Latency }>();
+  readonly #onComplete: (point: TimelinePoint) => void;
+  #killedT = 0;
+  #killEvent = '';
+
+  constructor(drivers: number, onComplete: (point: TimelinePoint) => void) {
+    this.#drivers = drivers;
+    this.#onComplete = onComplete;
+  }
+
+  /** The kill happened `s` seconds after sending started: in second floor(s) + 1. */
+  killedAt(s: number, event: string): void {
+    this.#killedT = Math.floor(s) + 1;
+    this.#killEvent = event;
+  }
+
+  add(second: FailoverSecond): void {
+    let slot = this.#slots.get(second.t);
+    if (!slot) {
+      slot = { reported: 0, second: { ...second, sent: 0, acked: 0, delivered: 0, errors: 0, connected: 0, connectedMin: 0 }, latency: new Latency() };
+      this.#slots.set(second.t, slot);
+    }
+    slot.reported++;
+    const s = slot.second;
+    s.sent += second.sent;
+    s.acked += second.acked;
+    s.delivered += second.delivered;
+    s.errors += second.errors;
+    s.connected += second.connected;
+    // The drivers' minimums need not coincide: their sum is a lower bound.
+    s.connectedMin += second.connectedMin;
+    slot.latency.merge(Latency.decode(second.latency));
+    if (slot.reported === this.#drivers) this.#onComplete(this.#point(slot.second, slot.latency));
+  }
+
+  points(): TimelinePoint[] {
+    return [...this.#slots.values()].sort((a, b) => a.second.t - b.second.t).map((slot) => this.#point(slot.second, slot.latency));
+  }
+
+  #point(s: FailoverSecond, latency: Latency): TimelinePoint {
+    const p = latency.percentiles();
+    return {
+      t: s.t,
+      phase: s.phase,
+      sent: s.sent,
+      acked: s.acked,
+      delivered: s.delivered,
+      errors: s.errors,
+      // Named "connections" for the report's connections chart: SDK clients logged in.
+      connections: s.connected,
+      connectionsMin: s.connectedMin,
+      ...(s.t === this.#killedT ? { event: this.#killEvent } : {}),
+      p50Ms: p.p50,
+      p99Ms: p.p99,
+    };
+  }
+}

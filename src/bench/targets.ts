@@ -1,0 +1,158 @@
+// What a bench run measures, started by the bench or pointed at: `embedded` is one
+// `switchboard start` process (gate + worker, in-memory stores unless --inbox redis);
+// `cluster` is a real ZooKeeper and Redis, N `switchboard worker` processes and a
+// `switchboard gate`; `external` is a running deployment given by --worker and --gate.
+
+import { startGateProcess, startProcess, startWorkerProcess, type ProcessSampler, type Started } from './processes.js';
+import { startRedisServer, startZooKeeperServer, type RedisServer, type ZooKeeperServer } from './services.js';
+
+export type TargetKind = 'embedded' | 'cluster' | 'external';
+
+export interface TargetOptions {
+  kind: TargetKind;
+  /** cluster: worker processes (default 2). */
+  workers?: number;
+  /** embedded: where the inbox lives (cluster: always Redis). */
+  inbox?: 'memory' | 'redis';
+  /** Redis persistence when the bench starts Redis. */
+  fsync?: 'none' | 'everysec' | 'always';
+  /** Token signing secret of the target (external: must match the deployment's). */
+  secret: string;
+  /** external: worker endpoints host:port, and the gate's base URL. */
+  workerEndpoints?: string[];
+  gateUrl?: string;
+  /** Extra flags for every worker (and the embedded node). */
+  workerArgs?: string[];
+  /** Extra flags for the gate (and the embedded node). */
+  gateArgs?: string[];
+  sampler?: ProcessSampler;
+}
+
+export interface WorkerEndpoint {
+  name: string;
+  host: string;
+  port: number;
+  /** Present when the bench started it. */
+  process?: Started;
+}
+
+export interface RunningTarget {
+  kind: TargetKind;
+  /** e.g. "embedded (memory inbox)", "cluster of 3 workers (redis)". */
+  label: string;
+  secret: string;
+  workers: WorkerEndpoint[];
+  gateUrl?: string;
+  /** cluster: the connect strings, for a worker started later (or restarted). */
+  zk?: ZooKeeperServer;
+  redis?: RedisServer;
+  /** Starts one more worker in the cluster (cluster only). */
+  addWorker?(): Promise<WorkerEndpoint>;
+  stop(): Promise<void>;
+}
+
+const LOOPBACK = '127.0.0.1';
+
+export async function startTarget(o: TargetOptions): Promise<RunningTarget> {
+  if (o.kind === 'external') return externalTarget(o);
+  const stops: (() => Promise<void>)[] = [];
+  const stop = async () => {
+    for (const fn of stops.reverse()) await fn().catch(() => {});
+  };
+  try {
+    return o.kind === 'embedded' ? await embedded(o, stops, stop) : await cluster(o, stops, stop);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+function externalTarget(o: TargetOptions): RunningTarget {
+  if (!o.workerEndpoints?.length) throw new Error('--target external needs --worker host:port (one or more, comma-separated)');
+  const workers = o.workerEndpoints.map((endpoint, i) => {
+    const m = /^(.*):(\d+)$/.exec(endpoint);
+    if (!m) throw new Error(`--worker ${endpoint}: expected host:port`);
+    return { name: `worker-${i}`, host: m[1]!, port: Number(m[2]) };
+  });
+  return { kind: 'external', label: `external (${o.workerEndpoints.join(', ')})`, secret: o.secret, workers, ...(o.gateUrl ? { gateUrl: o.gateUrl } : {}), stop: async () => {} };
+}
+
+async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: () => Promise<void>): Promise<RunningTarget> {
+  const extra: string[] = [];
+  if (o.inbox === 'redis') {
+    const redis = await startRedisServer({ fsync: o.fsync ?? 'none' });
+    stops.push(redis.kill);
+    o.sampler?.add('redis', 'redis', redis.process.pid);
+    extra.push('--redis', redis.url);
+  }
+  // `start` logs "worker listening" and then "gate listening": wait for both ports.
+  let gatePort: number | undefined;
+  let gateListening!: (port: number) => void;
+  const gateReady = new Promise<number>((resolve) => (gateListening = resolve));
+  const node = await startProcess(
+    ['bin/switchboard.js', 'start', '--port', '0', '--gate-port', '0', '--secret', o.secret, '--log-level', 'info', ...extra, ...(o.workerArgs ?? []), ...(o.gateArgs ?? [])],
+    (line) => {
+      const entry = parseLog(line);
+      if (entry?.msg === 'gate listening') gateListening(entry.port!);
+      return entry?.msg === 'worker listening' ? entry.port : undefined;
+    },
+    { name: 'node', role: 'node' },
+  );
+  stops.push(node.stop);
+  o.sampler?.add('node', 'node', node.child.pid);
+  gatePort = await gateReady;
+  const inbox = o.inbox === 'redis' ? `redis inbox, fsync ${o.fsync ?? 'none'}` : 'memory inbox';
+  return {
+    kind: 'embedded',
+    label: `embedded (${inbox})`,
+    secret: o.secret,
+    workers: [{ name: 'node', host: LOOPBACK, port: node.port, process: node }],
+    gateUrl: `http://${LOOPBACK}:${gatePort}`,
+    stop,
+  };
+}
+
+async function cluster(o: TargetOptions, stops: (() => Promise<void>)[], stop: () => Promise<void>): Promise<RunningTarget> {
+  const [zk, redis] = await Promise.all([startZooKeeperServer(), startRedisServer({ fsync: o.fsync ?? 'none' })]);
+  stops.push(zk.kill, redis.kill);
+  o.sampler?.add('zookeeper', 'zookeeper', zk.process.pid);
+  o.sampler?.add('redis', 'redis', redis.process.pid);
+  const root = `/bench-${process.pid}`;
+  const clusterArgs = ['--zk', zk.connect, '--zk-root', root, '--redis', redis.url, '--cluster-secret', `${o.secret}-cluster`];
+  const workers: WorkerEndpoint[] = [];
+  const addWorker = async () => {
+    const name = `worker-${workers.length}`;
+    const worker = await startWorkerProcess(name, o.secret, [...clusterArgs, ...(o.workerArgs ?? [])]);
+    stops.push(worker.stop);
+    o.sampler?.add(name, 'worker', worker.child.pid);
+    const endpoint = { name, host: LOOPBACK, port: worker.port, process: worker };
+    workers.push(endpoint);
+    return endpoint;
+  };
+  const n = o.workers ?? 2;
+  for (let i = 0; i < n; i++) await addWorker();
+  const gate = await startGateProcess('gate', o.secret, ['--zk', zk.connect, '--zk-root', root, '--redis', redis.url, ...(o.gateArgs ?? [])]);
+  stops.push(gate.stop);
+  o.sampler?.add('gate', 'gate', gate.child.pid);
+  // Peer links come up within a second of registration; the gate's view follows its watches.
+  await new Promise((r) => setTimeout(r, 1500));
+  return {
+    kind: 'cluster',
+    label: `cluster of ${n} workers (redis, fsync ${o.fsync ?? 'none'})`,
+    secret: o.secret,
+    workers,
+    gateUrl: `http://${LOOPBACK}:${gate.port}`,
+    zk,
+    redis,
+    addWorker,
+    stop,
+  };
+}
+
+function parseLog(line: string): { msg?: string; port?: number } | undefined {
+  try {
+    return JSON.parse(line) as { msg?: string; port?: number };
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,47 @@
+// `switchboard bench` as a user runs it: scenario dispatch, option errors, and a tiny relay run
+// that prints its table and writes the JSON and HTML reports.
+
+import t from 'tap';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CliProcess } from '../helpers/cli-process.js';
+import type { BenchReport } from '../../src/bench/report.js';
+
+t.test('--help lists the scenarios and the options', async (t) => {
+  const cli = new CliProcess(t, 'bench', ['bench', '--help']);
+  t.match(await cli.exit(), { code: 0 });
+  for (const word of ['chat', 'relay', '--drivers', '--max', '--html']) t.match(cli.stdout, word);
+  t.notMatch(cli.stdout, 'SWITCHBOARD_DURATION', 'bench flags have no environment variables');
+});
+
+t.test('an unknown scenario or option value is a clear error', async (t) => {
+  const unknown = new CliProcess(t, 'bench', ['bench', 'nope']);
+  t.match(await unknown.exit(), { code: 1 });
+  t.match(unknown.stderr, /SB_ERR_CONFIG unknown scenario "nope" \(one of chat, relay/);
+  const badInbox = new CliProcess(t, 'bench', ['bench', 'chat', '--inbox', 'disk']);
+  t.match(await badInbox.exit(), { code: 1 });
+  t.match(badInbox.stderr, /SB_ERR_CONFIG --inbox must be one of memory, redis/);
+  const strayWorker = new CliProcess(t, 'bench', ['bench', 'chat', '--worker', '127.0.0.1:9000']);
+  t.match(await strayWorker.exit(), { code: 1 });
+  t.match(strayWorker.stderr, /--target external/);
+});
+
+t.test('a tiny relay run: table on stdout, progress on stderr, JSON and HTML written', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'sb-bench-cli-'));
+  const json = join(dir, 'report.json');
+  const html = join(dir, 'report.html');
+  const cli = new CliProcess(t, 'bench', ['bench', 'relay', '--connections', '4', '--duration', '1', '--warmup', '0.2', '--json', json, '--html', html]);
+  t.match(await cli.exit(30_000), { code: 0 });
+  t.match(cli.stdout, /run\s+deliv\/s/);
+  t.match(cli.stdout, /bare relay\s+[\d,]+/);
+  t.match(cli.stderr, /\[bare relay\]\s+\d+ s measure delivered/);
+  const report = JSON.parse(readFileSync(json, 'utf8')) as BenchReport;
+  t.equal(report.scenario, 'relay');
+  t.match(report.command, /^switchboard bench relay --connections 4/);
+  t.equal(report.runs.length, 1);
+  t.ok(report.runs[0]!.metrics.deliveredPerSec! > 0);
+  const page = readFileSync(html, 'utf8');
+  t.match(page, /^<!doctype html>/i);
+  t.match(page, /<svg/);
+});

@@ -1,0 +1,35 @@
+// The bench client's hand-built frames decode with protobufjs to exactly what they claim.
+
+import t from 'tap';
+import fc from 'fast-check';
+import { decodeMessage } from '../../src/protocol/codec.js';
+import { HEADER_LENGTH } from '../../src/protocol/frame.js';
+import { HeadType } from '../../src/protocol/types.js';
+import { ackFrame, messageRequestFrame } from '../../src/bench/client-frames.js';
+
+const num = (v: unknown) => (typeof v === 'number' ? v : Number(String(v)));
+const uint = fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER });
+// Bench user ids and contents are ASCII: latin1 and UTF-8 agree there.
+const ascii = fc.string({ maxLength: 300 }).map((s) => s.replace(/[^\x00-\x7f]/g, '?'));
+
+t.test('MESSAGE_REQUEST', async () => {
+  fc.assert(
+    fc.property(fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }), ascii, ascii, uint, ascii, (msgId, from, to, time, content) => {
+      const frame = messageRequestFrame(msgId, from, to, time, content);
+      if (frame.readUInt32BE(4) !== frame.length - HEADER_LENGTH) return false;
+      const m = decodeMessage(frame.subarray(HEADER_LENGTH));
+      const r = m.messageRequest!;
+      return m.type === HeadType.MESSAGE_REQUEST && num(m.sequence) === msgId && num(r.msgId) === msgId && num(r.time) === time && r.msgType === 1 && r.from === from && r.to === to && r.content === content;
+    }),
+  );
+});
+
+t.test('MESSAGE_ACK', async () => {
+  fc.assert(
+    fc.property(uint, (seq) => {
+      const frame = ackFrame(seq);
+      const m = decodeMessage(frame.subarray(HEADER_LENGTH));
+      return frame.readUInt32BE(4) === frame.length - HEADER_LENGTH && m.type === HeadType.MESSAGE_ACK && num(m.ack?.seq) === seq;
+    }),
+  );
+});

@@ -1,0 +1,222 @@
+// The hand decoder of MESSAGE_REQUEST / MESSAGE_ACK against protobufjs: hex fixtures, the forms
+// it must leave to protobufjs, random requests, and mutated and random bodies. Whatever it
+// accepts must decode exactly as protobufjs decodes it, and the stored body it splices must be
+// byte for byte what encoding the protobufjs-decoded request gives.
+
+import t from 'tap';
+import fc from 'fast-check';
+import Long from 'long';
+import { decodeChatMessage, type DecodedTypes } from '../../src/protocol/chat-decoder.js';
+import { decodeMessage, encodeMessage, encodeMessageRequest, messageType, storedRequestBody } from '../../src/protocol/codec.js';
+import { HeadType, type ImMessage, type MessageRequest } from '../../src/protocol/types.js';
+import { catchError } from '../helpers/catch-error.js';
+
+const hex = (s: string): Buffer => Buffer.from(s.replace(/--.*$/gm, '').replace(/\s+/g, ''), 'hex');
+const toHex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
+
+const types = {
+  message: messageType.ctor,
+  messageRequest: messageType.root.lookupType('switchboard.MessageRequest').ctor,
+  messageAck: messageType.root.lookupType('switchboard.MessageAck').ctor,
+} as unknown as DecodedTypes;
+
+const SENDER = 'alice';
+
+/** protobufjs' own answer: the decoded message (or its error) and the stored body it leads to. */
+function reference(body: Buffer): { message?: ImMessage; stored?: string; error?: unknown } {
+  let message: ImMessage;
+  try {
+    message = messageType.decode(body) as unknown as ImMessage;
+  } catch (error) {
+    return { error };
+  }
+  let stored: string | undefined;
+  if (message.messageRequest) {
+    const copy = messageType.decode(body) as unknown as ImMessage;
+    copy.messageRequest!.from = SENDER;
+    delete copy.messageRequest!.seq;
+    stored = toHex(encodeMessageRequest(copy.messageRequest!));
+  }
+  return { message, stored };
+}
+
+/** Own keys in order, Longs as "low,high,unsigned", recursively: the exact shape of a decoded object. */
+function shape(value: unknown): unknown {
+  if (value instanceof Long) return `${value.low},${value.high},${value.unsigned}`;
+  if (value === null || typeof value !== 'object') return value;
+  return [(Object.getPrototypeOf(value) as { constructor: { name: string } }).constructor.name, ...Object.keys(value).map((k) => [k, shape((value as Record<string, unknown>)[k])])];
+}
+
+interface Outcome {
+  /** The hand decoder took the body (rather than leaving it to protobufjs). */
+  taken: boolean;
+  /** Where it and protobufjs disagree; undefined when they agree. */
+  mismatch?: string;
+}
+
+/**
+ * Runs one body through the hand decoder, decodeMessage and protobufjs: the hand decoder must
+ * either decline it or agree with protobufjs exactly, and decodeMessage must agree either way.
+ */
+function check(body: Buffer): Outcome {
+  const ref = reference(body);
+  const fast = decodeChatMessage(body, types);
+  const taken = fast !== undefined;
+  if (ref.error) {
+    if (taken) return { taken, mismatch: 'protobufjs refuses it, the hand decoder took it' };
+    const code = (catchError(() => decodeMessage(body)) as { code?: string } | undefined)?.code;
+    return { taken, mismatch: code === 'SB_ERR_BAD_PROTOBUF' ? undefined : `decodeMessage gave ${code}, not SB_ERR_BAD_PROTOBUF` };
+  }
+  const expected = JSON.stringify(shape(ref.message));
+  if (taken && JSON.stringify(shape(fast)) !== expected) return { taken, mismatch: 'hand decoder decodes differently' };
+  const decoded = decodeMessage(body);
+  if (JSON.stringify(shape(decoded)) !== expected) return { taken, mismatch: 'decodeMessage decodes differently' };
+  if (ref.stored !== undefined && toHex(storedRequestBody(decoded.messageRequest!, SENDER)) !== ref.stored) return { taken, mismatch: 'stored body differs' };
+  return { taken };
+}
+
+t.test('fixtures the hand decoder takes', async (t) => {
+  const taken: [string, string][] = [
+    [
+      'request: msg_id, to, content',
+      `08 05  10 07  -- type MESSAGE_REQUEST, sequence 7
+       32 0b  08 2a  1a 03 626f62  32 02 6869 -- messageRequest { msg_id 42, to "bob", content "hi" }`,
+    ],
+    [
+      'request with from, session id, every field, and a seq to drop',
+      `08 05  10 ffffffffffffffffff01  1a 02 7331 -- sequence 2^64-1, session_id "s1"
+       32 36
+         08 81808080808080808001 -- msg_id 2^63 + 1
+         12 05 616c696365  1a 03 626f62 -- from "alice", to "bob"
+         20 e807  28 ffffffff0f -- time 1000, msg_type 2^32-1
+         32 04 68c3a978 -- content "héx"
+         42 01 75  4a 01 70  52 01 6e  5a 02 7b7d -- url, property, from_nick, json
+         8001 05 -- seq 5`,
+    ],
+    ['request without msg_id', '08 05 32 05 1a 03 626f62'],
+    ['request with only from', '08 05 32 07 12 05 616c696365'],
+    ['empty request', '08 05 32 00'],
+    ['request without a body', '08 05 10 01'],
+    ['ack', '08 08  10 03  8201 02 08 05 -- ack { seq 5 }'],
+    ['empty ack', '08 08 8201 00'],
+  ];
+  for (const [label, fixture] of taken) {
+    t.same(check(hex(fixture)), { taken: true }, label);
+  }
+});
+
+t.test('the stored body is spliced from the wire: from replaced, seq dropped', async (t) => {
+  const body = hex('08 05 32 13  08 2a  12 03 6d6f6c  1a 03 626f62  32 02 6869  8001 09');
+  const message = decodeChatMessage(body, types)!;
+  t.equal(message.messageRequest!.from, 'mol');
+  t.equal(toHex(storedRequestBody(message.messageRequest!, SENDER)), toHex(hex('08 2a  12 05 616c696365  1a 03 626f62  32 02 6869')));
+  // The request object itself is left alone.
+  t.equal(message.messageRequest!.from, 'mol');
+  t.equal(Number(message.messageRequest!.seq), 9);
+});
+
+t.test('the stored body is a copy: it does not change when the read buffer is reused', async (t) => {
+  const body = hex('08 05 32 12  08 2a  12 05 616c696365  1a 03 626f62  32 02 6869');
+  const stored = storedRequestBody(decodeChatMessage(body, types)!.messageRequest!, SENDER) as Buffer;
+  const before = toHex(stored);
+  body.fill(0);
+  t.equal(toHex(stored), before, 'unchanged when the read buffer is reused');
+});
+
+t.test('forms left to protobufjs, which decodes or refuses them as before', async (t) => {
+  const declined: [string, string][] = [
+    ['another type', '08 04 10 01'],
+    ['type not first', '10 01 08 05'],
+    ['type 5 as a two-byte varint', '08 85 00'],
+    ['fields out of order', '08 05 32 00 10 01'],
+    ['a field twice', '08 05 10 01 10 02'],
+    ['sequence 0 written out', '08 05 10 00'],
+    ['empty session id written out', '08 05 1a 00'],
+    ['an ack on a MESSAGE_REQUEST', '08 05 8201 02 08 05'],
+    ['a request on a MESSAGE_ACK', '08 08 32 00'],
+    ['another body beside', '08 05 22 00 32 00'],
+    ['unknown envelope field', '08 05 f801 01'],
+    ['request fields out of order', '08 05 32 07 1a 03 626f62 08 01'],
+    ['request field twice', '08 05 32 0a 1a 03 626f62 1a 03 626f62'],
+    ['unknown request field', '08 05 32 08 1a 03 626f62 3a 01 78'],
+    ['msg_id 0 written out', '08 05 32 02 08 00'],
+    ['empty to written out', '08 05 32 02 1a 00'],
+    ['overlong msg_id', '08 05 32 03 08 81 00'],
+    ['overlong length', '08 05 32 06 1a 83 00 626f62'],
+    ['msg_type above 32 bits', '08 05 32 06 28 8080808010'],
+    ['msg_id above 64 bits', '08 05 32 0b 08 ffffffffffffffffff03'],
+    ['string field as varint', '08 05 32 02 18 01'],
+    ['varint field as string', '08 05 32 03 0a 01 31'],
+    ['ack seq 0 written out', '08 08 8201 02 08 00'],
+    ['ack with another field', '08 08 8201 02 10 01'],
+    ['invalid UTF-8 in to', '08 05 32 04 1a 02 c328'],
+    ['invalid UTF-8 in session id', '08 05 1a 01 ff'],
+    ['surrogate encoded in UTF-8', '08 05 32 05 1a 03 eda080'],
+    ['request length past the end', '08 05 32 09 1a 03 626f62'],
+    ['string length past the request', '08 05 32 03 1a 05 62 6f62 6f62'],
+    ['truncated varint', '08 05 10 80'],
+    ['truncated tag', '08 05 32 01 80'],
+  ];
+  for (const [label, fixture] of declined) {
+    t.same(check(hex(fixture)), { taken: false }, label);
+  }
+});
+
+const u64 = fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }).map((n) => Long.fromString(n.toString(), true));
+const text = fc.oneof(fc.string({ maxLength: 20 }), fc.string({ unit: 'grapheme', maxLength: 300 }));
+const requestArb = fc.record(
+  { msgId: u64, from: text, to: text, time: u64, msgType: fc.nat({ max: 2 ** 32 - 1 }), content: text, url: text, property: text, fromNick: text, json: text, seq: u64 },
+  { requiredKeys: [] },
+);
+const envelopeArb = fc.record({ sequence: fc.option(u64, { nil: undefined }), sessionId: fc.option(text, { nil: undefined }) });
+
+t.test('every request protobufjs encodes is taken and decodes alike', async (t) => {
+  fc.assert(
+    fc.property(envelopeArb, requestArb, (envelope, request: MessageRequest) => {
+      const body = Buffer.from(encodeMessage({ type: HeadType.MESSAGE_REQUEST, ...envelope, messageRequest: request }));
+      t.same(check(body), { taken: true });
+    }),
+    { numRuns: 500 },
+  );
+  fc.assert(
+    fc.property(envelopeArb, u64, (envelope, seq) => {
+      const body = Buffer.from(encodeMessage({ type: HeadType.MESSAGE_ACK, ...envelope, ack: { seq } }));
+      t.same(check(body), { taken: true });
+    }),
+    { numRuns: 200 },
+  );
+});
+
+t.test('mutated and random bodies: declined or decoded exactly as protobufjs does', async (t) => {
+  const seed = (request: MessageRequest) => Buffer.from(encodeMessage({ type: HeadType.MESSAGE_REQUEST, sequence: 3, sessionId: 's', messageRequest: request }));
+  const seeds = [
+    seed({ msgId: 1, from: 'alice', to: 'bob', time: 1700000000000, msgType: 1, content: 'hello' }),
+    seed({ msgId: Long.MAX_UNSIGNED_VALUE, to: 'bøb', content: 'x'.repeat(200), json: '{}', seq: 7 }),
+    Buffer.from(encodeMessage({ type: HeadType.MESSAGE_ACK, sequence: 9, ack: { seq: 300 } })),
+  ];
+  const mutation = fc.record({
+    seed: fc.nat({ max: seeds.length - 1 }),
+    edits: fc.array(fc.tuple(fc.constantFrom('set', 'insert', 'delete', 'cut'), fc.nat(), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 4 }),
+  });
+  fc.assert(
+    fc.property(mutation, ({ seed: i, edits }) => {
+      let bytes = [...seeds[i]!];
+      for (const [op, at, value] of edits) {
+        // Keep the two type bytes most of the time, so the hand decoder gets to look further.
+        const pos = 2 + (at % Math.max(1, bytes.length - 1));
+        if (op === 'set') bytes[pos] = value;
+        else if (op === 'insert') bytes.splice(pos, 0, value);
+        else if (op === 'delete') bytes.splice(pos, 1);
+        else bytes = bytes.slice(0, pos);
+      }
+      t.equal(check(Buffer.from(bytes.filter((b) => b !== undefined))).mismatch, undefined);
+    }),
+    { numRuns: 3000 },
+  );
+  fc.assert(
+    fc.property(fc.constantFrom('0805', '0808'), fc.uint8Array({ maxLength: 40 }), (prefix, tail) => {
+      t.equal(check(Buffer.concat([Buffer.from(prefix, 'hex'), tail])).mismatch, undefined);
+    }),
+    { numRuns: 3000 },
+  );
+});
