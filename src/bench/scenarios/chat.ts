@@ -3,8 +3,8 @@
 // open loop at a fixed rate, or --max: a closed-loop probe for the ceiling, then open-loop
 // steps bisecting below it for the highest rate delivered in full within the p99 bound.
 
-import { mergeAccounting, type Accounting, type ChatLoadResult, type Endpoint, type Target } from '../chat-load.js';
-import { ChatTimeline } from '../chat-timeline.js';
+import { mergeAccounting, type Accounting, type ChatLoadResult, type ChatSecond, type Endpoint, type Target } from '../chat-load.js';
+import { DriverTimeline } from '../timeline.js';
 import { SOCKETS_PER_ADDRESS, driverAddresses, runDrivers, share } from '../drivers.js';
 import { Latency } from '../latency.js';
 import { ProcessSampler, startRelayProcess } from '../processes.js';
@@ -71,7 +71,7 @@ export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport>
     let startedAt = 0;
     // Distinct msg_ids per run: a later run against the same server is not deduped against this one.
     const msgIdBase = Date.now() * 1000;
-    const timeline = new ChatTimeline(drivers, (p) =>
+    const timeline = new DriverTimeline(drivers, (p) =>
       progress(`[${load.label}] ${String(p.t).padStart(3)} s ${String(p.phase).padEnd(7)} delivered ${fmt.rate(Number(p.delivered)).padStart(9)}/s  p99 ${fmt.ms(Number(p.p99Ms)).padStart(8)} ms  errors ${p.errors}  connections ${p.connections}`),
     );
     const results = await runDrivers({
@@ -81,7 +81,7 @@ export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport>
       onReady: () => {
         startedAt = sampler.now();
       },
-      onTick: (_index, tick) => timeline.add(tick as Parameters<ChatTimeline['add']>[0]),
+      onTick: (_index, tick) => timeline.add(tick as ChatSecond),
       options: (index) => ({
         target: load.target,
         endpoints: load.endpoints,
@@ -205,7 +205,7 @@ export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport>
   };
 }
 
-function summarize(load: Load, results: ChatLoadResult[], timeline: ChatTimeline, processes: RunReport['processes'], cpu: Record<string, number>): RunReport {
+function summarize(load: Load, results: ChatLoadResult[], timeline: DriverTimeline, processes: RunReport['processes'], cpu: Record<string, number>): RunReport {
   const merged = (key: 'deliveryLatency' | 'ackLatency' | 'sendLag' | 'fromSendLatency'): LatencyReport => {
     const latency = new Latency();
     for (const r of results) latency.merge(Latency.decode(r[key]));
