@@ -3,6 +3,7 @@
 // open loop at a fixed rate, or --max: a closed-loop probe for the ceiling, then open-loop
 // steps bisecting below it for the highest rate delivered in full within the p99 bound.
 
+import type { ScenarioOptions } from './options.js';
 import { mergeAccounting, type Accounting, type ChatLoadResult, type ChatSecond, type Endpoint, type Target } from '../chat-load.js';
 import { DriverTimeline } from '../timeline.js';
 import { SOCKETS_PER_ADDRESS, driverAddresses, runDrivers, share } from '../drivers.js';
@@ -12,15 +13,8 @@ import { noProgress, type ProgressSink } from '../progress.js';
 import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, type BenchReport, type LatencyReport, type RunReport } from '../report.js';
 import { startTarget, type TargetKind } from '../targets.js';
 
-export interface ChatScenarioOptions {
-  target: TargetKind;
-  /** cluster: worker processes. */
-  workers: number;
+export interface ChatScenarioOptions extends ScenarioOptions {
   inbox: 'memory' | 'redis';
-  fsync: 'none' | 'everysec' | 'always';
-  secret: string;
-  /** external target */
-  workerEndpoints?: string[];
   /** Logged-in connections in total: half send, half receive. */
   connections: number;
   /** Closed loop: messages in flight per pair. */
@@ -31,10 +25,7 @@ export interface ChatScenarioOptions {
   max: boolean;
   /** --max: a step counts as sustained only with delivery p99 at or below this. */
   maxP99Ms: number;
-  durationS: number;
-  warmupS: number;
   payloadBytes: number;
-  drivers: number;
   crossNode: boolean;
   /** Measure the bare relay too (the baseline of the ratio). */
   relay: boolean;
@@ -43,8 +34,6 @@ export interface ChatScenarioOptions {
   drainMs: number;
   /** The receivers discard this many deliveries (tests the loss accounting). */
   dropForTest?: number;
-  progress?: ProgressSink;
-  command: string;
 }
 
 /** Open-loop steps of --max: the highest sustained rate is found within 1.1 × ceiling / 2^(steps-1). */

@@ -4,6 +4,7 @@
 // how long the clients of the dead worker take to be logged in elsewhere, and the dip in
 // delivery around the kill (the timeline).
 
+import type { ScenarioOptions } from './options.js';
 import { mergeAccounting } from '../chat-load.js';
 import { runDrivers, share } from '../drivers.js';
 import type { FailoverLoadResult, FailoverSecond, Outage } from '../failover-load.js';
@@ -14,27 +15,16 @@ import { noProgress, type ProgressSink } from '../progress.js';
 import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, type BenchReport, type LatencyReport, type RunReport, type TimelinePoint } from '../report.js';
 import { startTarget, type TargetKind } from '../targets.js';
 
-export interface FailoverScenarioOptions {
-  /** Must be 'cluster': the scenario kills one of the workers it started. */
-  target: TargetKind;
-  /** At least 2. */
-  workers: number;
-  fsync: 'none' | 'everysec' | 'always';
-  secret: string;
+export interface FailoverScenarioOptions extends ScenarioOptions {
   /** SDK clients in total: half send, half receive. */
   connections: number;
   /** Messages per second in total (open loop). */
   rate: number;
-  durationS: number;
-  warmupS: number;
   payloadBytes: number;
-  drivers: number;
   /** After the run, wait this long at most for every send to settle and every acknowledged message to arrive. */
   drainMs: number;
   /** The workers' ZooKeeper session timeout: how long the survivors take to see the dead worker leave. */
   zkSessionTimeoutMs: number;
-  progress?: ProgressSink;
-  command: string;
 }
 
 /** The worker that is killed: worker 0, which holds the most clients (see victimShare) and the lowest id. */

@@ -4,6 +4,7 @@
 // HTTP gate, then the worker login with the token it issued, from the coordinator; bounded by
 // scrypt, by design, so it is measured with a few loops over a few registered users.
 
+import type { ScenarioOptions } from './options.js';
 import { BENCH_DEVICE, USERS_PER_LOOP, registerUsers, runGateLoginLoad, type GateUser, type LoginLoadResult, type LoginSecond } from '../login-load.js';
 import { driverAddresses, runDrivers, share } from '../drivers.js';
 import { Latency } from '../latency.js';
@@ -13,29 +14,18 @@ import { noProgress, type ProgressSink } from '../progress.js';
 import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, type BenchReport, type LatencyReport, type RunReport, type TimelinePoint } from '../report.js';
 import { startTarget, type RunningTarget, type TargetKind } from '../targets.js';
 
-export interface LoginStormOptions {
-  target: TargetKind;
-  /** cluster: worker processes. */
-  workers: number;
-  secret: string;
+export interface LoginStormOptions extends ScenarioOptions {
   /** The secret the drivers mint worker tokens with (default: secret); a wrong one makes every worker login fail. */
   tokenSecret?: string;
-  /** external target */
-  workerEndpoints?: string[];
   gateUrl?: string;
   /** Concurrent worker-login loops over all drivers (open loop: attempts in flight at most). */
   connections: number;
   /** Open loop: worker login attempts per second in total. */
   rate?: number;
-  durationS: number;
-  warmupS: number;
-  drivers: number;
   /** Gate run: users registered (and logged in in turn); 0 skips the gate run. */
   users: number;
   /** Gate run: concurrent loops (default: min(users, 4), the gate's concurrent-hash bound). */
   gateLoops?: number;
-  progress?: ProgressSink;
-  command: string;
 }
 
 /** The most users the gate run registers: each costs one scrypt hash (~0.4 s of a thread). */
@@ -55,7 +45,7 @@ export async function loginStormScenario(o: LoginStormOptions): Promise<BenchRep
   sampler.start();
   const runs: RunReport[] = [];
   const warnings: string[] = [];
-  const target = await startTarget({ kind: o.target, workers: o.workers, secret: o.secret, workerEndpoints: o.workerEndpoints, ...(o.gateUrl ? { gateUrl: o.gateUrl } : {}), gateArgs: UNLIMITED_GATE, sampler });
+  const target = await startTarget({ kind: o.target, workers: o.workers, fsync: o.fsync, secret: o.secret, workerEndpoints: o.workerEndpoints, ...(o.gateUrl ? { gateUrl: o.gateUrl } : {}), gateArgs: UNLIMITED_GATE, sampler });
   try {
     runs.push(await workerRun(o, target, drivers, sampler, progress, warnings));
     if (o.users > 0) {
