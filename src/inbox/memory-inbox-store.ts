@@ -27,13 +27,23 @@ interface Inbox {
 }
 
 /**
- * A msg_id as a Map key: below 10^15 (at most 15 digits) the number, which a Map hashes without
- * a string per message; longer ones their decimal string. Either way the same id always gets
- * the same key, since the decimal form of a uint64 is canonical.
+ * A msg_id as a Map key: up to 15 digits (below 10^15, so exact) the number, which a Map hashes
+ * without a string per message; anything else the string itself. Only the canonical decimal
+ * form becomes a number, so "16" and "016" (or "0x10") stay apart.
  */
 type DedupeId = number | string;
 
-const dedupeId = (msgId: string): DedupeId => (msgId.length <= 15 ? Number(msgId) : msgId);
+function dedupeId(msgId: string): DedupeId {
+  const length = msgId.length;
+  if (length === 0 || length > 15 || (msgId.charCodeAt(0) === 48 && length > 1)) return msgId;
+  let n = 0;
+  for (let i = 0; i < length; i++) {
+    const digit = msgId.charCodeAt(i) - 48;
+    if (digit < 0 || digit > 9) return msgId;
+    n = n * 10 + digit;
+  }
+  return n;
+}
 
 /** Drop a consumed prefix once it dominates the array, so pushes stay amortised O(1). */
 const COMPACT_AFTER = 64;
