@@ -43,10 +43,10 @@ export interface FailoverSecond {
   acked: number;
   delivered: number;
   errors: number;
-  /** Clients logged in ('ready') at the end of the second. */
-  connected: number;
+  /** Clients logged in ('ready') at the end of the second (named for the report's connections chart). */
+  connections: number;
   /** The fewest clients logged in at any moment of the second (an outage shorter than a second shows here). */
-  connectedMin: number;
+  connectionsMin: number;
   /** Delivery latency of this second, encoded (see Latency.decode). */
   latency: string;
 }
@@ -245,8 +245,8 @@ export async function runFailoverLoad(o: FailoverLoadOptions): Promise<FailoverL
       acked: acked - last.acked,
       delivered: delivered - last.delivered,
       errors: errorCount - last.errors,
-      connected,
-      connectedMin,
+      connections: connected,
+      connectionsMin: connectedMin,
       latency: secondLatency.encode(),
     });
     secondLatency.reset();

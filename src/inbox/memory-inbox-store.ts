@@ -1,14 +1,15 @@
 // In-memory InboxStore: the embedded default. Bounded like the Redis one: per user at most
 // maxMessages messages, none older than maxAgeMs, dedupe entries for dedupeWindowMs (and at
 // most maxMessages of them). Nothing here waits, so appendNow() offers the append synchronously.
+// Message bodies live in a MessageLog per user (slabs and typed arrays, not an object each).
 
+import { MessageLog } from './message-log.js';
 import { DEFAULT_INBOX_LIMITS, hasDedupeId, type AppendRequest, type AppendResult, type InboxLimits, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
 
 interface Inbox {
   head: number;
-  /** Retained messages, ascending; `start` is the index of the oldest. */
-  messages: StoredMessage[];
-  start: number;
+  /** Retained messages, ascending. */
+  log: MessageLog;
   /** Per sender: msg_id → the seq it was stored under (see DedupeId). */
   dedupe: Map<string, Map<DedupeId, number>>;
   dedupeSize: number;
@@ -26,13 +27,23 @@ interface Inbox {
 }
 
 /**
- * A msg_id as a Map key: below 10^15 (at most 15 digits) the number, which a Map hashes without
- * a string per message; longer ones their decimal string. Either way the same id always gets
- * the same key, since the decimal form of a uint64 is canonical.
+ * A msg_id as a Map key: up to 15 digits (below 10^15, so exact) the number, which a Map hashes
+ * without a string per message; anything else the string itself. Only the canonical decimal
+ * form becomes a number, so "16" and "016" (or "0x10") stay apart.
  */
 type DedupeId = number | string;
 
-const dedupeId = (msgId: string): DedupeId => (msgId.length <= 15 ? Number(msgId) : msgId);
+function dedupeId(msgId: string): DedupeId {
+  const length = msgId.length;
+  if (length === 0 || length > 15 || (msgId.charCodeAt(0) === 48 && length > 1)) return msgId;
+  let n = 0;
+  for (let i = 0; i < length; i++) {
+    const digit = msgId.charCodeAt(i) - 48;
+    if (digit < 0 || digit > 9) return msgId;
+    n = n * 10 + digit;
+  }
+  return n;
+}
 
 /** Drop a consumed prefix once it dominates the array, so pushes stay amortised O(1). */
 const COMPACT_AFTER = 64;
@@ -63,8 +74,7 @@ export class MemoryInboxStore implements InboxStore {
       if (seen !== undefined) return { seq: seen, duplicate: true };
     }
     const seq = ++inbox.head;
-    // Kept without a copy: the caller hands the body over (AppendRequest.body).
-    inbox.messages.push({ seq, storedAt: now, body: Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength) });
+    inbox.log.push(seq, now, body);
     if (id !== undefined) {
       if (!bySender) inbox.dedupe.set(sender, (bySender = new Map()));
       bySender.set(id, seq);
@@ -81,12 +91,11 @@ export class MemoryInboxStore implements InboxStore {
     const inbox = this.#inboxes.get(uid);
     if (!inbox) return { head: 0, oldest: 1, messages: [] };
     this.#prune(inbox, this.#now());
-    const { messages, start, head } = inbox;
-    const oldest = start < messages.length ? messages[start]!.seq : head + 1;
-    // Sequences are dense from `oldest`, so the first wanted message is found by arithmetic.
-    const from = start + Math.max(0, after + 1 - oldest);
-    const out = messages.slice(from, Math.min(messages.length, from + limit)).map((m) => ({ ...m }));
-    return { head, oldest, messages: out };
+    const { log, head } = inbox;
+    const oldest = log.length > 0 ? log.firstSeq : head + 1;
+    const messages: StoredMessage[] = [];
+    for (let seq = Math.max(after + 1, oldest); seq <= head && messages.length < limit; seq++) messages.push(log.get(seq)!);
+    return { head, oldest, messages };
   }
 
   async cursor(uid: string, deviceId: string): Promise<number | undefined> {
@@ -104,20 +113,14 @@ export class MemoryInboxStore implements InboxStore {
 
   #inbox(uid: string): Inbox {
     let inbox = this.#inboxes.get(uid);
-    if (!inbox) this.#inboxes.set(uid, (inbox = { head: 0, messages: [], start: 0, dedupe: new Map(), dedupeSize: 0, dedupeSenders: [], dedupeIds: [], dedupeExpires: [], dedupeStart: 0, cursors: new Map() }));
+    if (!inbox) this.#inboxes.set(uid, (inbox = { head: 0, log: new MessageLog(), dedupe: new Map(), dedupeSize: 0, dedupeSenders: [], dedupeIds: [], dedupeExpires: [], dedupeStart: 0, cursors: new Map() }));
     return inbox;
   }
 
   #prune(inbox: Inbox, now: number): void {
     const cutoff = now - this.#limits.maxAgeMs;
-    const { messages } = inbox;
-    while (inbox.start < messages.length && (messages.length - inbox.start > this.#limits.maxMessages || messages[inbox.start]!.storedAt < cutoff)) {
-      inbox.start++;
-    }
-    if (inbox.start > COMPACT_AFTER && inbox.start * 2 > messages.length) {
-      messages.splice(0, inbox.start);
-      inbox.start = 0;
-    }
+    const { log } = inbox;
+    while (log.length > 0 && (log.length > this.#limits.maxMessages || log.oldestStoredAt() < cutoff)) log.shift();
   }
 
   #expireDedupe(inbox: Inbox, now: number): void {

@@ -11,6 +11,7 @@ import type { BenchReport, RunReport } from '../../src/bench/report.js';
 const base: LoginStormOptions = {
   target: 'embedded',
   workers: 1,
+  fsync: 'none',
   secret: 'bench-smoke-secret',
   connections: 4,
   durationS: 1,

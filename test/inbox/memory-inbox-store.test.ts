@@ -57,3 +57,15 @@ t.test('msg_ids short and long, from several senders: each deduped on its own, e
   t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '1', body: body('n') }), { seq: ++seq, duplicate: false }, 'alice 1 forgotten');
   t.same(inbox.appendNow({ uid: 'bob', sender: 'carol', msgId: '1', body: body('again') }), { seq: ids.length + 1, duplicate: true }, 'carol 1 remembered');
 });
+
+t.test('only the canonical decimal of a msg_id is taken as a number: look-alikes stay distinct', async (t) => {
+  const inbox = new MemoryInboxStore();
+  const ids = ['16', '016', '0x10', '1.6e1', ' 16', '10', '1e1', '0'];
+  // '0' disables dedupe (hasDedupeId): it is stored twice below, the others once.
+  for (const [i, msgId] of ids.entries()) t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId, body: body(msgId) }), { seq: i + 1, duplicate: false }, `${JSON.stringify(msgId)} is new`);
+  for (const [i, msgId] of ids.entries()) {
+    const again = inbox.appendNow({ uid: 'bob', sender: 'alice', msgId, body: body('again') });
+    if (msgId === '0') t.equal(again.duplicate, false, '"0" is never deduplicated');
+    else t.same(again, { seq: i + 1, duplicate: true }, `${JSON.stringify(msgId)} deduped against itself only`);
+  }
+});

@@ -3,8 +3,9 @@
 // open loop at a fixed rate, or --max: a closed-loop probe for the ceiling, then open-loop
 // steps bisecting below it for the highest rate delivered in full within the p99 bound.
 
-import { mergeAccounting, type Accounting, type ChatLoadResult, type Endpoint, type Target } from '../chat-load.js';
-import { ChatTimeline } from '../chat-timeline.js';
+import type { ScenarioOptions } from './options.js';
+import { mergeAccounting, type Accounting, type ChatLoadResult, type ChatSecond, type Endpoint, type Target } from '../chat-load.js';
+import { DriverTimeline } from '../timeline.js';
 import { SOCKETS_PER_ADDRESS, driverAddresses, runDrivers, share } from '../drivers.js';
 import { Latency } from '../latency.js';
 import { ProcessSampler, startRelayProcess } from '../processes.js';
@@ -12,15 +13,8 @@ import { noProgress, type ProgressSink } from '../progress.js';
 import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, type BenchReport, type LatencyReport, type RunReport } from '../report.js';
 import { startTarget, type TargetKind } from '../targets.js';
 
-export interface ChatScenarioOptions {
-  target: TargetKind;
-  /** cluster: worker processes. */
-  workers: number;
+export interface ChatScenarioOptions extends ScenarioOptions {
   inbox: 'memory' | 'redis';
-  fsync: 'none' | 'everysec' | 'always';
-  secret: string;
-  /** external target */
-  workerEndpoints?: string[];
   /** Logged-in connections in total: half send, half receive. */
   connections: number;
   /** Closed loop: messages in flight per pair. */
@@ -31,10 +25,7 @@ export interface ChatScenarioOptions {
   max: boolean;
   /** --max: a step counts as sustained only with delivery p99 at or below this. */
   maxP99Ms: number;
-  durationS: number;
-  warmupS: number;
   payloadBytes: number;
-  drivers: number;
   crossNode: boolean;
   /** Measure the bare relay too (the baseline of the ratio). */
   relay: boolean;
@@ -43,8 +34,6 @@ export interface ChatScenarioOptions {
   drainMs: number;
   /** The receivers discard this many deliveries (tests the loss accounting). */
   dropForTest?: number;
-  progress?: ProgressSink;
-  command: string;
 }
 
 /** Open-loop steps of --max: the highest sustained rate is found within 1.1 × ceiling / 2^(steps-1). */
@@ -71,7 +60,7 @@ export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport>
     let startedAt = 0;
     // Distinct msg_ids per run: a later run against the same server is not deduped against this one.
     const msgIdBase = Date.now() * 1000;
-    const timeline = new ChatTimeline(drivers, (p) =>
+    const timeline = new DriverTimeline(drivers, (p) =>
       progress(`[${load.label}] ${String(p.t).padStart(3)} s ${String(p.phase).padEnd(7)} delivered ${fmt.rate(Number(p.delivered)).padStart(9)}/s  p99 ${fmt.ms(Number(p.p99Ms)).padStart(8)} ms  errors ${p.errors}  connections ${p.connections}`),
     );
     const results = await runDrivers({
@@ -81,7 +70,7 @@ export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport>
       onReady: () => {
         startedAt = sampler.now();
       },
-      onTick: (_index, tick) => timeline.add(tick as Parameters<ChatTimeline['add']>[0]),
+      onTick: (_index, tick) => timeline.add(tick as ChatSecond),
       options: (index) => ({
         target: load.target,
         endpoints: load.endpoints,
@@ -205,7 +194,7 @@ export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport>
   };
 }
 
-function summarize(load: Load, results: ChatLoadResult[], timeline: ChatTimeline, processes: RunReport['processes'], cpu: Record<string, number>): RunReport {
+function summarize(load: Load, results: ChatLoadResult[], timeline: DriverTimeline, processes: RunReport['processes'], cpu: Record<string, number>): RunReport {
   const merged = (key: 'deliveryLatency' | 'ackLatency' | 'sendLag' | 'fromSendLatency'): LatencyReport => {
     const latency = new Latency();
     for (const r of results) latency.merge(Latency.decode(r[key]));

@@ -4,36 +4,27 @@
 // how long the clients of the dead worker take to be logged in elsewhere, and the dip in
 // delivery around the kill (the timeline).
 
+import type { ScenarioOptions } from './options.js';
 import { mergeAccounting } from '../chat-load.js';
 import { runDrivers, share } from '../drivers.js';
 import type { FailoverLoadResult, FailoverSecond, Outage } from '../failover-load.js';
 import { Latency } from '../latency.js';
+import { DriverTimeline } from '../timeline.js';
 import { ProcessSampler } from '../processes.js';
 import { noProgress, type ProgressSink } from '../progress.js';
 import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, type BenchReport, type LatencyReport, type RunReport, type TimelinePoint } from '../report.js';
 import { startTarget, type TargetKind } from '../targets.js';
 
-export interface FailoverScenarioOptions {
-  /** Must be 'cluster': the scenario kills one of the workers it started. */
-  target: TargetKind;
-  /** At least 2. */
-  workers: number;
-  fsync: 'none' | 'everysec' | 'always';
-  secret: string;
+export interface FailoverScenarioOptions extends ScenarioOptions {
   /** SDK clients in total: half send, half receive. */
   connections: number;
   /** Messages per second in total (open loop). */
   rate: number;
-  durationS: number;
-  warmupS: number;
   payloadBytes: number;
-  drivers: number;
   /** After the run, wait this long at most for every send to settle and every acknowledged message to arrive. */
   drainMs: number;
   /** The workers' ZooKeeper session timeout: how long the survivors take to see the dead worker leave. */
   zkSessionTimeoutMs: number;
-  progress?: ProgressSink;
-  command: string;
 }
 
 /** The worker that is killed: worker 0, which holds the most clients (see victimShare) and the lowest id. */
@@ -65,7 +56,7 @@ export async function failoverScenario(o: FailoverScenarioOptions): Promise<Benc
   let killAtS = Number.NaN;
   let killTimer: NodeJS.Timeout | undefined;
   let killed: Promise<void> | undefined;
-  const timeline = new FailoverTimeline(drivers, (p) =>
+  const timeline = new DriverTimeline(drivers, (p) =>
     progress(
       `[failover] ${String(p.t).padStart(3)} s ${String(p.phase).padEnd(7)} sent ${fmt.rate(Number(p.sent)).padStart(7)}/s  delivered ${fmt.rate(Number(p.delivered)).padStart(7)}/s  p99 ${fmt.ms(Number(p.p99Ms)).padStart(8)} ms  errors ${p.errors}  connected ${p.connections} (min ${p.connectionsMin})${p.event ? `  ← ${p.event}` : ''}`,
     ),
@@ -84,7 +75,8 @@ export async function failoverScenario(o: FailoverScenarioOptions): Promise<Benc
           () => {
             killAt = Date.now();
             killAtS = sampler.now() - startedAt;
-            timeline.killedAt(killAtS, `${victim.name} killed`);
+            // killAtS seconds after sending started: in second floor(killAtS) + 1.
+            timeline.mark(Math.floor(killAtS) + 1, { event: `${victim.name} killed` });
             killed = victim.process!.kill();
           },
           // Half a second past a whole second: the timeline's kill second is unambiguous.
@@ -231,63 +223,3 @@ export function victimShare(pairs: number, workers: number, w: number): number {
   return count;
 }
 
-/** Merges the drivers' seconds: a second is complete once every driver reported it. */
-class FailoverTimeline {
-  readonly #drivers: number;
-  readonly #slots = new Map<number, { reported: number; second: FailoverSecond; latency: Latency }>();
-  readonly #onComplete: (point: TimelinePoint) => void;
-  #killedT = 0;
-  #killEvent = '';
-
-  constructor(drivers: number, onComplete: (point: TimelinePoint) => void) {
-    this.#drivers = drivers;
-    this.#onComplete = onComplete;
-  }
-
-  /** The kill happened `s` seconds after sending started: in second floor(s) + 1. */
-  killedAt(s: number, event: string): void {
-    this.#killedT = Math.floor(s) + 1;
-    this.#killEvent = event;
-  }
-
-  add(second: FailoverSecond): void {
-    let slot = this.#slots.get(second.t);
-    if (!slot) {
-      slot = { reported: 0, second: { ...second, sent: 0, acked: 0, delivered: 0, errors: 0, connected: 0, connectedMin: 0 }, latency: new Latency() };
-      this.#slots.set(second.t, slot);
-    }
-    slot.reported++;
-    const s = slot.second;
-    s.sent += second.sent;
-    s.acked += second.acked;
-    s.delivered += second.delivered;
-    s.errors += second.errors;
-    s.connected += second.connected;
-    // The drivers' minimums need not coincide: their sum is a lower bound.
-    s.connectedMin += second.connectedMin;
-    slot.latency.merge(Latency.decode(second.latency));
-    if (slot.reported === this.#drivers) this.#onComplete(this.#point(slot.second, slot.latency));
-  }
-
-  points(): TimelinePoint[] {
-    return [...this.#slots.values()].sort((a, b) => a.second.t - b.second.t).map((slot) => this.#point(slot.second, slot.latency));
-  }
-
-  #point(s: FailoverSecond, latency: Latency): TimelinePoint {
-    const p = latency.percentiles();
-    return {
-      t: s.t,
-      phase: s.phase,
-      sent: s.sent,
-      acked: s.acked,
-      delivered: s.delivered,
-      errors: s.errors,
-      // Named "connections" for the report's connections chart: SDK clients logged in.
-      connections: s.connected,
-      connectionsMin: s.connectedMin,
-      ...(s.t === this.#killedT ? { event: this.#killEvent } : {}),
-      p50Ms: p.p50,
-      p99Ms: p.p99,
-    };
-  }
-}

@@ -2,6 +2,7 @@
 // worker's RSS once it has settled, before any connection, then holds N logged-in connections
 // and samples the RSS again: (loaded − baseline) / logged-in connections is the figure.
 
+import type { ScenarioOptions } from './options.js';
 import { readFileSync } from 'node:fs';
 import { SwitchboardError } from '../../errors.js';
 import { SOCKETS_PER_ADDRESS, driverAddresses, runDrivers, share } from '../drivers.js';
@@ -12,28 +13,14 @@ import { noProgress, type ProgressSink } from '../progress.js';
 import { driverWarnings, fmt, machineInfo, sliceProcesses, type BenchReport, type LatencyReport, type RunReport, type TimelinePoint } from '../report.js';
 import { startTarget, type TargetKind } from '../targets.js';
 
-export interface IdleScenarioOptions {
-  target: TargetKind;
-  /** cluster: worker processes. */
-  workers: number;
+export interface IdleScenarioOptions extends ScenarioOptions {
   inbox: 'memory' | 'redis';
-  fsync: 'none' | 'everysec' | 'always';
-  secret: string;
-  /** external target */
-  workerEndpoints?: string[];
   /** Logged-in connections in total, spread over the drivers and round-robin over the workers. */
   connections: number;
-  /** Seconds the worker RSS is sampled, after the warm-up. */
-  durationS: number;
-  /** Seconds between the last login and the first RSS sample. */
-  warmupS: number;
   /** Every connection heartbeats this often. */
   heartbeatMs: number;
-  drivers: number;
   /** Seconds between the target's start and the baseline reading (default 3): startup garbage settles. */
   settleS?: number;
-  progress?: ProgressSink;
-  command: string;
 }
 
 /** File descriptors a driver keeps for itself (IPC, stdio, the loader's files). */

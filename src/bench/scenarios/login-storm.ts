@@ -4,37 +4,28 @@
 // HTTP gate, then the worker login with the token it issued, from the coordinator; bounded by
 // scrypt, by design, so it is measured with a few loops over a few registered users.
 
+import type { ScenarioOptions } from './options.js';
 import { BENCH_DEVICE, USERS_PER_LOOP, registerUsers, runGateLoginLoad, type GateUser, type LoginLoadResult, type LoginSecond } from '../login-load.js';
 import { driverAddresses, runDrivers, share } from '../drivers.js';
 import { Latency } from '../latency.js';
+import { DriverTimeline } from '../timeline.js';
 import { ProcessSampler, type ProcessSeries } from '../processes.js';
 import { noProgress, type ProgressSink } from '../progress.js';
 import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, type BenchReport, type LatencyReport, type RunReport, type TimelinePoint } from '../report.js';
 import { startTarget, type RunningTarget, type TargetKind } from '../targets.js';
 
-export interface LoginStormOptions {
-  target: TargetKind;
-  /** cluster: worker processes. */
-  workers: number;
-  secret: string;
+export interface LoginStormOptions extends ScenarioOptions {
   /** The secret the drivers mint worker tokens with (default: secret); a wrong one makes every worker login fail. */
   tokenSecret?: string;
-  /** external target */
-  workerEndpoints?: string[];
   gateUrl?: string;
   /** Concurrent worker-login loops over all drivers (open loop: attempts in flight at most). */
   connections: number;
   /** Open loop: worker login attempts per second in total. */
   rate?: number;
-  durationS: number;
-  warmupS: number;
-  drivers: number;
   /** Gate run: users registered (and logged in in turn); 0 skips the gate run. */
   users: number;
   /** Gate run: concurrent loops (default: min(users, 4), the gate's concurrent-hash bound). */
   gateLoops?: number;
-  progress?: ProgressSink;
-  command: string;
 }
 
 /** The most users the gate run registers: each costs one scrypt hash (~0.4 s of a thread). */
@@ -54,7 +45,7 @@ export async function loginStormScenario(o: LoginStormOptions): Promise<BenchRep
   sampler.start();
   const runs: RunReport[] = [];
   const warnings: string[] = [];
-  const target = await startTarget({ kind: o.target, workers: o.workers, secret: o.secret, workerEndpoints: o.workerEndpoints, ...(o.gateUrl ? { gateUrl: o.gateUrl } : {}), gateArgs: UNLIMITED_GATE, sampler });
+  const target = await startTarget({ kind: o.target, workers: o.workers, fsync: o.fsync, secret: o.secret, workerEndpoints: o.workerEndpoints, ...(o.gateUrl ? { gateUrl: o.gateUrl } : {}), gateArgs: UNLIMITED_GATE, sampler });
   try {
     runs.push(await workerRun(o, target, drivers, sampler, progress, warnings));
     if (o.users > 0) {
@@ -116,11 +107,9 @@ function serverCpu(processes: ProcessSeries[], cpu: Record<string, number>, kind
 async function workerRun(o: LoginStormOptions, target: RunningTarget, drivers: number, sampler: ProcessSampler, progress: ProgressSink, warnings: string[]): Promise<RunReport> {
   const label = 'worker logins';
   const endpoints = target.workers.map(({ host, port }) => ({ host, port }));
-  const slots = new Map<number, { reported: number; phase: string; attempts: number; logins: number; failures: number; inFlight: number; latency: Latency }>();
-  const point = (t: number, s: NonNullable<ReturnType<typeof slots.get>>): TimelinePoint => {
-    const p = s.latency.percentiles();
-    return { t, phase: s.phase, attempts: s.attempts, logins: s.logins, failures: s.failures, inFlight: s.inFlight, p50Ms: p.p50, p99Ms: p.p99 };
-  };
+  const timeline = new DriverTimeline(drivers, (p) =>
+    progress(`[${label}] ${String(p.t).padStart(3)} s ${String(p.phase).padEnd(7)} logins ${fmt.rate(Number(p.logins)).padStart(7)}/s  p99 ${fmt.ms(Number(p.p99Ms)).padStart(8)} ms  failures ${p.failures}  in flight ${p.inFlight}`),
+  );
   let startedAt = 0;
   const results: LoginLoadResult[] = await runDrivers({
     task: 'login',
@@ -129,21 +118,7 @@ async function workerRun(o: LoginStormOptions, target: RunningTarget, drivers: n
     onReady: () => {
       startedAt = sampler.now();
     },
-    onTick: (_index, tick) => {
-      const second = tick as LoginSecond;
-      let slot = slots.get(second.t);
-      if (!slot) slots.set(second.t, (slot = { reported: 0, phase: second.phase, attempts: 0, logins: 0, failures: 0, inFlight: 0, latency: new Latency() }));
-      slot.reported++;
-      slot.attempts += second.attempts;
-      slot.logins += second.logins;
-      slot.failures += second.failures;
-      slot.inFlight += second.inFlight;
-      slot.latency.merge(Latency.decode(second.latency));
-      if (slot.reported === drivers) {
-        const p = point(second.t, slot);
-        progress(`[${label}] ${String(p.t).padStart(3)} s ${String(p.phase).padEnd(7)} logins ${fmt.rate(Number(p.logins)).padStart(7)}/s  p99 ${fmt.ms(Number(p.p99Ms)).padStart(8)} ms  failures ${p.failures}  in flight ${p.inFlight}`);
-      }
-    },
+    onTick: (_index, tick) => timeline.add(tick as LoginSecond),
     options: (index) => ({
       endpoints,
       // Many addresses, cycled per connection: a (source, destination) pair rarely comes round while the server holds it in TIME_WAIT.
@@ -194,7 +169,7 @@ async function workerRun(o: LoginStormOptions, target: RunningTarget, drivers: n
     label,
     metrics,
     latency: latencies,
-    timeline: [...slots.entries()].sort(([a], [b]) => a - b).map(([t, s]) => point(t, s)),
+    timeline: timeline.points(),
     processes,
     errors: sumErrors(results.map((r) => r.errors)),
     notes,

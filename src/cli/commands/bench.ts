@@ -12,6 +12,7 @@ import { failoverScenario } from '../../bench/scenarios/failover.js';
 import { formatReport, writeReports, type BenchReport } from '../../bench/report.js';
 import { noProgress, stderrProgress, type ProgressSink } from '../../bench/progress.js';
 import type { TargetKind } from '../../bench/targets.js';
+import type { ScenarioOptions } from '../../bench/scenarios/options.js';
 
 export const BENCH_OPTIONS = {
   target: { type: 'string', description: 'embedded (one `start` process), cluster (ZooKeeper + Redis + workers + gate) or external', default: 'embedded' },
@@ -63,29 +64,38 @@ function oneOf<T extends string>(flag: string, value: string, allowed: readonly 
   return value as T;
 }
 
-function chatOptions(o: BenchOptions, c: ScenarioContext, switchboard: boolean) {
+/** The options every scenario takes (ScenarioOptions). */
+function common(o: BenchOptions, c: ScenarioContext): ScenarioOptions {
   return {
     target: oneOf<TargetKind>('target', o.target, ['embedded', 'cluster', 'external']),
     workers: o.workers,
-    inbox: oneOf('inbox', o.inbox, ['memory', 'redis'] as const),
     fsync: oneOf('redis-fsync', o['redis-fsync'], ['none', 'everysec', 'always'] as const),
     secret: c.secret,
     ...(o.worker ? { workerEndpoints: o.worker.split(',') } : {}),
     connections: o.connections,
+    durationS: o.duration,
+    warmupS: o.warmup,
+    drivers: Math.max(1, o.drivers),
+    progress: c.progress,
+    command: c.command,
+  };
+}
+
+const inbox = (o: BenchOptions) => oneOf('inbox', o.inbox, ['memory', 'redis'] as const);
+
+function chatOptions(o: BenchOptions, c: ScenarioContext, switchboard: boolean) {
+  return {
+    ...common(o, c),
+    inbox: inbox(o),
     window: o.window,
     ...(o.rate ? { rate: o.rate } : {}),
     max: o.max,
     maxP99Ms: o['max-p99-ms'],
-    durationS: o.duration,
-    warmupS: o.warmup,
     payloadBytes: o.payload,
-    drivers: Math.max(1, o.drivers),
     crossNode: o['cross-node'],
     relay: !switchboard || !o['no-relay'],
     switchboard,
     drainMs: o['drain-ms'],
-    progress: c.progress,
-    command: c.command,
   };
 }
 
@@ -96,56 +106,28 @@ const FAILOVER_ZK_SESSION_TIMEOUT_MS = 4_000;
 
 function failoverOptions(o: BenchOptions, c: ScenarioContext) {
   return {
-    target: oneOf<TargetKind>('target', o.target, ['embedded', 'cluster', 'external']),
-    workers: o.workers,
-    fsync: oneOf('redis-fsync', o['redis-fsync'], ['none', 'everysec', 'always'] as const),
-    secret: c.secret,
-    connections: o.connections,
+    ...common(o, c),
     rate: o.rate ?? 2000,
-    durationS: o.duration,
-    warmupS: o.warmup,
     payloadBytes: o.payload,
-    drivers: Math.max(1, o.drivers),
     drainMs: Math.max(o['drain-ms'], FAILOVER_MIN_DRAIN_MS),
     zkSessionTimeoutMs: FAILOVER_ZK_SESSION_TIMEOUT_MS,
-    progress: c.progress,
-    command: c.command,
   };
 }
 
 function idleOptions(o: BenchOptions, c: ScenarioContext) {
   return {
-    target: oneOf<TargetKind>('target', o.target, ['embedded', 'cluster', 'external']),
-    workers: o.workers,
-    inbox: oneOf('inbox', o.inbox, ['memory', 'redis'] as const),
-    fsync: oneOf('redis-fsync', o['redis-fsync'], ['none', 'everysec', 'always'] as const),
-    secret: c.secret,
-    ...(o.worker ? { workerEndpoints: o.worker.split(',') } : {}),
-    connections: o.connections,
-    durationS: o.duration,
-    warmupS: o.warmup,
+    ...common(o, c),
+    inbox: inbox(o),
     heartbeatMs: o['heartbeat-ms'],
-    drivers: Math.max(1, o.drivers),
-    progress: c.progress,
-    command: c.command,
   };
 }
 
 function loginStormOptions(o: BenchOptions, c: ScenarioContext) {
   return {
-    target: oneOf<TargetKind>('target', o.target, ['embedded', 'cluster', 'external']),
-    workers: o.workers,
-    secret: c.secret,
-    ...(o.worker ? { workerEndpoints: o.worker.split(',') } : {}),
+    ...common(o, c),
     ...(o.gate ? { gateUrl: o.gate } : {}),
-    connections: o.connections,
     ...(o.rate ? { rate: o.rate } : {}),
-    durationS: o.duration,
-    warmupS: o.warmup,
-    drivers: Math.max(1, o.drivers),
     users: o.users,
-    progress: c.progress,
-    command: c.command,
   };
 }
 

@@ -1,0 +1,60 @@
+// Merges the per-second records of several drivers into one timeline: a second is complete
+// once every driver reported it. Every numeric field of a record but `t` is a counter summed
+// over the drivers (a sum of per-driver minimums is a lower bound, which is what a minimum
+// needs); `latency` is that second's histogram, merged; `phase` is taken as it is.
+
+import { Latency } from './latency.js';
+import type { TimelinePoint } from './report.js';
+
+/** One second of a run as a driver reports it. */
+export interface DriverSecond {
+  /** Which second since sending started: 1, 2, ... */
+  t: number;
+  phase: string;
+  /** The second's latency histogram, encoded (Latency.encode). */
+  latency: string;
+}
+
+interface Slot {
+  reported: number;
+  phase: string;
+  counters: Record<string, number>;
+  latency: Latency;
+}
+
+export class DriverTimeline {
+  readonly #drivers: number;
+  readonly #slots = new Map<number, Slot>();
+  readonly #marks = new Map<number, Record<string, string>>();
+  readonly #onComplete: (point: TimelinePoint) => void;
+
+  constructor(drivers: number, onComplete: (point: TimelinePoint) => void = () => {}) {
+    this.#drivers = drivers;
+    this.#onComplete = onComplete;
+  }
+
+  add<S extends DriverSecond>(second: S): void {
+    let slot = this.#slots.get(second.t);
+    if (!slot) this.#slots.set(second.t, (slot = { reported: 0, phase: second.phase, counters: {}, latency: new Latency() }));
+    slot.reported++;
+    for (const [name, value] of Object.entries(second)) {
+      if (name !== 't' && typeof value === 'number') slot.counters[name] = (slot.counters[name] ?? 0) + value;
+    }
+    slot.latency.merge(Latency.decode(second.latency));
+    if (slot.reported === this.#drivers) this.#onComplete(this.#point(second.t, slot));
+  }
+
+  /** Adds fields to second `t`'s point, e.g. an event that happened in it. */
+  mark(t: number, fields: Record<string, string>): void {
+    this.#marks.set(t, { ...this.#marks.get(t), ...fields });
+  }
+
+  points(): TimelinePoint[] {
+    return [...this.#slots.entries()].sort(([a], [b]) => a - b).map(([t, slot]) => this.#point(t, slot));
+  }
+
+  #point(t: number, slot: Slot): TimelinePoint {
+    const p = slot.latency.percentiles();
+    return { t, phase: slot.phase, ...slot.counters, ...this.#marks.get(t), p50Ms: p.p50, p99Ms: p.p99 };
+  }
+}

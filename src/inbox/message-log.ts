@@ -1,0 +1,116 @@
+// One user's retained messages, oldest first, without an object per message: bodies are
+// copied into slabs and their places and store times kept in typed arrays used as a ring.
+// The garbage collector then sees a few arrays and slabs per user instead of two objects per
+// retained message (with a million retained messages its marking steps reached 16 ms).
+
+import type { StoredMessage } from './inbox-store.js';
+
+/** Slabs start small (a user with one message holds 512 bytes) and double up to 64 KiB. */
+const FIRST_SLAB = 512;
+const MAX_SLAB = 64 * 1024;
+const FIRST_CAPACITY = 16;
+
+export class MessageLog {
+  /** Seq of the oldest retained message; seqs are dense from it. */
+  #firstSeq = 1;
+  #count = 0;
+  /** Ring index of the oldest message. */
+  #start = 0;
+  #storedAt = new Float64Array(FIRST_CAPACITY);
+  /** Per message: its slab (absolute number), offset and length there. */
+  #slabOf = new Float64Array(FIRST_CAPACITY);
+  #offset = new Int32Array(FIRST_CAPACITY);
+  #length = new Int32Array(FIRST_CAPACITY);
+  /** Slabs still holding a retained body; #slabs[0] has absolute number #slabBase. */
+  #slabs: Buffer[] = [];
+  #slabBase = 0;
+  /** Bytes used in the newest slab. */
+  #fill = 0;
+
+  get length(): number {
+    return this.#count;
+  }
+
+  /** Seq of the oldest message (when empty: the seq the next one must have). */
+  get firstSeq(): number {
+    return this.#firstSeq;
+  }
+
+  /** Bytes of the slabs held (the retained bodies and the free room of the newest slab). */
+  get slabBytes(): number {
+    let bytes = 0;
+    for (const slab of this.#slabs) bytes += slab.length;
+    return bytes;
+  }
+
+  /** Appends `body` (copied) as `seq`, which must follow the newest retained seq. */
+  push(seq: number, storedAt: number, body: Uint8Array): void {
+    if (this.#count === 0) this.#firstSeq = seq;
+    else if (seq !== this.#firstSeq + this.#count) throw new RangeError(`seq ${seq} does not follow ${this.#firstSeq + this.#count - 1}`);
+    if (this.#count === this.#storedAt.length) this.#grow();
+    const slab = this.#room(body.length);
+    const i = (this.#start + this.#count) % this.#storedAt.length;
+    this.#storedAt[i] = storedAt;
+    this.#slabOf[i] = this.#slabBase + this.#slabs.length - 1;
+    this.#offset[i] = this.#fill;
+    this.#length[i] = body.length;
+    slab.set(body, this.#fill);
+    this.#fill += body.length;
+    this.#count++;
+  }
+
+  /** Store time of the oldest message (when empty: Infinity). */
+  oldestStoredAt(): number {
+    return this.#count === 0 ? Number.POSITIVE_INFINITY : this.#storedAt[this.#start]!;
+  }
+
+  /** Forgets the oldest message, and the slabs no retained message uses any more. */
+  shift(): void {
+    if (this.#count === 0) return;
+    this.#start = (this.#start + 1) % this.#storedAt.length;
+    this.#count--;
+    this.#firstSeq++;
+    const oldestSlab = this.#count === 0 ? this.#slabBase + this.#slabs.length - 1 : this.#slabOf[this.#start]!;
+    while (this.#slabBase < oldestSlab) {
+      this.#slabs.shift();
+      this.#slabBase++;
+    }
+  }
+
+  /** The message `seq` (a fresh object; its body a view of the slab), or undefined. */
+  get(seq: number): StoredMessage | undefined {
+    const k = seq - this.#firstSeq;
+    if (k < 0 || k >= this.#count) return undefined;
+    const i = (this.#start + k) % this.#storedAt.length;
+    const slab = this.#slabs[this.#slabOf[i]! - this.#slabBase]!;
+    const offset = this.#offset[i]!;
+    return { seq, storedAt: this.#storedAt[i]!, body: slab.subarray(offset, offset + this.#length[i]!) };
+  }
+
+  /** A slab with `bytes` free at #fill: the newest, or a new one. */
+  #room(bytes: number): Buffer {
+    const newest = this.#slabs[this.#slabs.length - 1];
+    if (newest && newest.length - this.#fill >= bytes) return newest;
+    const size = Math.max(bytes, newest ? Math.min(newest.length * 2, MAX_SLAB) : FIRST_SLAB);
+    // Unpooled: a slab must not share (and keep alive) Buffer's pool with unrelated buffers.
+    const slab = Buffer.allocUnsafeSlow(size);
+    this.#slabs.push(slab);
+    this.#fill = 0;
+    return slab;
+  }
+
+  #grow(): void {
+    const capacity = this.#storedAt.length * 2;
+    this.#storedAt = unwrap(this.#storedAt, new Float64Array(capacity), this.#start, this.#count);
+    this.#slabOf = unwrap(this.#slabOf, new Float64Array(capacity), this.#start, this.#count);
+    this.#offset = unwrap(this.#offset, new Int32Array(capacity), this.#start, this.#count);
+    this.#length = unwrap(this.#length, new Int32Array(capacity), this.#start, this.#count);
+    this.#start = 0;
+  }
+}
+
+/** Copies a ring's `count` entries from `start` to the front of `into`, in order. */
+function unwrap<T extends Float64Array | Int32Array>(ring: T, into: T, start: number, count: number): T {
+  for (let k = 0; k < count; k++) into[k] = ring[(start + k) % ring.length]!;
+  return into;
+}
