@@ -86,7 +86,6 @@ async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: 
     extra.push('--redis', redis.url);
   }
   // `start` logs "worker listening" and then "gate listening": wait for both ports.
-  let gatePort: number | undefined;
   let gateListening!: (port: number) => void;
   const gateReady = new Promise<number>((resolve) => (gateListening = resolve));
   const node = await startProcess(
@@ -100,7 +99,7 @@ async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: 
   );
   stops.push(node.stop);
   o.sampler?.add('node', 'node', node.child.pid);
-  gatePort = await gateReady;
+  const gatePort = await gateReady;
   const inbox = o.inbox === 'redis' ? `redis inbox, fsync ${o.fsync ?? 'none'}` : 'memory inbox';
   return {
     kind: 'embedded',
