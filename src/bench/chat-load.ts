@@ -86,7 +86,7 @@ export interface Accounting {
 export interface ChatLoadResult {
   target: Target;
   mode: 'closed' | 'open';
-  /** Messages delivered and answered within the measured interval. */
+  /** Messages delivered, and sends answered with success, within the measured interval. */
   delivered: number;
   acked: number;
   seconds: number;
@@ -261,7 +261,7 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
         sender,
         receiver,
         frame: messageFrames(o.target, `s${i}`, `r${i}`, o.payloadBytes, msgIdBase),
-        sendTimes: new Float64Array(RING),
+        sendTimes: new Float64Array(o.rate === undefined ? RING : 0),
         sent: 0,
         answered: 0,
         okAnswers: 0,
@@ -326,12 +326,14 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
         if (scan.result) {
           pair.okAnswers++;
           pair.okIds.bump(scan.sequence - msgIdBase);
+          acked++;
+          if (measuring()) ackLatency.add(performance.now() - sentAt(pair, scan.sequence - msgIdBase));
         } else {
           errorCount++;
           fail(scan.errorCode || 'SB_ERR_UNKNOWN');
+          // Refused: it will never be delivered, so its slot in the window is free again.
+          if (running && !open) send(performance.now());
         }
-        acked++;
-        if (measuring()) ackLatency.add(performance.now() - sentAt(pair, scan.sequence - msgIdBase));
       };
       pair.receiver.onFrame = (body) => {
         scanMessage(body, scan);

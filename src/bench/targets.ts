@@ -86,9 +86,12 @@ async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: 
     extra.push('--redis', redis.url);
   }
   // `start` logs "worker listening" and then "gate listening": wait for both ports.
-  let gatePort: number | undefined;
   let gateListening!: (port: number) => void;
-  const gateReady = new Promise<number>((resolve) => (gateListening = resolve));
+  let gateFailed!: (err: Error) => void;
+  const gateReady = new Promise<number>((resolve, reject) => {
+    gateListening = resolve;
+    gateFailed = reject;
+  });
   const node = await startProcess(
     ['bin/switchboard.js', 'start', '--port', '0', '--gate-port', '0', '--secret', o.secret, '--log-level', 'info', ...extra, ...(o.workerArgs ?? []), ...(o.gateArgs ?? [])],
     (line) => {
@@ -100,7 +103,9 @@ async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: 
   );
   stops.push(node.stop);
   o.sampler?.add('node', 'node', node.child.pid);
-  gatePort = await gateReady;
+  // A node that dies between its two listening lines must not leave the bench waiting.
+  node.child.once('exit', (code) => gateFailed(new Error(`the embedded node exited (${code}) before its gate was listening`)));
+  const gatePort = await gateReady;
   const inbox = o.inbox === 'redis' ? `redis inbox, fsync ${o.fsync ?? 'none'}` : 'memory inbox';
   return {
     kind: 'embedded',
@@ -113,8 +118,12 @@ async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: 
 }
 
 async function cluster(o: TargetOptions, stops: (() => Promise<void>)[], stop: () => Promise<void>): Promise<RunningTarget> {
-  const [zk, redis] = await Promise.all([startZooKeeperServer(), startRedisServer({ fsync: o.fsync ?? 'none' })]);
-  stops.push(zk.kill, redis.kill);
+  // Both start at once; whichever started is stopped again if the other failed.
+  const [zkStarted, redisStarted] = await Promise.allSettled([startZooKeeperServer(), startRedisServer({ fsync: o.fsync ?? 'none' })]);
+  for (const started of [zkStarted, redisStarted]) if (started.status === 'fulfilled') stops.push(started.value.kill);
+  if (zkStarted.status === 'rejected') throw zkStarted.reason;
+  if (redisStarted.status === 'rejected') throw redisStarted.reason;
+  const [zk, redis] = [zkStarted.value, redisStarted.value];
   o.sampler?.add('zookeeper', 'zookeeper', zk.process.pid);
   o.sampler?.add('redis', 'redis', redis.process.pid);
   const root = `/bench-${process.pid}`;

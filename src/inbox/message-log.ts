@@ -70,7 +70,14 @@ export class MessageLog {
     this.#start = (this.#start + 1) % this.#storedAt.length;
     this.#count--;
     this.#firstSeq++;
-    const oldestSlab = this.#count === 0 ? this.#slabBase + this.#slabs.length - 1 : this.#slabOf[this.#start]!;
+    if (this.#count === 0) {
+      // Nothing retained: no slab either (an idle user's emptied inbox costs no body memory).
+      this.#slabBase += this.#slabs.length;
+      this.#slabs = [];
+      this.#fill = 0;
+      return;
+    }
+    const oldestSlab = this.#slabOf[this.#start]!;
     while (this.#slabBase < oldestSlab) {
       this.#slabs.shift();
       this.#slabBase++;

@@ -23,8 +23,9 @@ export interface DecodedTypes {
 }
 
 /**
- * A view of a request's wire bytes (not a copy: it lives only until the handler has built the
- * stored body from it, which is a copy), and the two ranges the server replaces: `from` (absent:
+ * A view of a request's wire bytes (not a copy: it lives until the handler has built the stored
+ * body from it, which is a copy; a request waiting in a connection's bounded queue pins its read
+ * chunk until then), and the two ranges the server replaces: `from` (absent:
  * an empty range where it belongs, after msg_id and before `to`) and the `seq` at the end
  * (absent: `seqStart` is the length). Everything else is stored as it came.
  */

@@ -129,3 +129,17 @@ t.test('--max: a closed-loop probe, then open-loop steps bisecting below 1.1 × 
     t.match(report.warnings.join(' '), /no open-loop step was sustained/);
   }
 });
+
+t.test('refused sends: counted by code, not as acked, and the closed loop keeps sending', async (t) => {
+  // A 250-byte message fits a 300-byte frame, its delivery (with the inbox seq) does not.
+  const worker = await startWorkerProcess('worker', base.secret, ['--max-frame-length', '300']);
+  t.teardown(() => worker.stop());
+  const report = await chatScenario({ ...base, target: 'external', workerEndpoints: [`127.0.0.1:${worker.port}`], relay: false, drivers: 1, connections: 2, payloadBytes: 250, drainMs: 2000 });
+  const run = runOf(report, 'switchboard');
+  t.ok(run.errors.SB_ERR_MESSAGE_TOO_LARGE! > 0, 'refusals counted by code');
+  t.equal(run.metrics.ackedPerSec, 0, 'a refusal is not an ack');
+  t.equal(run.metrics.deliveredPerSec, 0);
+  t.equal(run.latency.ack!.count, 0, 'no ack latency from refusals');
+  t.match(run.accounting, { acked: 0, received: 0, lost: 0, dup: 0 });
+  t.ok(run.accounting!.sent > base.window, 'each refusal freed its slot: more than one window was sent');
+});

@@ -38,6 +38,7 @@ export interface ChatScenarioOptions extends ScenarioOptions {
 
 /** Open-loop steps of --max: the highest sustained rate is found within 1.1 × ceiling / 2^(steps-1). */
 const MAX_STEPS = 6;
+const STEP_PAUSE_MS = 1000;
 
 interface Load {
   label: string;
@@ -124,12 +125,15 @@ export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport>
         const probe = await measure({ label: `${label}, closed loop (probe)`, target: 'switchboard', endpoints });
         runs.push(probe);
         const ceiling = probe.metrics.deliveredPerSec!;
+        if (!(ceiling > 0)) throw new Error(`--max: the closed-loop probe delivered nothing (errors: ${JSON.stringify(probe.errors)})`);
         // Bisection over (0, 1.1 × ceiling]: an open-loop rate is usually well below the
         // closed-loop ceiling (no batching of several messages per read and write).
         let lo = 0;
         let hi = ceiling * 1.1;
         let best: RunReport | undefined;
         for (let step = 0; step < MAX_STEPS; step++) {
+          // A step starts on a server that has worked off the previous one's backlog.
+          await new Promise((resolve) => setTimeout(resolve, STEP_PAUSE_MS));
           const rate = Math.round(step === 0 ? ceiling / 2 : (lo + hi) / 2);
           const run = await measure({ label: `${label}, open loop ${fmt.rate(rate)}/s`, target: 'switchboard', endpoints, rate });
           const sustained = run.metrics.deliveredPerSec! >= 0.97 * rate && run.latency.delivery!.p99 <= o.maxP99Ms && (run.accounting?.lost ?? 0) === 0;
