@@ -9,12 +9,11 @@
 import net from 'node:net';
 import { once } from 'node:events';
 import { FrameDecoder, encodeFrame } from '../protocol/frame.js';
-import { encodeMessageFrame } from '../protocol/codec.js';
 import { HeadType } from '../protocol/types.js';
 import { writePerTick } from '../net/write-per-tick.js';
 import { Latency } from './latency.js';
 import { emptyScan, leadingNumber, scanMessage } from './wire-scan.js';
-import { ackFrame, messageRequestFrame } from './client-frames.js';
+import { ackFrame, loginRequestFrame, messageRequestFrame } from './client-frames.js';
 
 export type Target = 'switchboard' | 'relay';
 
@@ -175,7 +174,7 @@ async function login(target: Target, endpoint: Conn, uid: string, token: ((uid: 
     };
     endpoint.socket.once('close', () => reject(new Error(`login of ${uid}: connection closed`)));
   });
-  write(endpoint, encodeMessageFrame({ type: HeadType.LOGIN_REQUEST, sequence: 1, loginRequest: { uid, deviceId: 'bench', token: token!(uid), acks: true, lastSeq: Number.MAX_SAFE_INTEGER } }));
+  write(endpoint, loginRequestFrame(uid, token!(uid), { lastSeq: Number.MAX_SAFE_INTEGER }));
   return answered;
 }
 

@@ -1,4 +1,4 @@
-// The two frames a bench client sends per message, assembled by hand like the server's hot
+// The frames a bench client sends: its login, and the two per message, assembled by hand like the server's hot
 // frames (src/protocol/chat-frames.ts): encoding them with protobufjs made the driver, not the
 // server, the bottleneck. test/bench/client-frames.test.ts checks them against protobufjs.
 //   Message { type = MESSAGE_REQUEST (1), sequence = msg_id (2),
@@ -8,6 +8,16 @@
 import { HEADER_LENGTH, writeHeader } from '../protocol/frame.js';
 import { varintLength, writeVarint } from '../protocol/chat-frames.js';
 import { HeadType } from '../protocol/types.js';
+import { encodeMessageFrame } from '../protocol/codec.js';
+
+/**
+ * A bench client's LOGIN_REQUEST: a token login as an acks device. `lastSeq` above any inbox
+ * head starts the device at the head, so what earlier runs left is not replayed.
+ */
+export function loginRequestFrame(uid: string, token: string, options: { deviceId?: string; lastSeq?: number } = {}): Buffer {
+  const { deviceId = 'bench', lastSeq } = options;
+  return encodeMessageFrame({ type: HeadType.LOGIN_REQUEST, sequence: 1, loginRequest: { uid, deviceId, token, acks: true, ...(lastSeq === undefined ? {} : { lastSeq }) } });
+}
 
 /** A MESSAGE_REQUEST from `from` to `to`; `from` and `to` are latin1 (bench user ids), `content` too. */
 export function messageRequestFrame(msgId: number, from: string, to: string, time: number, content: string): Buffer {

@@ -6,6 +6,7 @@
 import net from 'node:net';
 import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
 import { FrameDecoder } from '../protocol/frame.js';
+import { loginRequestFrame } from './client-frames.js';
 import { HeadType } from '../protocol/types.js';
 import type { Endpoint } from './chat-load.js';
 import { Latency } from './latency.js';
@@ -182,7 +183,7 @@ export async function runIdleLoad(o: IdleLoadOptions): Promise<IdleLoadResult> {
           settle(ok ? undefined : code || 'SB_ERR_UNKNOWN');
         };
         timer = setTimeout(() => settle('LOGIN_TIMEOUT'), loginTimeoutMs);
-        socket.write(encodeMessageFrame({ type: HeadType.LOGIN_REQUEST, sequence: 1, loginRequest: { uid, deviceId: 'bench', token: o.token(uid), acks: true } }));
+        socket.write(loginRequestFrame(uid, o.token(uid)));
       });
       socket.once('close', () => {
         if (state !== 'connecting') open--;

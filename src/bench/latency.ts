@@ -16,6 +16,11 @@ export interface Percentiles {
 /** [percentile, ms] points of the latency distribution, for the report's chart. */
 export type Distribution = [number, number][];
 
+/** A latency as the report shows it: percentiles and the distribution to plot. */
+export interface LatencyReport extends Percentiles {
+  distribution: Distribution;
+}
+
 const PLOTTED = [0, 10, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99, 100];
 
 export class Latency {
@@ -24,6 +29,13 @@ export class Latency {
   static decode(encoded: string): Latency {
     const latency = new Latency();
     if (encoded) latency.#histogram.add(hdr.decodeFromCompressedBase64(encoded));
+    return latency;
+  }
+
+  /** The histograms of several drivers (encoded), merged into one. */
+  static merged(encoded: Iterable<string>): Latency {
+    const latency = new Latency();
+    for (const e of encoded) if (e) latency.#histogram.add(hdr.decodeFromCompressedBase64(e));
     return latency;
   }
 
@@ -57,6 +69,10 @@ export class Latency {
   at(percentile: number): number {
     const h = this.#histogram;
     return Math.min(h.getValueAtPercentile(percentile), h.maxValue) / 1000;
+  }
+
+  report(): LatencyReport {
+    return { ...this.percentiles(), distribution: this.distribution() };
   }
 
   distribution(): Distribution {

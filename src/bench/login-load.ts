@@ -12,6 +12,7 @@
 
 import net from 'node:net';
 import { FrameDecoder } from '../protocol/frame.js';
+import { loginRequestFrame } from './client-frames.js';
 import { encodeMessageFrame } from '../protocol/codec.js';
 import { HeadType } from '../protocol/types.js';
 import { loginThroughGate, registerThroughGate } from '../client/gate-login.js';
@@ -99,7 +100,7 @@ export function loginOnce(a: LoginAttempt): Promise<LoginOutcome> {
       else if (out.ok && (socketCode || !loggedOut)) out.afterCode = socketCode ?? 'NO_LOGOUT_RESPONSE';
       resolve(out);
     });
-    socket.write(encodeMessageFrame({ type: HeadType.LOGIN_REQUEST, sequence: 1, loginRequest: { uid: a.uid, deviceId: a.deviceId, token: a.token, acks: true } }));
+    socket.write(loginRequestFrame(a.uid, a.token, { deviceId: a.deviceId }));
   });
 }
 

@@ -4,7 +4,7 @@
 import { writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import type { Accounting } from './chat-load.js';
-import type { Distribution, Percentiles } from './latency.js';
+import type { LatencyReport } from './latency.js';
 import type { ProcessSeries } from './processes.js';
 import { renderHtml } from './html.js';
 
@@ -23,9 +23,7 @@ export interface TimelinePoint {
   [counter: string]: number | string | undefined;
 }
 
-export interface LatencyReport extends Percentiles {
-  distribution: Distribution;
-}
+export type { LatencyReport } from './latency.js';
 
 /** One measured configuration (a target, a rate step, a phase). */
 export interface RunReport {
@@ -153,6 +151,13 @@ export function writeReports(report: BenchReport, paths: { json?: string; html?:
     written.push(paths.html);
   }
   return written;
+}
+
+/** Counts by code summed over several parts (drivers, or kinds of failure). */
+export function sumCounts(parts: Record<string, number>[]): Record<string, number> {
+  const total: Record<string, number> = {};
+  for (const part of parts) for (const [code, n] of Object.entries(part)) total[code] = (total[code] ?? 0) + n;
+  return total;
 }
 
 /** Numbers for tables: fixed decimals for ms, thousands separated for rates. */

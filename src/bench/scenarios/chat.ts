@@ -9,9 +9,9 @@ import { DriverTimeline } from '../timeline.js';
 import { SOCKETS_PER_ADDRESS, driverAddresses, runDrivers, share } from '../drivers.js';
 import { Latency } from '../latency.js';
 import { ProcessSampler, startRelayProcess } from '../processes.js';
-import { noProgress, type ProgressSink } from '../progress.js';
-import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, type BenchReport, type LatencyReport, type RunReport } from '../report.js';
-import { startTarget, type TargetKind } from '../targets.js';
+import { noProgress } from '../progress.js';
+import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, sumCounts, type BenchReport, type LatencyReport, type RunReport } from '../report.js';
+import { startTarget } from '../targets.js';
 
 export interface ChatScenarioOptions extends ScenarioOptions {
   inbox: 'memory' | 'redis';
@@ -199,16 +199,11 @@ export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport>
 }
 
 function summarize(load: Load, results: ChatLoadResult[], timeline: DriverTimeline, processes: RunReport['processes'], cpu: Record<string, number>): RunReport {
-  const merged = (key: 'deliveryLatency' | 'ackLatency' | 'sendLag' | 'fromSendLatency'): LatencyReport => {
-    const latency = new Latency();
-    for (const r of results) latency.merge(Latency.decode(r[key]));
-    return { ...latency.percentiles(), distribution: latency.distribution() };
-  };
+  const merged = (key: 'deliveryLatency' | 'ackLatency' | 'sendLag' | 'fromSendLatency'): LatencyReport => Latency.merged(results.map((r) => r[key])).report();
   const seconds = Math.max(...results.map((r) => r.seconds));
   const delivered = results.reduce((sum, r) => sum + r.delivered, 0);
   const acked = results.reduce((sum, r) => sum + r.acked, 0);
-  const errors: Record<string, number> = {};
-  for (const r of results) for (const [code, n] of Object.entries(r.errors)) errors[code] = (errors[code] ?? 0) + n;
+  const errors = sumCounts(results.map((r) => r.errors));
   const accountings = results.map((r) => r.accounting).filter((a): a is Accounting => a !== undefined);
   const sum = (roles: string[]) => processes.filter((p) => roles.includes(p.role)).reduce((total, p) => total + (cpu[p.pid] ?? 0), 0);
   const latency: Record<string, LatencyReport> = { delivery: merged('deliveryLatency') };

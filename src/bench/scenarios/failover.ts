@@ -11,9 +11,9 @@ import type { FailoverLoadResult, FailoverSecond, Outage } from '../failover-loa
 import { Latency } from '../latency.js';
 import { DriverTimeline } from '../timeline.js';
 import { ProcessSampler } from '../processes.js';
-import { noProgress, type ProgressSink } from '../progress.js';
-import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, type BenchReport, type LatencyReport, type RunReport, type TimelinePoint } from '../report.js';
-import { startTarget, type TargetKind } from '../targets.js';
+import { noProgress } from '../progress.js';
+import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, sumCounts, type BenchReport, type LatencyReport, type RunReport } from '../report.js';
+import { startTarget } from '../targets.js';
 
 export interface FailoverScenarioOptions extends ScenarioOptions {
   /** SDK clients in total: half send, half receive. */
@@ -127,13 +127,8 @@ export async function failoverScenario(o: FailoverScenarioOptions): Promise<Benc
   }
   const onVictim = victimShare(pairs, o.workers, VICTIM);
   const accounting = mergeAccounting(results.map((r) => r.accounting));
-  const errors: Record<string, number> = {};
-  for (const r of results) for (const [code, n] of Object.entries(r.errors)) errors[code] = (errors[code] ?? 0) + n;
-  const merged = (key: 'deliveryLatency' | 'ackLatency' | 'sendLag'): LatencyReport => {
-    const latency = new Latency();
-    for (const r of results) latency.merge(Latency.decode(r[key]));
-    return { ...latency.percentiles(), distribution: latency.distribution() };
-  };
+  const errors = sumCounts(results.map((r) => r.errors));
+  const merged = (key: 'deliveryLatency' | 'ackLatency' | 'sendLag'): LatencyReport => Latency.merged(results.map((r) => r[key])).report();
   const seconds = Math.max(...results.map((r) => r.seconds));
   const sum = (roles: string[]) => processes.filter((p) => roles.includes(p.role)).reduce((total, p) => total + (cpu[p.pid] ?? 0), 0);
   const recovery = fromKill.percentiles();

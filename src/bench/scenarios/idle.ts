@@ -9,9 +9,9 @@ import { SOCKETS_PER_ADDRESS, driverAddresses, runDrivers, share } from '../driv
 import type { IdleLoadResult, IdleSecond } from '../idle-load.js';
 import { Latency } from '../latency.js';
 import { ProcessSampler, rssBytes } from '../processes.js';
-import { noProgress, type ProgressSink } from '../progress.js';
-import { driverWarnings, fmt, machineInfo, sliceProcesses, type BenchReport, type LatencyReport, type RunReport, type TimelinePoint } from '../report.js';
-import { startTarget, type TargetKind } from '../targets.js';
+import { noProgress } from '../progress.js';
+import { driverWarnings, fmt, machineInfo, sliceProcesses, sumCounts, type BenchReport, type LatencyReport, type RunReport, type TimelinePoint } from '../report.js';
+import { startTarget } from '../targets.js';
 
 export interface IdleScenarioOptions extends ScenarioOptions {
   inbox: 'memory' | 'redis';
@@ -175,11 +175,7 @@ export async function idleScenario(o: IdleScenarioOptions): Promise<BenchReport>
 }
 
 function summarize(label: string, results: IdleLoadResult[], timeline: TimelinePoint[], baselineRss: number | undefined, processes: RunReport['processes']): RunReport {
-  const merged = (key: 'loginLatency' | 'heartbeatLatency'): LatencyReport => {
-    const latency = new Latency();
-    for (const r of results) latency.merge(Latency.decode(r[key]));
-    return { ...latency.percentiles(), distribution: latency.distribution() };
-  };
+  const merged = (key: 'loginLatency' | 'heartbeatLatency'): LatencyReport => Latency.merged(results.map((r) => r[key])).report();
   const sum = (f: (r: IdleLoadResult) => number) => results.reduce((total, r) => total + f(r), 0);
   const count = (f: (r: IdleLoadResult) => Record<string, number>) => sum((r) => Object.values(f(r)).reduce((a, b) => a + b, 0));
   const loggedIn = sum((r) => r.loggedIn);
@@ -208,16 +204,13 @@ function summarize(label: string, results: IdleLoadResult[], timeline: TimelineP
     );
   }
   notes.push(`heartbeat echo p50 ${fmt.ms(latency.heartbeat.p50)} ms, p99 ${fmt.ms(latency.heartbeat.p99)} ms (${metrics.heartbeatReplies} of ${metrics.heartbeatsSent} answered)`);
-  const errors: Record<string, number> = {};
-  for (const r of results) for (const [code, n] of [...Object.entries(r.failedLogins), ...Object.entries(r.closedCodes)]) errors[code] = (errors[code] ?? 0) + n;
+  const errors = sumCounts(results.flatMap((r) => [r.failedLogins, r.closedCodes]));
   return { label, metrics, latency, timeline, processes: processes.filter((p) => p.samples.length > 0), errors, notes };
 }
 
 /** "CODE=n CODE=n" over several drivers' counts. */
 function codes(parts: Record<string, number>[]): string {
-  const total: Record<string, number> = {};
-  for (const part of parts) for (const [code, n] of Object.entries(part)) total[code] = (total[code] ?? 0) + n;
-  return Object.entries(total)
+  return Object.entries(sumCounts(parts))
     .map(([code, n]) => `${code}=${n}`)
     .join(' ');
 }

@@ -11,7 +11,7 @@ import { Latency } from '../latency.js';
 import { DriverTimeline } from '../timeline.js';
 import { ProcessSampler, type ProcessSeries } from '../processes.js';
 import { noProgress, type ProgressSink } from '../progress.js';
-import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, type BenchReport, type LatencyReport, type RunReport, type TimelinePoint } from '../report.js';
+import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, sumCounts, type BenchReport, type LatencyReport, type RunReport } from '../report.js';
 import { startTarget, type RunningTarget, type TargetKind } from '../targets.js';
 
 export interface LoginStormOptions extends ScenarioOptions {
@@ -82,16 +82,6 @@ export async function loginStormScenario(o: LoginStormOptions): Promise<BenchRep
   };
 }
 
-function report(latency: Latency): LatencyReport {
-  return { ...latency.percentiles(), distribution: latency.distribution() };
-}
-
-function sumErrors(parts: Record<string, number>[]): Record<string, number> {
-  const errors: Record<string, number> = {};
-  for (const part of parts) for (const [code, n] of Object.entries(part)) errors[code] = (errors[code] ?? 0) + n;
-  return errors;
-}
-
 /** CPU of the server processes over the measured seconds: workers (or the embedded node) and the gate. */
 function serverCpu(processes: ProcessSeries[], cpu: Record<string, number>, kind: TargetKind): Record<string, number> {
   const sum = (roles: string[]) => processes.filter((p) => roles.includes(p.role)).reduce((total, p) => total + (cpu[p.pid] ?? 0), 0);
@@ -139,12 +129,8 @@ async function workerRun(o: LoginStormOptions, target: RunningTarget, drivers: n
   const cpu = meanCpu(sampler.series, from, to);
   warnings.push(...driverWarnings(sampler.series, from, to).map((w) => `${label}: ${w}`));
 
-  const latency = new Latency();
-  const startLag = new Latency();
-  for (const r of results) {
-    latency.merge(Latency.decode(r.latency));
-    startLag.merge(Latency.decode(r.startLag));
-  }
+  const latency = Latency.merged(results.map((r) => r.latency));
+  const startLag = Latency.merged(results.map((r) => r.startLag));
   const seconds = Math.max(...results.map((r) => r.seconds));
   const loginsPerSec = results.reduce((sum, r) => sum + r.logins, 0) / seconds;
   const metrics: Record<string, number> = {
@@ -157,8 +143,8 @@ async function workerRun(o: LoginStormOptions, target: RunningTarget, drivers: n
     driverCpu: processes.filter((p) => p.role === 'driver').reduce((total, p) => total + (cpu[p.pid] ?? 0), 0),
   };
   if (o.rate !== undefined) metrics.offeredPerSec = o.rate;
-  const latencies: Record<string, LatencyReport> = { login: report(latency) };
-  if (o.rate !== undefined) latencies.startLag = report(startLag);
+  const latencies: Record<string, LatencyReport> = { login: latency.report() };
+  if (o.rate !== undefined) latencies.startLag = startLag.report();
   const notes = [
     `each cycle: connect, LOGIN_REQUEST (token minted in the driver), LOGIN_RESPONSE, LOGOUT_REQUEST, LOGOUT_RESPONSE and the server's close (TIME_WAIT on the server's side); latency is connect → LOGIN_RESPONSE${o.rate !== undefined ? ' from the intended start' : ''}`,
     `${usersNote(o.connections)}; source addresses cycled per connection over 64 loopback addresses per driver`,
@@ -171,7 +157,7 @@ async function workerRun(o: LoginStormOptions, target: RunningTarget, drivers: n
     latency: latencies,
     timeline: timeline.points(),
     processes,
-    errors: sumErrors(results.map((r) => r.errors)),
+    errors: sumCounts(results.map((r) => r.errors)),
     notes,
   };
 }
@@ -216,7 +202,7 @@ async function gateRun(o: LoginStormOptions, target: RunningTarget, sampler: Pro
     registrationSeconds: registration.seconds,
     ...serverCpu(processes, cpu, target.kind),
   };
-  const errors = sumErrors([result.errors, Object.fromEntries(Object.entries(registration.errors).map(([c, n]) => [`${c} (registration)`, n]))]);
+  const errors = sumCounts([result.errors, Object.fromEntries(Object.entries(registration.errors).map(([c, n]) => [`${c} (registration)`, n]))]);
   const http = result.http.percentiles();
   const notes = [
     `POST /api/login with a password, then the worker login with the returned token; latency is POST → the worker's LOGIN_RESPONSE (the HTTP part alone: p50 ${fmt.ms(http.p50)} ms, p99 ${fmt.ms(http.p99)} ms)`,
@@ -229,7 +215,7 @@ async function gateRun(o: LoginStormOptions, target: RunningTarget, sampler: Pro
   return {
     label,
     metrics,
-    latency: { login: report(result.login), http: report(result.http) },
+    latency: { login: result.login.report(), http: result.http.report() },
     timeline: result.timeline,
     processes,
     errors,
