@@ -21,6 +21,12 @@ export interface Registry {
   setBalance(balance: number): void;
   /** The current view of live workers, this one included once registered. */
   workers(): readonly WorkerInfo[];
+  /**
+   * Whether this worker's registration is known to be in place now. False before register()
+   * and after close(); ZooKeeper: also while disconnected (the session may be expiring, and the
+   * others purging this worker's sessions) and after an expiry until the re-registration.
+   */
+  registered(): boolean;
   /** Calls `listener` after every change of the view; returns a function that unsubscribes. */
   onChange(listener: (workers: readonly WorkerInfo[]) => void): () => void;
   /**

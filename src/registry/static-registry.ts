@@ -26,6 +26,10 @@ export class StaticRegistry implements Registry {
     this.#publish();
   }
 
+  registered(): boolean {
+    return this.#self !== undefined;
+  }
+
   workers(): readonly WorkerInfo[] {
     return this.#view;
   }

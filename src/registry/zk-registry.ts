@@ -195,6 +195,10 @@ export class ZooKeeperRegistry implements Registry {
     return () => this.#registeredListeners.delete(listener);
   }
 
+  registered(): boolean {
+    return this.#status === 'connected' && this.#ownPath !== undefined && this.#ownEpoch === this.#epoch;
+  }
+
   workers(): readonly WorkerInfo[] {
     return this.#view;
   }

@@ -177,6 +177,10 @@ export class WorkerServer {
   }
 
   #refreshSessions(): void {
+    // A worker cut off from the registry may have been declared gone and its sessions purged:
+    // writing them back would route users to a worker the others have no link to. The records'
+    // TTL outlasts a short disconnection; a re-registration publishes them again (onRegistered).
+    if (!this.#options.registry.registered()) return;
     const nodeId = this.#info?.id ?? '';
     const records = [...this.sessions].filter((s) => s.ready).map((s) => recordOf(s, nodeId));
     this.#options.store.refresh(records).catch((err: unknown) => this.#log.error({ err }, 'session refresh failed'));

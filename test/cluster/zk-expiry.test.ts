@@ -54,6 +54,10 @@ t.test('a worker whose ZooKeeper session expired registers again and routing rec
   const purge = await a.waitForLog({ msg: 'purged sessions of a departed worker', peer: x.nodeId }, { from: markA });
   t.equal(purge.purged, 1, `the lowest survivor ${a.name} purged xena's session`);
   t.same(await cluster.sessionsOf('xena'), [], 'xena has no session in Redis while the cluster thinks her worker is gone');
+  // The cut-off worker keeps its session refresh timer (500 ms here) but must not write back
+  // what the others purged: they would route to a worker they no longer link to.
+  await sleep(1_200);
+  t.same(await cluster.sessionsOf('xena'), [], 'the cut-off worker does not write her session back');
   t.equal(x.logs({ msg: 'zookeeper status', to: 'expired' }, markX).length, 0, 'the cut-off worker cannot know yet');
 
   // Stored while routing cannot find her: they must still reach her, live, once the worker is

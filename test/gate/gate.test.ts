@@ -60,6 +60,7 @@ class SharedRegistry {
         self = { ...self, balance };
         this.#put(self);
       },
+      registered: () => self !== undefined,
       workers: () => this.view,
       onChange: (listener) => {
         const off = this.#subscribe(listener);
@@ -86,6 +87,7 @@ class SharedRegistry {
         throw new SwitchboardError('SB_ERR_CONFIG', 'an observer does not register');
       },
       setBalance: () => {},
+      registered: () => false,
       workers: () => this.view,
       onChange: (listener) => this.#subscribe(listener),
       onRegistered: () => () => {},

@@ -124,6 +124,18 @@ export function registryConformance(t: Test, makeRegistry: () => Promise<Registr
     t.equal(self(registry, info.id)?.balance ?? 4, 4, 'the listener got a copy, not the view entry');
   });
 
+  t.test('registered() is true from registration until close()', async (t) => {
+    const { registry, close } = await fresh(t);
+    t.equal(registry.registered(), false, 'not before register()');
+    const inListener: boolean[] = [];
+    registry.onRegistered(() => inListener.push(registry.registered()));
+    await registry.register(announcement({ port: 40_008 }));
+    t.same(inListener, [true], 'already true when onRegistered listeners run');
+    t.equal(registry.registered(), true, 'true once register() resolved');
+    await close();
+    t.equal(registry.registered(), false, 'false after close()');
+  });
+
   t.test('close() removes the worker from the view', async (t) => {
     const { registry, close } = await fresh(t);
     const info = await registry.register(announcement({ port: 40_006 }));

@@ -244,14 +244,17 @@ t.test('a partition longer than the session timeout: suspended, expired, registe
   await eventually('the observer sees the worker', () => has(observer, info.id));
 
   proxy.partition();
+  t.equal(registry.registered(), true, 'registered while connected');
   await eventually('suspended', () => registry.status === 'suspended');
   t.ok(has(registry, info.id), 'a suspended registry keeps its last view');
+  t.equal(registry.registered(), false, 'a suspended registry does not claim its registration');
   await eventually('the server expired the session: the worker left the observer view', () => !has(observer, info.id), 8_000);
   t.equal(registry.status, 'suspended', 'the partitioned registry cannot know yet');
 
   proxy.heal();
   await eventually('registered again', () => registrations.length === 2, 10_000);
   t.same(registrations[1], info, 'same id');
+  t.equal(registry.registered(), true, 'registered again');
   t.same(statuses.slice(statuses.indexOf('suspended')), ['suspended', 'expired', 'connecting', 'connected']);
   await eventually('the observer lists it again', () => has(observer, info.id), 1_000);
 });
