@@ -102,9 +102,12 @@ class SenderEntries {
     }
   }
 
-  /** Moves the run to the front when over half of the arrays is consumed, else doubles them. */
+  /**
+   * Moves the run to the front when at least a quarter of the arrays is consumed (so a run held
+   * at the cap keeps arrays of under twice its size), else doubles them.
+   */
   #makeRoom(): void {
-    if (this.start * 2 >= this.ids.length) {
+    if (this.start * 4 >= this.ids.length) {
       this.ids.copyWithin(0, this.start, this.end);
       this.seqs.copyWithin(0, this.start, this.end);
       this.end -= this.start;

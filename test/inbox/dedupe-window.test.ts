@@ -1,6 +1,8 @@
 // DedupeWindow on its own: the msg_id key rules, and the ascending runs through growth,
 // compaction and shrinking, which small stores in the store-level tests never reach.
 
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import t from 'tap';
 import { DedupeWindow, dedupeKey } from '../../src/inbox/dedupe-window.js';
 
@@ -91,4 +93,21 @@ t.test('many senders interleaved, with a cap: eviction is global and oldest firs
     if (window.find(senders[k % 4]!, 1_000 + Math.floor(k / 4)) === expected) ok++;
   }
   t.equal(ok, 2_000, 'exactly the newest 300 entries are remembered');
+});
+
+t.test('a run held at the cap keeps arrays of under twice its entries', async (t) => {
+  // Typed arrays of this size live outside the V8 heap: arrayBuffers counts them exactly.
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc') as () => void;
+  const cap = 10_000;
+  const senders = 20;
+  gc();
+  const before = process.memoryUsage().arrayBuffers;
+  const windows = Array.from({ length: senders }, () => new DedupeWindow(cap));
+  for (const window of windows) for (let k = 0; k < cap * 5; k++) window.add('alice', 1_796_000_000_000_000 + k, k + 1, k);
+  gc();
+  const perSender = (process.memoryUsage().arrayBuffers - before) / senders;
+  const entryBytes = 2 * Float64Array.BYTES_PER_ELEMENT;
+  t.ok(perSender <= 2 * cap * entryBytes, `${Math.round(perSender / 1024)} KiB per sender for ${cap} entries of ${entryBytes} bytes`);
+  t.equal(windows[0]!.size, cap, 'still all there');
 });
