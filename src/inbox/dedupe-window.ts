@@ -1,0 +1,186 @@
+// One inbox's memory of the (sender, msg_id) pairs it stored recently, and under which seq: the
+// memory inbox's dedupe. Entries are forgotten oldest first, once they expire or when there are
+// more than `maxEntries`.
+//
+// Clients number their messages upward, so each sender's ids are kept as a run of ascending
+// numbers in typed arrays: a new id costs one comparison and a push, a retry a binary search,
+// and nothing per entry is left for the garbage collector to trace. At 10 000 entries per user
+// a Map per sender cost more than the rest of the append (cache misses and old-generation
+// marking). Ids that arrive out of order, and ids that are not a canonical decimal below 2^53,
+// go to a Map beside the run.
+
+/** A msg_id as a key: a canonical decimal up to 2^53 - 1 is its number, anything else its string. */
+export type DedupeKey = number | string;
+
+/**
+ * The key of a msg_id. Only the canonical form becomes a number, so "16" and "016" (or "0x10",
+ * "1e3") stay apart; a decimal past 2^53 - 1 stays a string, as a double could not hold it.
+ */
+export function dedupeKey(msgId: string): DedupeKey {
+  const length = msgId.length;
+  if (length === 0 || length > 16 || (msgId.charCodeAt(0) === 48 && length > 1)) return msgId;
+  let n = 0;
+  for (let i = 0; i < length; i++) {
+    const digit = msgId.charCodeAt(i) - 48;
+    if (digit < 0 || digit > 9) return msgId;
+    n = n * 10 + digit;
+  }
+  // Rounding is monotonic: a value past 2^53 - 1 cannot round down to it.
+  return n <= Number.MAX_SAFE_INTEGER ? n : msgId;
+}
+
+const INITIAL_RUN = 8;
+/** A run's arrays are halved when a quarter full, down to this capacity. */
+const SHRINK_ABOVE = 64;
+/** Drop a consumed prefix once it dominates an array, so pushes stay amortised O(1). */
+const COMPACT_AFTER = 64;
+
+/** One sender's entries: the ascending run, and the Map of the rest (with their order). */
+class SenderEntries {
+  ids = new Float64Array(INITIAL_RUN);
+  seqs = new Float64Array(INITIAL_RUN);
+  /** The run is ids[start, end). */
+  start = 0;
+  end = 0;
+  others: Map<DedupeKey, number> | undefined;
+  /** The keys of `others` in insertion order, from `othersStart`. */
+  otherKeys: DedupeKey[] = [];
+  othersStart = 0;
+  size = 0;
+
+  constructor(readonly sender: string) {}
+
+  find(key: DedupeKey): number | undefined {
+    const { ids, start, end } = this;
+    if (typeof key === 'number' && end > start && key <= ids[end - 1]!) {
+      let lo = start;
+      let hi = end - 1;
+      while (lo <= hi) {
+        const mid = (lo + hi) >>> 1;
+        const id = ids[mid]!;
+        if (id === key) return this.seqs[mid];
+        if (id < key) lo = mid + 1;
+        else hi = mid - 1;
+      }
+    }
+    return this.others?.get(key);
+  }
+
+  /** Adds an entry that find() did not have; true if it went to the run. */
+  add(key: DedupeKey, seq: number): boolean {
+    this.size++;
+    if (typeof key === 'number' && (this.end === this.start || key > this.ids[this.end - 1]!)) {
+      if (this.end === this.ids.length) this.#makeRoom();
+      this.ids[this.end] = key;
+      this.seqs[this.end] = seq;
+      this.end++;
+      return true;
+    }
+    (this.others ??= new Map()).set(key, seq);
+    this.otherKeys.push(key);
+    return false;
+  }
+
+  /** Forgets this sender's oldest entry of the run, or of the others. */
+  shift(fromRun: boolean): void {
+    this.size--;
+    if (fromRun) {
+      if (++this.start === this.end) this.start = this.end = 0;
+      // A run that shrank (its entries expired) gives back most of its arrays.
+      else if (this.ids.length > SHRINK_ABOVE && (this.end - this.start) * 4 <= this.ids.length) this.#resize(this.ids.length / 2);
+      return;
+    }
+    const keys = this.otherKeys;
+    this.others!.delete(keys[this.othersStart++]!);
+    if (this.others!.size === 0) {
+      this.others = undefined;
+      this.otherKeys = [];
+      this.othersStart = 0;
+    } else if (this.othersStart > COMPACT_AFTER && this.othersStart * 2 > keys.length) {
+      keys.splice(0, this.othersStart);
+      this.othersStart = 0;
+    }
+  }
+
+  /**
+   * Moves the run to the front when at least a quarter of the arrays is consumed (so a run held
+   * at the cap keeps arrays of under twice its size), else doubles them.
+   */
+  #makeRoom(): void {
+    if (this.start * 4 >= this.ids.length) {
+      this.ids.copyWithin(0, this.start, this.end);
+      this.seqs.copyWithin(0, this.start, this.end);
+      this.end -= this.start;
+      this.start = 0;
+    } else {
+      this.#resize(this.ids.length * 2);
+    }
+  }
+
+  #resize(capacity: number): void {
+    const { start, end } = this;
+    const ids = new Float64Array(capacity);
+    const seqs = new Float64Array(capacity);
+    ids.set(this.ids.subarray(start, end));
+    seqs.set(this.seqs.subarray(start, end));
+    this.ids = ids;
+    this.seqs = seqs;
+    this.start = 0;
+    this.end = end - start;
+  }
+}
+
+export class DedupeWindow {
+  readonly #senders = new Map<string, SenderEntries>();
+  // Every entry in insertion (= expiry) order, as parallel arrays from `#first`: its sender,
+  // whether it is in the sender's run, and when it expires.
+  #owners: SenderEntries[] = [];
+  #inRun: boolean[] = [];
+  #expires: number[] = [];
+  #first = 0;
+
+  constructor(readonly maxEntries: number) {}
+
+  get size(): number {
+    return this.#owners.length - this.#first;
+  }
+
+  /** The seq `sender`'s `key` was stored under, if it is remembered. */
+  find(sender: string, key: DedupeKey): number | undefined {
+    return this.#senders.get(sender)?.find(key);
+  }
+
+  /** Remembers an entry find() did not have, forgetting the oldest past `maxEntries`. */
+  add(sender: string, key: DedupeKey, seq: number, expiresAt: number): void {
+    let entries = this.#senders.get(sender);
+    if (!entries) this.#senders.set(sender, (entries = new SenderEntries(sender)));
+    this.#owners.push(entries);
+    this.#inRun.push(entries.add(key, seq));
+    this.#expires.push(expiresAt);
+    if (this.size > this.maxEntries) this.#shift();
+  }
+
+  /** Forgets the entries that expire at or before `now`. */
+  expire(now: number): void {
+    // #shift() may replace the arrays: read them afresh each time.
+    while (this.#first < this.#expires.length && this.#expires[this.#first]! <= now) this.#shift();
+  }
+
+  #shift(): void {
+    const i = this.#first++;
+    const entries = this.#owners[i]!;
+    entries.shift(this.#inRun[i]!);
+    if (entries.size === 0) this.#senders.delete(entries.sender);
+    if (this.#first === this.#owners.length) {
+      this.#owners = [];
+      this.#inRun = [];
+      this.#expires = [];
+      this.#first = 0;
+    } else if (this.#first > COMPACT_AFTER && this.#first * 2 > this.#owners.length) {
+      this.#owners.splice(0, this.#first);
+      this.#inRun.splice(0, this.#first);
+      this.#expires.splice(0, this.#first);
+      this.#first = 0;
+    }
+  }
+}
