@@ -3,7 +3,7 @@
 // more than `maxEntries`.
 //
 // Clients number their messages upward, so each sender's ids are kept as a run of ascending
-// numbers in typed arrays: a new id costs one comparison and a push, a retry a binary search,
+// numbers in an array of doubles: a new id costs one comparison and a push, a retry a binary search,
 // and nothing per entry is left for the garbage collector to trace. At 10 000 entries per user
 // a Map per sender cost more than the rest of the append (cache misses and old-generation
 // marking). Ids that arrive out of order, and ids that are not a canonical decimal below 2^53,
@@ -29,36 +29,36 @@ export function dedupeKey(msgId: string): DedupeKey {
   return n <= Number.MAX_SAFE_INTEGER ? n : msgId;
 }
 
-const INITIAL_RUN = 8;
-/** A run's arrays are halved when a quarter full, down to this capacity. */
-const SHRINK_ABOVE = 64;
 /** Drop a consumed prefix once it dominates an array, so pushes stay amortised O(1). */
 const COMPACT_AFTER = 64;
 
 /** One sender's entries: the ascending run, and the Map of the rest (with their order). */
 class SenderEntries {
-  ids = new Float64Array(INITIAL_RUN);
-  seqs = new Float64Array(INITIAL_RUN);
-  /** The run is ids[start, end). */
+  /**
+   * The run, as pairs from index `start`: run[i] an id, run[i + 1] its seq. An array of numbers
+   * holds unboxed doubles: no object per entry and nothing in it for the GC to mark. A sender's
+   * first entry makes it from a literal, sized to fit, since most senders to a user have few.
+   */
+  run: number[] | undefined;
   start = 0;
-  end = 0;
   others: Map<DedupeKey, number> | undefined;
   /** The keys of `others` in insertion order, from `othersStart`. */
-  otherKeys: DedupeKey[] = [];
+  otherKeys: DedupeKey[] | undefined;
   othersStart = 0;
   size = 0;
 
   constructor(readonly sender: string) {}
 
   find(key: DedupeKey): number | undefined {
-    const { ids, start, end } = this;
-    if (typeof key === 'number' && end > start && key <= ids[end - 1]!) {
-      let lo = start;
-      let hi = end - 1;
+    const run = this.run;
+    if (run !== undefined && typeof key === 'number' && key <= run[run.length - 2]!) {
+      // Binary search over the pairs.
+      let lo = this.start >>> 1;
+      let hi = (run.length >>> 1) - 1;
       while (lo <= hi) {
         const mid = (lo + hi) >>> 1;
-        const id = ids[mid]!;
-        if (id === key) return this.seqs[mid];
+        const id = run[mid * 2]!;
+        if (id === key) return run[mid * 2 + 1];
         if (id < key) lo = mid + 1;
         else hi = mid - 1;
       }
@@ -69,15 +69,24 @@ class SenderEntries {
   /** Adds an entry that find() did not have; true if it went to the run. */
   add(key: DedupeKey, seq: number): boolean {
     this.size++;
-    if (typeof key === 'number' && (this.end === this.start || key > this.ids[this.end - 1]!)) {
-      if (this.end === this.ids.length) this.#makeRoom();
-      this.ids[this.end] = key;
-      this.seqs[this.end] = seq;
-      this.end++;
-      return true;
+    if (typeof key === 'number') {
+      const run = this.run;
+      if (run === undefined) {
+        this.run = [key, seq];
+        return true;
+      }
+      if (key > run[run.length - 2]!) {
+        run.push(key, seq);
+        return true;
+      }
     }
-    (this.others ??= new Map()).set(key, seq);
-    this.otherKeys.push(key);
+    if (this.others === undefined) {
+      this.others = new Map([[key, seq]]);
+      this.otherKeys = [key];
+    } else {
+      this.others.set(key, seq);
+      this.otherKeys!.push(key);
+    }
     return false;
   }
 
@@ -85,48 +94,27 @@ class SenderEntries {
   shift(fromRun: boolean): void {
     this.size--;
     if (fromRun) {
-      if (++this.start === this.end) this.start = this.end = 0;
-      // A run that shrank (its entries expired) gives back most of its arrays.
-      else if (this.ids.length > SHRINK_ABOVE && (this.end - this.start) * 4 <= this.ids.length) this.#resize(this.ids.length / 2);
+      const run = this.run!;
+      const start = (this.start += 2);
+      if (start === run.length) {
+        this.run = undefined;
+        this.start = 0;
+      } else if (start > COMPACT_AFTER && start * 2 > run.length) {
+        run.splice(0, start);
+        this.start = 0;
+      }
       return;
     }
-    const keys = this.otherKeys;
+    const keys = this.otherKeys!;
     this.others!.delete(keys[this.othersStart++]!);
     if (this.others!.size === 0) {
       this.others = undefined;
-      this.otherKeys = [];
+      this.otherKeys = undefined;
       this.othersStart = 0;
     } else if (this.othersStart > COMPACT_AFTER && this.othersStart * 2 > keys.length) {
       keys.splice(0, this.othersStart);
       this.othersStart = 0;
     }
-  }
-
-  /**
-   * Moves the run to the front when at least a quarter of the arrays is consumed (so a run held
-   * at the cap keeps arrays of under twice its size), else doubles them.
-   */
-  #makeRoom(): void {
-    if (this.start * 4 >= this.ids.length) {
-      this.ids.copyWithin(0, this.start, this.end);
-      this.seqs.copyWithin(0, this.start, this.end);
-      this.end -= this.start;
-      this.start = 0;
-    } else {
-      this.#resize(this.ids.length * 2);
-    }
-  }
-
-  #resize(capacity: number): void {
-    const { start, end } = this;
-    const ids = new Float64Array(capacity);
-    const seqs = new Float64Array(capacity);
-    ids.set(this.ids.subarray(start, end));
-    seqs.set(this.seqs.subarray(start, end));
-    this.ids = ids;
-    this.seqs = seqs;
-    this.start = 0;
-    this.end = end - start;
   }
 }
 
