@@ -30,7 +30,7 @@ class DedupeModel {
   readonly #entries = new Map<string, Entry[]>();
   /** Every (uid, sender, msgId) ever stored, to count ids stored again once forgotten. */
   readonly #stored = new Set<string>();
-  readonly stats = noStats();;
+  readonly stats = noStats();
 
   constructor(readonly limits: InboxLimits) {}
 
@@ -77,17 +77,25 @@ interface Append {
   advance: number;
 }
 
-/** Runs the appends against a fresh store and the model; throws at the first difference. */
-function compare(limits: InboxLimits, appends: Append[], model: DedupeModel): void {
+/**
+ * Runs the appends against a fresh store and a fresh model; throws at the first difference.
+ * What the model saw is added to `totals` either way.
+ */
+function compare(limits: InboxLimits, appends: Append[], totals: Stats): void {
+  const model = new DedupeModel(limits);
   let now = 1_000_000;
   const store = new MemoryInboxStore(limits, () => now);
-  for (const [i, { uid, sender, msgId, advance }] of appends.entries()) {
-    now += advance;
-    const got = store.appendNow({ uid, sender, msgId, body });
-    const want = model.append(uid, sender, msgId, now);
-    if (got.seq !== want.seq || got.duplicate !== want.duplicate) {
-      throw new Error(`append #${i} (${uid} ← ${sender} ${JSON.stringify(msgId)} at ${now}): store ${JSON.stringify(got)}, model ${JSON.stringify(want)}`);
+  try {
+    for (const [i, { uid, sender, msgId, advance }] of appends.entries()) {
+      now += advance;
+      const got = store.appendNow({ uid, sender, msgId, body });
+      const want = model.append(uid, sender, msgId, now);
+      if (got.seq !== want.seq || got.duplicate !== want.duplicate) {
+        throw new Error(`append #${i} (${uid} ← ${sender} ${JSON.stringify(msgId)} at ${now}): store ${JSON.stringify(got)}, model ${JSON.stringify(want)}`);
+      }
     }
+  } finally {
+    addStats(totals, model.stats);
   }
 }
 
@@ -171,15 +179,10 @@ t.test('appendNow matches the model: several inboxes and senders, tight caps, ex
         ),
       }),
     );
-  const totals = noStats();;
+  const totals = noStats();
   fc.assert(
     fc.property(scenario, ({ limits, bases, steps }) => {
-      const m = new DedupeModel(limits);
-      try {
-        compare(limits, resolveIds(bases, steps), m);
-      } finally {
-        addStats(totals, m.stats);
-      }
+      compare(limits, resolveIds(bases, steps), totals);
     }),
     { numRuns: 1500 },
   );
@@ -214,7 +217,7 @@ t.test('appendNow matches the model over a long run of increasing ids with retri
         ),
       }),
     );
-  const totals = noStats();;
+  const totals = noStats();
   fc.assert(
     fc.property(scenario, ({ limits, base, steps }) => {
       let newest = base - 1n;
@@ -223,12 +226,7 @@ t.test('appendNow matches the model over a long run of increasing ids with retri
         const id = newest - BigInt(back);
         return { uid: 'bob', sender: 'alice', msgId: String(id < base ? base : id), advance };
       });
-      const m = new DedupeModel(limits);
-      try {
-        compare(limits, appends, m);
-      } finally {
-        addStats(totals, m.stats);
-      }
+      compare(limits, appends, totals);
     }),
     { numRuns: 40 },
   );
