@@ -81,23 +81,30 @@ export interface Accounting {
   dupIds: string[];
 }
 
-/** What one driver measured; histograms encoded so they can be merged across drivers. */
-export interface ChatLoadResult {
-  target: Target;
-  mode: 'closed' | 'open';
+/**
+ * What every chat-shaped load measures in one driver (the raw-frame chat load here, the SDK
+ * failover load); histograms encoded so they can be merged across drivers.
+ */
+export interface MeasuredLoad {
   /** Messages delivered, and sends answered with success, within the measured interval. */
   delivered: number;
   acked: number;
   seconds: number;
-  /** Send → delivery, and send → the sender's response (switchboard only). */
+  /** Intended send time → delivery, and → the sender's successful answer. */
   deliveryLatency: string;
   ackLatency: string;
-  /** Open loop: how late the driver itself sent, after the intended time. */
+  /** How late the driver itself sent, after the intended time. */
   sendLag: string;
-  /** Open loop: send → delivery from the actual send time (without the driver's lateness). */
-  fromSendLatency: string;
   /** Refused sends and other failures by code (SB_ERR_..., or CONNECTION_CLOSED). */
   errors: Record<string, number>;
+}
+
+/** What one chat driver measured. The relay answers no sends: its `acked` and ack latency stay empty. */
+export interface ChatLoadResult extends MeasuredLoad {
+  target: Target;
+  mode: 'closed' | 'open';
+  /** Open loop: send → delivery from the actual send time (without the driver's lateness). */
+  fromSendLatency: string;
   /** switchboard: the loss accounting over the whole run, warm-up included. */
   accounting?: Accounting;
 }

@@ -10,7 +10,7 @@
 
 import { ImClient, type ClientStatus, type Endpoint as ClientEndpoint } from '../client/im-client.js';
 import { isSwitchboardError } from '../errors.js';
-import { Marks, type Accounting, type Endpoint } from './chat-load.js';
+import { Marks, type Accounting, type Endpoint, type MeasuredLoad } from './chat-load.js';
 import { Latency } from './latency.js';
 
 export interface FailoverLoadOptions {
@@ -63,19 +63,9 @@ export interface Outage {
   drops: number;
 }
 
-export interface FailoverLoadResult {
+/** Latencies count from the warm-up's end, the drain included: late deliveries count. */
+export interface FailoverLoadResult extends MeasuredLoad {
   clients: number;
-  /** Delivered and answered within the measured interval, and its length. */
-  delivered: number;
-  acked: number;
-  seconds: number;
-  /** Intended send time → delivery, and → the sender's successful answer, after the warm-up (the drain included: late deliveries count). */
-  deliveryLatency: string;
-  ackLatency: string;
-  /** How late the driver itself called send(), after the intended time. */
-  sendLag: string;
-  /** Failed sends and client errors by code. */
-  errors: Record<string, number>;
   /** Sends the server answered as duplicates: resent after a reconnect, stored once. */
   resentDeduped: number;
   accounting: Accounting;
