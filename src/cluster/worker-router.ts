@@ -79,7 +79,9 @@ export class WorkerRouter {
         existing.update(info);
         continue;
       }
-      this.#log.info({ peer: id, host: info.host, port: info.port }, 'worker joined');
+      // Registered without a peer port (not in cluster mode): there is nothing to link to.
+      if (info.peerPort === undefined) continue;
+      this.#log.info({ peer: id, host: info.host, port: info.port, peerPort: info.peerPort }, 'worker joined');
       this.#links.set(id, new WorkerReSender({ ...this.#options.links, selfId, peer: info, log: this.#log }));
     }
   }
