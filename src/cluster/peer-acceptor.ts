@@ -18,7 +18,7 @@ type Stage = 'hello' | 'challenged' | 'ready';
 
 interface PeerState {
   stage: Stage;
-  /** dialer: the claimed id; acceptor: ours, set once the CHALLENGE goes out. */
+  /** `dialer` is the id the HELLO claimed; `acceptor`, ours, is set when the CHALLENGE goes out. */
   transcript: Transcript;
 }
 
@@ -93,7 +93,8 @@ export class PeerAcceptor {
       throw new SwitchboardError('SB_ERR_PEER_BAD_HELLO', 'PEER_HELLO needs a node_id of 1 to 64 of A-Z a-z 0-9 . _ - and a 16-byte nonce, once');
     }
     const transcript: Transcript = { dialer: peerId, acceptor: '', dialerNonce: Buffer.from(nonce), acceptorNonce: newNonce() };
-    conn.attrs.set(PEER, { stage: 'hello', transcript });
+    const hello: PeerState = { stage: 'hello', transcript };
+    conn.attrs.set(PEER, hello);
     const admission = await this.#admit(peerId);
     if (conn.state !== 'open') return;
     if (admission !== 'ok') {
@@ -101,7 +102,7 @@ export class PeerAcceptor {
       throw new SwitchboardError('SB_ERR_PEER_UNKNOWN_NODE', `node id ${peerId} ${why}`);
     }
     transcript.acceptor = this.#selfId;
-    conn.attrs.get(PEER)!.stage = 'challenged';
+    hello.stage = 'challenged';
     conn.send({
       type: HeadType.PEER_CHALLENGE,
       peerChallenge: { nodeId: transcript.acceptor, nonce: transcript.acceptorNonce, mac: peerProof(this.#options.secret, 'challenge', transcript) },
