@@ -30,6 +30,10 @@ export const ERROR_CODES = {
   // Cluster.
   SB_ERR_PEER_NOT_AUTHENTICATED: 'peer frame before the peer handshake completed',
   SB_ERR_PEER_AUTH_FAILED: 'peer handshake failed: the cluster secret was not proven',
+  SB_ERR_PEER_BAD_HELLO: 'PEER_HELLO lacks a valid node id or a 16-byte nonce, or came twice',
+  SB_ERR_PEER_UNKNOWN_NODE: 'the claimed node id is not another worker in the registry',
+  SB_ERR_PEER_HANDSHAKE_TIMEOUT: 'the peer handshake was not completed within the handshake timeout',
+  SB_ERR_PEER_REPLACED: 'a newer link from the same worker replaced this one',
 
   // Chat.
   SB_ERR_BAD_REQUEST: 'request is missing a required field',

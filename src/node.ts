@@ -31,7 +31,7 @@ export interface NodeOptions {
   registry?: Registry;
   /** Defaults to an in-memory inbox (embedded mode). */
   inbox?: InboxStore;
-  /** Cluster mode: peer links to the other workers of `registry`, routing through `store`. */
+  /** Cluster mode: a peer port and links to the other workers of `registry`, routing through `store`. */
   cluster?: ClusterSettings;
   /** Cluster mode: where the cluster-wide OnlineCounter lives in ZooKeeper. */
   online?: { connect: string; root: string; sessionTimeoutMs: number };
@@ -57,8 +57,9 @@ export function createNode(options: NodeOptions): SwitchboardNode {
   const registry = options.registry ?? new StaticRegistry();
   const inbox = options.inbox ?? new MemoryInboxStore();
   const signer = new TokenSigner(options.secret);
+  const host = options.host ?? '127.0.0.1';
   const server = new WorkerServer({
-    host: options.host ?? '127.0.0.1',
+    host,
     port: options.port ?? 9000,
     announceHost: options.announceHost,
     limits,
@@ -68,7 +69,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
     registry,
     log: log.child({ component: 'worker' }),
     version: VERSION,
-    cluster: options.cluster && createCluster(options.cluster, { registry, store, heartbeatMs: limits.heartbeatIntervalMs, maxFrameLength: limits.maxFrameLength, log }),
+    cluster: options.cluster && createCluster(options.cluster, { registry, store, host, limits, log }),
   });
   const online =
     options.online &&

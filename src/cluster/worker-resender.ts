@@ -1,5 +1,6 @@
-// WorkerReSender: this worker's link to one peer, a TCP client to the peer's client port.
-// It authenticates (HELLO → CHALLENGE → AUTH, both sides proving the cluster secret), then
+// WorkerReSender: this worker's link to one peer, a TCP client to the peer's peer port (its
+// registered host and peerPort). It authenticates (HELLO → CHALLENGE → AUTH, both sides proving
+// the cluster secret over the whole handshake, PROTOCOL.md §10), then
 // carries PEER_DELIVER frames and SESSION_ON/OFF notifications, written once per tick. While it
 // is down, frames wait in a bounded queue; what overflows is not lost (it is in an inbox) but
 // its users are remembered, and after the reconnect the peer is told to re-read their inboxes
@@ -15,7 +16,7 @@ import { FrameDecoder } from '../protocol/frame.js';
 import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
 import { HeadType } from '../protocol/types.js';
 import type { WorkerInfo } from '../registry/registry.js';
-import { newNonce, peerMac, verifyPeerMac } from './peer-auth.js';
+import { NONCE_BYTES, newNonce, peerProof, verifyPeerProof, type Transcript } from './peer-auth.js';
 
 export type LinkStatus = 'connecting' | 'handshaking' | 'ready' | 'waiting' | 'closed';
 
@@ -70,7 +71,7 @@ export class WorkerReSender {
 
   /** The peer's registry entry changed (its address may have). */
   update(peer: WorkerInfo): void {
-    const moved = peer.host !== this.#peer.host || peer.port !== this.#peer.port;
+    const moved = peer.host !== this.#peer.host || peer.peerPort !== this.#peer.peerPort;
     this.#peer = peer;
     if (moved && this.#status !== 'closed') this.#socket?.destroy();
   }
@@ -113,7 +114,7 @@ export class WorkerReSender {
   #connect(): void {
     const epoch = ++this.#epoch;
     this.#setStatus('connecting');
-    const socket = net.connect({ host: this.#peer.host, port: this.#peer.port, noDelay: true });
+    const socket = net.connect({ host: this.#peer.host, port: this.#peer.peerPort!, noDelay: true });
     this.#socket = socket;
     const nonce = newNonce();
     const decoder = new FrameDecoder((body) => this.#onFrame(epoch, body, nonce), { maxFrameLength: this.#options.maxFrameLength });
@@ -146,14 +147,16 @@ export class WorkerReSender {
     const message = decodeMessage(body);
     if (message.type === HeadType.PEER_CHALLENGE && this.#status === 'handshaking') {
       const challenge = message.peerChallenge;
-      const peerId = challenge?.nodeId ?? '';
-      if (peerId !== this.peerId || !verifyPeerMac(this.#options.secret, peerId, this.#options.selfId, nonce, challenge?.mac)) {
-        const err = new SwitchboardError('SB_ERR_PEER_AUTH_FAILED', `worker at ${this.#peer.host}:${this.#peer.port} did not prove the cluster secret as ${this.peerId}`);
+      const theirNonce = challenge?.nonce;
+      // The acceptor must be the worker we dialed: a proof for any other id is refused too.
+      const transcript: Transcript = { dialer: this.#options.selfId, acceptor: this.peerId, dialerNonce: nonce, acceptorNonce: theirNonce ?? Buffer.alloc(0) };
+      if (challenge?.nodeId !== this.peerId || theirNonce?.length !== NONCE_BYTES || !verifyPeerProof(this.#options.secret, 'challenge', transcript, challenge.mac)) {
+        const err = new SwitchboardError('SB_ERR_PEER_AUTH_FAILED', `worker at ${this.#peer.host}:${this.#peer.peerPort} did not prove the cluster secret as ${this.peerId}`);
         this.#log.error({ err }, 'peer handshake failed');
         this.#socket?.destroy();
         return;
       }
-      this.#write(encodeMessageFrame({ type: HeadType.PEER_AUTH, peerAuth: { mac: peerMac(this.#options.secret, this.#options.selfId, peerId, challenge!.nonce!) } }));
+      this.#write(encodeMessageFrame({ type: HeadType.PEER_AUTH, peerAuth: { mac: peerProof(this.#options.secret, 'auth', transcript) } }));
       this.#onReady();
       return;
     }

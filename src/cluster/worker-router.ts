@@ -75,11 +75,17 @@ export class WorkerRouter {
     }
     for (const [id, info] of live) {
       const existing = this.#links.get(id);
+      // Registered without a peer port (not in cluster mode): there is nothing to link to.
+      if (info.peerPort === undefined) {
+        existing?.close();
+        this.#links.delete(id);
+        continue;
+      }
       if (existing) {
         existing.update(info);
         continue;
       }
-      this.#log.info({ peer: id, host: info.host, port: info.port }, 'worker joined');
+      this.#log.info({ peer: id, host: info.host, port: info.port, peerPort: info.peerPort }, 'worker joined');
       this.#links.set(id, new WorkerReSender({ ...this.#options.links, selfId, peer: info, log: this.#log }));
     }
   }

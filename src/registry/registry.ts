@@ -5,7 +5,10 @@
 export interface WorkerInfo {
   id: string;
   host: string;
+  /** Client port. */
   port: number;
+  /** Cluster mode: the port other workers link to (on `host`); absent on a single node. */
+  peerPort?: number;
   /** Open client sessions on the worker: what the gate balances on. */
   balance: number;
   startedAt: number;

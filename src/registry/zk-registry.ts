@@ -58,7 +58,7 @@ const defaultRetryStrategy = (attempt: number): number => Math.min(100 * 2 ** (a
 /** A digest of a view, independent of order: what the periodic reconcile compares. */
 export function viewHash(workers: Iterable<WorkerInfo>): string {
   const rows = [...workers]
-    .map((w) => [w.id, w.host, w.port, w.balance, w.startedAt, w.version] as const)
+    .map((w) => [w.id, w.host, w.port, w.peerPort ?? null, w.balance, w.startedAt, w.version] as const)
     .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
   return createHash('sha1').update(JSON.stringify(rows)).digest('hex');
 }
@@ -75,13 +75,16 @@ function parseWorker(id: string, data: Buffer): WorkerInfo | undefined {
   const v = value as Record<string, unknown>;
   if (typeof v.host !== 'string' || typeof v.version !== 'string') return undefined;
   if (!Number.isInteger(v.port) || !Number.isFinite(v.balance) || !Number.isFinite(v.startedAt)) return undefined;
-  return { id, host: v.host, port: v.port as number, balance: v.balance as number, startedAt: v.startedAt as number, version: v.version };
+  if (v.peerPort !== undefined && !Number.isInteger(v.peerPort)) return undefined;
+  const info: WorkerInfo = { id, host: v.host, port: v.port as number, balance: v.balance as number, startedAt: v.startedAt as number, version: v.version };
+  if (v.peerPort !== undefined) info.peerPort = v.peerPort as number;
+  return info;
 }
 
 function encode(info: WorkerAnnouncement | WorkerInfo): Buffer {
-  const { host, port, balance, startedAt, version } = info;
+  const { host, port, peerPort, balance, startedAt, version } = info;
   const id = 'id' in info ? info.id : undefined;
-  return Buffer.from(JSON.stringify({ id, host, port, balance, startedAt, version }));
+  return Buffer.from(JSON.stringify({ id, host, port, peerPort, balance, startedAt, version }));
 }
 
 function sameWorker(a: WorkerInfo | undefined, b: WorkerInfo): boolean {
@@ -90,6 +93,7 @@ function sameWorker(a: WorkerInfo | undefined, b: WorkerInfo): boolean {
     a.id === b.id &&
     a.host === b.host &&
     a.port === b.port &&
+    a.peerPort === b.peerPort &&
     a.balance === b.balance &&
     a.startedAt === b.startedAt &&
     a.version === b.version

@@ -54,7 +54,7 @@ export class Connection implements Outbound {
   drainingSince = 0;
   /** Why the server closed the connection; undefined when the client closed it. */
   closeReason: Failure | undefined;
-  /** Logged in as a client, or proven a peer: exempt from the login timeout. */
+  /** Logged in, or authenticated otherwise by whoever owns the connection: exempt from the login timeout. */
   authenticated = false;
 
   readonly #limits: WorkerLimits;

@@ -7,7 +7,7 @@ import type { LocalSessionMap } from '../session/local-session-map.js';
 import type { SessionStore } from '../session/session-store.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import type { Delivery } from './delivery.js';
-import type { MessageRouter, ServerExtension } from './router.js';
+import type { MessageRouter } from './router.js';
 
 export interface ServerContext {
   readonly limits: WorkerLimits;
@@ -16,7 +16,6 @@ export interface ServerContext {
   readonly inbox: InboxStore;
   readonly delivery: Delivery;
   readonly router: MessageRouter;
-  readonly extension: ServerExtension | undefined;
   readonly signer: TokenSigner;
   readonly log: Logger;
   /** Resolves this worker's registry id once it is registered. */

@@ -1,5 +1,6 @@
 // The one switch from message type to handler, and the rule that nothing but LOGIN_REQUEST and
-// HEART_BEAT is accepted before login.
+// HEART_BEAT is accepted before login; any type not handled here closes the connection with
+// SB_ERR_UNKNOWN_TYPE.
 
 import { SwitchboardError } from '../errors.js';
 import { HeadType, type ImMessage } from '../protocol/types.js';
@@ -12,11 +13,6 @@ import { handleLogin } from './handlers/login.js';
 import { handleLogout } from './handlers/logout.js';
 
 export function dispatch(ctx: ServerContext, conn: Connection, message: ImMessage): void | Promise<void> {
-  const extension = ctx.extension;
-  if (extension?.owns(conn)) {
-    if (!extension.handle(conn, message)) throw new SwitchboardError('SB_ERR_UNKNOWN_TYPE', `message type ${message.type} is not accepted from a peer`);
-    return;
-  }
   switch (message.type) {
     case HeadType.LOGIN_REQUEST:
       return handleLogin(ctx, conn, message);
@@ -29,7 +25,6 @@ export function dispatch(ctx: ServerContext, conn: Connection, message: ImMessag
     case HeadType.MESSAGE_ACK:
       return handleAck(ctx, requireSession(conn, message), message);
     default:
-      if (extension?.handle(conn, message)) return;
       throw new SwitchboardError('SB_ERR_UNKNOWN_TYPE', `message type ${message.type} is not accepted from a client`);
   }
 }

@@ -2,9 +2,8 @@
 // in a cluster, src/cluster's router also forwards to the workers holding the recipient's other
 // sessions. The server only sees these interfaces, never peers.
 
-import type { ImMessage } from '../protocol/types.js';
+import type { WorkerAnnouncement } from '../registry/registry.js';
 import type { LocalSession } from '../session/local-session.js';
-import type { Connection } from './connection.js';
 
 export interface MessageRouter {
   /** A message was stored in `uid`'s inbox as `seq`: get it to every online session of `uid`. */
@@ -16,7 +15,7 @@ export interface MessageRouter {
   close(): Promise<void>;
 }
 
-/** What this worker offers a router and an extension. */
+/** What this worker offers a router and the rest of a cluster. */
 export interface LocalPort {
   /** Delivers an inbox message to this worker's sessions of `uid`. */
   deliver(uid: string, seq: number, body: Uint8Array): void;
@@ -26,12 +25,16 @@ export interface LocalPort {
   readonly nodeId: Promise<string>;
 }
 
-/** Frames of types the server does not handle itself (the cluster's peer protocol). */
-export interface ServerExtension {
-  /** True when every frame of this connection belongs to the extension (an authenticated peer). */
-  owns(conn: Connection): boolean;
-  /** Handles a message; false when the type is not the extension's either. May throw a SwitchboardError. */
-  handle(conn: Connection, message: ImMessage): boolean;
+/**
+ * What cluster mode adds to a worker: its router, and whatever the cluster listens on itself.
+ * The server starts it before registering, so that everything the registry entry announces is
+ * reachable once the worker is listed, and stops it after the router.
+ */
+export interface WorkerCluster {
+  readonly router: MessageRouter;
+  /** Starts the cluster's own listeners; resolves the fields it adds to this worker's registry entry. */
+  start(): Promise<Partial<WorkerAnnouncement>>;
+  stop(): Promise<void>;
 }
 
 export class LocalRouter implements MessageRouter {

@@ -14,7 +14,7 @@ import { LocalSessionMap } from '../session/local-session-map.js';
 import type { SessionStore } from '../session/session-store.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import { Delivery } from './delivery.js';
-import { LocalRouter, type LocalPort, type MessageRouter, type ServerExtension } from './router.js';
+import { LocalRouter, type LocalPort, type WorkerCluster } from './router.js';
 import type { SessionRecord } from '../session/session-store.js';
 import type { LocalSession } from '../session/local-session.js';
 import { Connection, SESSION, type ConnectionHandler } from './connection.js';
@@ -34,8 +34,8 @@ export interface WorkerServerOptions {
   registry: Registry;
   log: Logger;
   version: string;
-  /** Cluster mode: builds the router and the peer extension around this worker's LocalPort. */
-  cluster?: (local: LocalPort) => { router: MessageRouter; extension?: ServerExtension };
+  /** Cluster mode: builds the router and the cluster's own listeners around this worker's LocalPort. */
+  cluster?: (local: LocalPort) => WorkerCluster;
 }
 
 export class WorkerServer {
@@ -46,6 +46,7 @@ export class WorkerServer {
   readonly #server: net.Server;
   readonly #ctx: ServerContext;
   readonly #handler: ConnectionHandler;
+  readonly #cluster: WorkerCluster | undefined;
   #resolveNodeId!: (id: string) => void;
   #sweep: NodeJS.Timeout | undefined;
   #refresh: NodeJS.Timeout | undefined;
@@ -67,7 +68,7 @@ export class WorkerServer {
         else for (const uid of uids) for (const session of this.sessions.byUser(uid)) delivery.nudge(session);
       },
     };
-    const cluster = options.cluster?.(local);
+    const cluster = (this.#cluster = options.cluster?.(local));
     this.#ctx = {
       limits: options.limits,
       sessions: this.sessions,
@@ -75,7 +76,6 @@ export class WorkerServer {
       inbox: options.inbox,
       delivery,
       router: cluster?.router ?? new LocalRouter(local),
-      extension: cluster?.extension,
       signer: options.signer,
       log: options.log,
       nodeId,
@@ -99,13 +99,16 @@ export class WorkerServer {
     return this.#connections.size;
   }
 
-  /** Listens, then registers; resolves the registered worker info. */
+  /** Listens (the cluster too), then registers; resolves the registered worker info. */
   async start(): Promise<WorkerInfo> {
     const { host, port, registry, version } = this.#options;
     this.#server.listen(port, host);
     await once(this.#server, 'listening');
     const address = this.#server.address() as net.AddressInfo;
+    // Whatever the cluster announces must be listening before other nodes can find this worker.
+    const announced = (await this.#cluster?.start()) ?? {};
     this.#info = await registry.register({
+      ...announced,
       host: this.#options.announceHost ?? (host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host),
       port: address.port,
       balance: this.sessions.size,
@@ -141,6 +144,7 @@ export class WorkerServer {
     if (this.#connections.size > 0) await new Promise<void>((resolve) => (this.#onAllClosed = resolve));
     clearTimeout(grace);
     await this.#ctx.router.close();
+    await this.#cluster?.stop();
     this.#log.info('worker stopped');
   }
 

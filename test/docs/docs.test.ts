@@ -9,6 +9,7 @@ import { encodeMessageFrame } from '../../src/protocol/codec.js';
 import { HeadType } from '../../src/protocol/types.js';
 import { envName } from '../../src/cli/options.js';
 import { BENCH_OPTIONS, SCENARIOS } from '../../src/cli/commands/bench.js';
+import { peerProof, proofInput, type Transcript } from '../../src/cluster/peer-auth.js';
 
 const read = (file: string) => readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8');
 const protocol = read('PROTOCOL.md');
@@ -47,4 +48,23 @@ t.test('the worked frame examples in PROTOCOL.md are what the codec produces', a
   const login = hex(encodeMessageFrame({ type: HeadType.LOGIN_REQUEST, sequence: 1, sessionId: '-1', loginRequest: { uid: 'a', token: 't' } }));
   t.equal(login, '00 86 00 01 00 00 00 0e 10 01 1a 02 2d 31 22 06 0a 01 61 1a 01 74');
   t.ok(protocol.includes('10 01 1a 02 2d 31 22 06 0a 01 61 1a 01 74') && protocol.includes('00 86 00 01 00 00 00 0e'), 'login frame as documented');
+});
+
+t.test('the worked peer handshake in PROTOCOL.md §10 is what the workers compute', async (t) => {
+  const hex = (b: Buffer) => b.toString('hex').replace(/(..)/g, '$1 ').trim();
+  const transcript: Transcript = {
+    dialer: '0000000001',
+    acceptor: '0000000002',
+    dialerNonce: Buffer.from(Array.from({ length: 16 }, (_, i) => i)),
+    acceptorNonce: Buffer.from(Array.from({ length: 16 }, (_, i) => 16 + i)),
+  };
+  t.ok(protocol.includes('Cluster secret `example-cluster-secret`, dialer `0000000001`, acceptor\n`0000000002`'), 'the inputs as documented');
+  for (const [role, mac] of [
+    ['challenge', '2b7cbc17fc4e018e57f99deaf2d504e8887b76c912b6fbe38d02b72be9de66e9'],
+    ['auth', 'c24f45720556e1a03cd504043f60cb353da0106e930578cf4e51dda70964fb37'],
+  ] as const) {
+    t.ok(protocol.includes(hex(proofInput(role, transcript))), `the ${role} proof's input bytes as documented`);
+    t.equal(peerProof('example-cluster-secret', role, transcript).toString('hex'), mac, `the ${role} proof`);
+    t.ok(protocol.includes(mac), `the ${role} proof as documented`);
+  }
 });

@@ -89,10 +89,13 @@ export async function until(what: string | (() => string), probe: () => boolean 
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** One worker process. `nodeId` is known once start() (of the cluster) has resolved it. */
+/** One worker process. `nodeId` and `peerPort` are known once startWorker() has resolved it. */
 export class WorkerProcess {
   readonly name: string;
+  /** The client port. */
   readonly port: number;
+  /** The port other workers link to (`--peer-port 0`: the one it picked and announced). */
+  peerPort = 0;
   readonly child: ChildProcess;
   /** Every JSON log line, in order. */
   readonly lines: LogLine[] = [];
@@ -247,6 +250,7 @@ export class TestCluster {
       redis: this.redis.url,
       secret: CLUSTER_TOKEN_SECRET,
       'cluster-secret': CLUSTER_PEER_SECRET,
+      'peer-port': 0,
       'log-level': 'info',
       ...CLUSTER_FLAGS,
       ...options.flags,
@@ -260,6 +264,10 @@ export class TestCluster {
       try {
         const listening = await worker.waitForLog({ msg: 'worker listening' }, { timeoutMs: 20_000 });
         worker.nodeId = String(listening.nodeId);
+        // The peer listener listens (and logs it) before the worker registers.
+        const peer = worker.logs({ msg: 'peer listener listening' })[0];
+        if (!peer) throw new Error(`worker ${worker.name} registered without a peer listener\n${worker.tail()}`);
+        worker.peerPort = Number(peer.port);
         this.workers.push(worker);
         return worker;
       } catch (err) {

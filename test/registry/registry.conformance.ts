@@ -21,7 +21,7 @@ async function eventually<T>(what: string, probe: () => T | undefined, withinMs 
 }
 
 function announcement(overrides: Partial<WorkerAnnouncement> = {}): WorkerAnnouncement {
-  return { host: '127.0.0.1', port: 40_123, balance: 0, startedAt: 1_700_000_000_000, version: '9.8.7-test', ...overrides };
+  return { host: '127.0.0.1', port: 40_123, peerPort: 40_124, balance: 0, startedAt: 1_700_000_000_000, version: '9.8.7-test', ...overrides };
 }
 
 function self(registry: Registry, id: string): WorkerInfo | undefined {

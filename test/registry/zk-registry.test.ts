@@ -30,7 +30,7 @@ function makeRegistry(tt: Test, options: Options = {}): ZooKeeperRegistry {
 }
 
 function announcement(port: number, overrides: Partial<WorkerAnnouncement> = {}): WorkerAnnouncement {
-  return { host: '127.0.0.1', port, balance: 0, startedAt: 1_700_000_000_000, version: '1.2.3-test', ...overrides };
+  return { host: '127.0.0.1', port, peerPort: port + 1, balance: 0, startedAt: 1_700_000_000_000, version: '1.2.3-test', ...overrides };
 }
 
 async function eventually(what: string, probe: () => boolean, withinMs = 5_000): Promise<void> {
@@ -70,6 +70,7 @@ t.test('viewHash ignores order and sees every field', async (t) => {
   t.not(viewHash([a, b]), viewHash([a]), 'a missing worker changes it');
   t.not(viewHash([a, b]), viewHash([a, { ...b, balance: 1 }]), 'a balance changes it');
   t.not(viewHash([a]), viewHash([{ ...a, host: '10.0.0.1' }]), 'a host changes it');
+  t.not(viewHash([a]), viewHash([{ ...a, peerPort: 9 }]), 'a peer port changes it');
 });
 
 t.test('registers an EPHEMERAL_SEQUENTIAL znode whose JSON carries the id', async (t) => {

@@ -77,6 +77,10 @@ async function serve(command: string, summary: string, defaultPort: number, argv
         }),
         settings: {
           secret: o['cluster-secret']!,
+          peerHost: o['peer-host'],
+          peerPort: o['peer-port'],
+          peerHandshakeTimeoutMs: o['peer-handshake-timeout-ms'],
+          peerMaxPending: o['peer-max-pending'],
           peerReconnectMs: o['peer-reconnect-ms'],
           peerQueueLimit: o['peer-queue'],
           routeCacheTtlMs: o['route-cache-ttl-ms'],
