@@ -70,9 +70,9 @@ export class HandoffRing {
     return this.delivered;
   }
 
-  /** Gives back the memory of a ring that grew for a burst, once nothing is pending. */
+  /** Gives back the ring's memory once nothing is pending: an idle session holds no array. */
   compact(): void {
-    if (this.#count === 0 && this.#pairs && this.#pairs.length > FIRST_CAPACITY * 2) {
+    if (this.#count === 0 && this.#pairs) {
       this.#pairs = undefined;
       this.#start = 0;
     }
