@@ -1,6 +1,7 @@
 // An inbox whose sequence goes backwards under load, on a real Redis behind a real worker
 // process: Redis loses its data (FLUSHALL) while senders keep sending, or its sequence is
-// rewound as a failover to a lagging replica would. Every message acknowledged after that must
+// rewound as a failover to a lagging replica would; and the wipe again in a cluster of two
+// worker processes, the recipient on the other worker (its deliveries come as PEER_DELIVER). Every message acknowledged after that must
 // reach each of the recipient's devices: the online ones (an ack device and a legacy one, both
 // SDK clients that reconnect) and one that was offline and comes back with its old position. Each
 // is told that its position was reset. Without inbox epochs the new messages reuse sequence
@@ -13,7 +14,8 @@ import { TokenSigner } from '../../src/auth/token.js';
 import { ImClient, type IncomingMessage } from '../../src/client/im-client.js';
 import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
 import { decodeMessage } from '../../src/protocol/codec.js';
-import { CLUSTER_TOKEN_SECRET, startRedisWorker, until, type WorkerProcess } from '../helpers/cluster.js';
+import { CLUSTER_TOKEN_SECRET, startCluster, startRedisWorker, until, type WorkerProcess } from '../helpers/cluster.js';
+import { startZooKeeper } from '../helpers/zookeeper.js';
 import { connectLoggedIn, isDelivery, seqOf, u64, type RawClient } from '../helpers/raw-client.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
 
@@ -230,4 +232,26 @@ t.test('a failover to a lagging replica (the sequence rewound, same epoch): a ne
   // Without the new epoch its old position would be valid again, and the messages numbered
   // rewoundTo+1 .. lastSeq of the new history would be skipped.
   await comeBack(t, worker, redis, offline);
+});
+
+t.test('in a cluster: Redis wiped while the recipient is on another worker than the senders', async (t) => {
+  const zk = await startZooKeeper(t);
+  const cluster = await startCluster(t, zk, { workers: 2 });
+  const [a, b] = cluster.workers as [WorkerProcess, WorkerProcess];
+  const devices = { ack: await device(t, b, 'phone', true), legacy: await device(t, b, 'legacy', false) };
+  const epochBefore = devices.ack.client.inboxEpoch;
+  const load = new Load(t, a);
+  await until('the devices got some of the load, forwarded', () => devices.ack.shown.length > 100 && devices.legacy.shown.length > 100, WAIT_MS);
+  const admin = new Redis(cluster.redis.url);
+  t.teardown(() => admin.disconnect());
+  await admin.flushall();
+  load.markEvent();
+  await load.finish();
+  t.same(load.failures, [], 'no send failed');
+  await allDelivered(t, devices, load.after);
+  for (const [name, d] of Object.entries(devices)) {
+    t.ok(d.resets.length >= 1, `${name} was told its position was reset`);
+    t.equal(d.resets[0]?.previousEpoch, epochBefore);
+  }
+  t.ok(b.logs({ msg: 'inbox reset: closing session', uid: 'bob' }).length >= 1, 'the worker holding the devices closed their sessions for the new epoch');
 });
