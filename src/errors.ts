@@ -25,6 +25,7 @@ export const ERROR_CODES = {
   SB_ERR_IDLE_TIMEOUT: 'no frame received within the idle timeout',
   SB_ERR_SLOW_CONSUMER: 'connection did not drain its output in time',
   SB_ERR_SERVER_SHUTDOWN: 'server is shutting down',
+  SB_ERR_INBOX_RESET: "the inbox was reset (its epoch changed): this session's position is void; log in again",
   SB_ERR_INTERNAL: 'internal server error',
 
   // Cluster.

@@ -56,11 +56,14 @@ export interface ImClientOptions {
   acks?: boolean;
   /** Highest inbox sequence this device processed before (e.g. loaded from disk). */
   lastSeq?: number;
+  /** The inbox epoch `lastSeq` belongs to, as savePosition gave it (0 or unset: unknown). */
+  inboxEpoch?: number;
   /**
-   * Called with the new position after each processed delivery, and when a login moves it (a
-   * gap, or an inbox that lost its messages): persist it to resume there.
+   * Called with the new position and the inbox epoch it belongs to after each processed
+   * delivery, and when a login moves it (a gap, a reset) or tells a new epoch: persist both, and
+   * pass them back as `lastSeq` and `inboxEpoch` to resume there.
    */
-  savePosition?: (seq: number) => void;
+  savePosition?: (seq: number, epoch: number) => void;
   log?: Logger;
 }
 
@@ -114,6 +117,12 @@ export interface ImClientEvents {
   closing: [{ code: string; reason: string }];
   /** Messages after `requested` were pruned from the inbox; the replay starts after `from`. */
   gap: [{ requested: number; from: number }];
+  /**
+   * The server's inbox lost messages or forked (a data loss, a failover): the position
+   * `requested` (of `previousEpoch`) is void and forgotten, and the replay starts after `from`
+   * in `epoch`. Messages shown before may be shown again; some sent before may be lost.
+   */
+  reset: [{ requested: number; previousEpoch: number; from: number; epoch: number }];
   error: [Error];
 }
 
@@ -167,6 +176,8 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   #final = false;
   /** Highest inbox sequence processed; undefined until known. */
   #lastSeq: number | undefined;
+  /** The inbox epoch #lastSeq counts in; 0 while unknown. */
+  #inboxEpoch: number;
   #ackScheduled = false;
   readonly #acks: boolean;
 
@@ -184,6 +195,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     this.#retry = options.retryStrategy === false ? false : (options.retryStrategy ?? defaultRetryStrategy());
     this.#acks = options.acks ?? true;
     this.#lastSeq = options.lastSeq;
+    this.#inboxEpoch = options.lastSeq !== undefined ? (options.inboxEpoch ?? 0) : 0;
     this.#log = (options.log ?? silentLogger()).child({ uid: this.uid, deviceId: this.deviceId });
   }
 
@@ -194,6 +206,11 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   /** Highest inbox sequence processed by this client; undefined before the first login. */
   get lastSeq(): number | undefined {
     return this.#lastSeq;
+  }
+
+  /** The inbox epoch `lastSeq` belongs to; 0 while unknown (before the first login, or an older server). */
+  get inboxEpoch(): number {
+    return this.#inboxEpoch;
   }
 
   /** The server's session id of the current login; '' when not logged in. */
@@ -327,6 +344,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
             appVersion: this.#options.appVersion ?? '',
             acks: this.#acks,
             ...(this.#lastSeq !== undefined ? { lastSeq: this.#lastSeq } : {}),
+            ...(this.#lastSeq !== undefined && this.#inboxEpoch !== 0 ? { inboxEpoch: this.#inboxEpoch } : {}),
           },
         }),
       );
@@ -399,13 +417,25 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     this.#sessionId = message.sessionId ?? '';
     this.#attempt = 0;
     const syncFrom = Number(body.syncFrom ?? 0);
-    if (body.gap) this.emit('gap', { requested: this.#lastSeq ?? 0, from: syncFrom });
+    const epoch = Number(body.inboxEpoch ?? 0);
+    const requested = this.#lastSeq ?? 0;
+    const previousEpoch = this.#inboxEpoch;
     // The replay starts after syncFrom, whatever we asked for: past a gap it is higher, and
-    // after an inbox that lost its messages (an embedded node restarted) it is lower. Keeping
-    // the old position then would drop the new seq 1, 2, ... as already processed.
-    const moved = this.#lastSeq !== undefined && this.#lastSeq !== syncFrom;
+    // after a reset (an inbox that lost its messages or forked) it is lower. Keeping the old
+    // position, which is also what drops resent messages, would drop the new seq 1, 2, ... as
+    // already processed: it is forgotten.
+    // A device that had a position is told where it is now (a new epoch included, e.g. the first
+    // one a server tells it); one without a position gets it with its first delivery.
+    const moved = this.#lastSeq !== undefined && (this.#lastSeq !== syncFrom || (epoch !== 0 && epoch !== previousEpoch));
     this.#lastSeq = syncFrom;
-    if (moved) this.#options.savePosition?.(syncFrom);
+    if (epoch !== 0) this.#inboxEpoch = epoch;
+    if (moved) this.#options.savePosition?.(syncFrom, this.#inboxEpoch);
+    if (body.reset) {
+      this.#log.warn({ requested, previousEpoch, from: syncFrom, epoch }, 'inbox reset: position forgotten');
+      this.emit('reset', { requested, previousEpoch, from: syncFrom, epoch });
+    } else if (body.gap) {
+      this.emit('gap', { requested, from: syncFrom });
+    }
     this.#setStatus('ready');
     this.#startTimer();
     for (const pending of this.#pending.values()) {
@@ -447,7 +477,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     // Processed once the listeners returned: that is the position to acknowledge and keep.
     if (seq > 0) {
       this.#lastSeq = seq;
-      this.#options.savePosition?.(seq);
+      this.#options.savePosition?.(seq, this.#inboxEpoch);
       this.#scheduleAck();
     }
   }

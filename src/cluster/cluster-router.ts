@@ -55,16 +55,16 @@ export class ClusterRouter implements MessageRouter {
     });
   }
 
-  deliver(uid: string, seq: number, body: Uint8Array): void {
-    this.#o.local.deliver(uid, seq, body);
+  deliver(uid: string, seq: number, body: Uint8Array, epoch: number): void {
+    this.#o.local.deliver(uid, seq, body, epoch);
     const nodes = this.#o.routes.lookup(uid);
     if (nodes instanceof Promise) {
       nodes.then(
-        (n) => this.#forward(n, uid, seq, body),
+        (n) => this.#forward(n, uid, seq, body, epoch),
         (err: unknown) => this.#o.log.warn({ err, uid }, 'route lookup failed; the recipient gets the message by sync'),
       );
     } else if (nodes.size > 0) {
-      this.#forward(nodes, uid, seq, body);
+      this.#forward(nodes, uid, seq, body, epoch);
     }
   }
 
@@ -87,9 +87,9 @@ export class ClusterRouter implements MessageRouter {
     this.#o.routes.clear();
   }
 
-  #forward(nodes: ReadonlySet<string>, uid: string, seq: number, body: Uint8Array): void {
+  #forward(nodes: ReadonlySet<string>, uid: string, seq: number, body: Uint8Array, epoch: number): void {
     if (nodes.size === 0) return;
-    const frame = encodeMessageFrame({ type: HeadType.PEER_DELIVER, peerDeliver: { uid, seq, body } });
+    const frame = encodeMessageFrame({ type: HeadType.PEER_DELIVER, peerDeliver: { uid, seq, body, epoch } });
     for (const nodeId of nodes) this.#o.workers.send(nodeId, frame, uid);
   }
 

@@ -160,7 +160,8 @@ export class PeerAcceptor {
     switch (message.type) {
       case HeadType.PEER_DELIVER: {
         const d = message.peerDeliver;
-        if (d?.uid && d.body) this.#options.local.deliver(d.uid, Number(d.seq ?? 0), d.body);
+        // Without an epoch (0: a worker of an older version) no session takes it as is: they read their inbox.
+        if (d?.uid && d.body) this.#options.local.deliver(d.uid, Number(d.seq ?? 0), d.body, Number(d.epoch ?? 0));
         return;
       }
       case HeadType.PEER_NUDGE: {

@@ -2,6 +2,14 @@
 // per user, plus each device's position in it. The store neither knows nor cares who sent a
 // message or why (chat now, groups later): it stores opaque bodies. Embedded mode keeps it in
 // memory; with --redis it lives in Redis. Both pass test/inbox/inbox-store.conformance.ts.
+//
+// A sequence number means something only together with the inbox's *epoch*: a random id the
+// inbox gets when it is created (and again whenever its history is known to have forked, see
+// resetEpoch). An inbox that lost its data (a Redis restarted empty) numbers from 1 again under
+// a new epoch, so a device position from before is recognisably from another history instead of
+// silently hiding the new messages that reuse its numbers.
+
+import { randomBytes } from 'node:crypto';
 
 export interface InboxLimits {
   /** Messages kept per user; the oldest are pruned beyond it. */
@@ -33,6 +41,8 @@ export interface AppendResult {
   seq: number;
   /** True when (sender, msgId) was stored before: `seq` is the original one, nothing was added. */
   duplicate: boolean;
+  /** The inbox's epoch: `seq` is a position in this history. */
+  epoch: number;
 }
 
 export interface StoredMessage {
@@ -46,6 +56,8 @@ export interface InboxBounds {
   head: number;
   /** Lowest sequence still retained; head + 1 when nothing is retained. */
   oldest: number;
+  /** The inbox's epoch (never 0: reading an inbox that has none gives it one). */
+  epoch: number;
 }
 
 export interface InboxRange extends InboxBounds {
@@ -63,11 +75,35 @@ export interface InboxStore {
   appendNow?(request: AppendRequest): AppendResult;
   /** Messages after `after`, oldest first, at most `limit` (0: bounds only). */
   range(uid: string, after: number, limit: number): Promise<InboxRange>;
-  /** The device's saved position; undefined when the device has none. */
+  /** The device's saved position (always one of the inbox's current epoch); undefined when the device has none. */
   cursor(uid: string, deviceId: string): Promise<number | undefined>;
-  /** Saves the device's position; a position lower than the saved one is ignored. */
-  saveCursor(uid: string, deviceId: string, seq: number): Promise<void>;
+  /**
+   * Saves the device's position, atomically clamped to the inbox head: a position lower than the
+   * saved one is ignored, and so is one of another `epoch` than the inbox's (a session that
+   * outlived a reset cannot write its old position into the new history).
+   */
+  saveCursor(uid: string, deviceId: string, seq: number, epoch: number): Promise<void>;
+  /**
+   * The inbox's history forked (a device holds a position above the head of the same epoch: a
+   * failover to a replica that lagged behind): if its epoch is still `from`, atomically gives it
+   * a new one and forgets every saved position, so that every device resyncs instead of skipping
+   * the messages that now reuse those sequence numbers. The sequence itself goes on. Resolves the
+   * epoch the inbox has afterwards (the new one, or whatever another caller already set).
+   */
+  resetEpoch(uid: string, from: number): Promise<number>;
   close(): Promise<void>;
+}
+
+/**
+ * A fresh epoch: random, non-zero, below 2^53 (exact as a JS number and as a Lua double), so
+ * that two inboxes created independently (before and after a data loss) differ.
+ */
+export function newEpoch(): number {
+  for (;;) {
+    const bytes = randomBytes(7);
+    const epoch = (bytes[0]! & 0x1f) * 2 ** 48 + bytes.readUIntBE(1, 6);
+    if (epoch !== 0) return epoch;
+  }
 }
 
 export function hasDedupeId(msgId: string): boolean {

@@ -3,13 +3,17 @@
 // most maxMessages of them). Nothing here waits, so appendNow() offers the append synchronously.
 // Message bodies live in a MessageLog per user (slabs and typed arrays, not an object each),
 // dedupe entries in a DedupeWindow per user (ascending runs of ids per sender).
+// Epochs: every inbox of one store starts in the store's own random epoch (so reading an inbox
+// that does not exist yet allocates nothing, and a restarted process, whose inboxes are all new,
+// has a new one); resetEpoch() gives that one inbox a fresh epoch.
 
 import { DedupeWindow, dedupeKey } from './dedupe-window.js';
 import { MessageLog } from './message-log.js';
-import { DEFAULT_INBOX_LIMITS, hasDedupeId, type AppendRequest, type AppendResult, type InboxLimits, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
+import { DEFAULT_INBOX_LIMITS, hasDedupeId, newEpoch, type AppendRequest, type AppendResult, type InboxLimits, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
 
 interface Inbox {
   head: number;
+  epoch: number;
   /** Retained messages, ascending. */
   log: MessageLog;
   dedupe: DedupeWindow;
@@ -20,6 +24,8 @@ export class MemoryInboxStore implements InboxStore {
   readonly #inboxes = new Map<string, Inbox>();
   readonly #limits: InboxLimits;
   readonly #now: () => number;
+  /** The epoch of every inbox this store creates. */
+  readonly #epoch = newEpoch();
 
   constructor(limits: Partial<InboxLimits> = {}, now: () => number = Date.now) {
     this.#limits = { ...DEFAULT_INBOX_LIMITS, ...limits };
@@ -37,33 +43,44 @@ export class MemoryInboxStore implements InboxStore {
     if (key !== undefined) {
       inbox.dedupe.expire(now);
       const seen = inbox.dedupe.find(sender, key);
-      if (seen !== undefined) return { seq: seen, duplicate: true };
+      if (seen !== undefined) return { seq: seen, duplicate: true, epoch: inbox.epoch };
     }
     const seq = ++inbox.head;
     inbox.log.push(seq, now, body);
     if (key !== undefined) inbox.dedupe.add(sender, key, seq, now + this.#limits.dedupeWindowMs);
     this.#prune(inbox, now);
-    return { seq, duplicate: false };
+    return { seq, duplicate: false, epoch: inbox.epoch };
   }
 
   async range(uid: string, after: number, limit: number): Promise<InboxRange> {
     const inbox = this.#inboxes.get(uid);
-    if (!inbox) return { head: 0, oldest: 1, messages: [] };
+    if (!inbox) return { head: 0, oldest: 1, epoch: this.#epoch, messages: [] };
     this.#prune(inbox, this.#now());
-    const { log, head } = inbox;
+    const { log, head, epoch } = inbox;
     const oldest = log.length > 0 ? log.firstSeq : head + 1;
     const messages: StoredMessage[] = [];
     for (let seq = Math.max(after + 1, oldest); seq <= head && messages.length < limit; seq++) messages.push(log.get(seq)!);
-    return { head, oldest, messages };
+    return { head, oldest, epoch, messages };
   }
 
   async cursor(uid: string, deviceId: string): Promise<number | undefined> {
     return this.#inboxes.get(uid)?.cursors.get(deviceId);
   }
 
-  async saveCursor(uid: string, deviceId: string, seq: number): Promise<void> {
-    const cursors = this.#inbox(uid).cursors;
-    if (seq > (cursors.get(deviceId) ?? -1)) cursors.set(deviceId, seq);
+  async saveCursor(uid: string, deviceId: string, seq: number, epoch: number): Promise<void> {
+    const inbox = this.#inbox(uid);
+    if (epoch !== inbox.epoch) return;
+    const position = Math.min(seq, inbox.head);
+    if (position > (inbox.cursors.get(deviceId) ?? -1)) inbox.cursors.set(deviceId, position);
+  }
+
+  async resetEpoch(uid: string, from: number): Promise<number> {
+    const inbox = this.#inbox(uid);
+    if (inbox.epoch === from) {
+      inbox.epoch = newEpoch();
+      inbox.cursors.clear();
+    }
+    return inbox.epoch;
   }
 
   async close(): Promise<void> {
@@ -72,7 +89,7 @@ export class MemoryInboxStore implements InboxStore {
 
   #inbox(uid: string): Inbox {
     let inbox = this.#inboxes.get(uid);
-    if (!inbox) this.#inboxes.set(uid, (inbox = { head: 0, log: new MessageLog(), dedupe: new DedupeWindow(this.#limits.maxMessages), cursors: new Map() }));
+    if (!inbox) this.#inboxes.set(uid, (inbox = { head: 0, epoch: this.#epoch, log: new MessageLog(), dedupe: new DedupeWindow(this.#limits.maxMessages), cursors: new Map() }));
     return inbox;
   }
 

@@ -2,15 +2,21 @@
 // slot and each Lua script touches one slot:
 //
 //   <prefix>{uid}:seq            string   last assigned sequence (never expires)
+//   <prefix>{uid}:ep             string   the inbox's epoch (never expires)
 //   <prefix>{uid}:log            zset     score = seq, member = "<seq>|<storedAt>|<body bytes>"
 //   <prefix>{uid}:cur            hash     deviceId -> acknowledged / delivered position
 //   <prefix>{uid}:dd:<sender>\0<msgId>   string   seq, expires after the dedupe window
 //
 // Append (dedupe check, sequence, store, prune) is one script: one round trip, atomic. The
 // client auto-pipelines, so concurrent appends share round trips.
+//
+// The epoch is created by the first script that finds none (an append, or the read of a login):
+// after Redis lost its data, the inbox that numbers from 1 again has a new one. The candidate
+// comes from the caller (scripts stay deterministic); an inbox from before epochs existed (a
+// seq key without an ep key) simply gets one, nothing else changes.
 
 import { Redis, type RedisOptions } from 'ioredis';
-import { DEFAULT_INBOX_LIMITS, hasDedupeId, type AppendRequest, type AppendResult, type InboxLimits, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
+import { DEFAULT_INBOX_LIMITS, hasDedupeId, newEpoch, type AppendRequest, type AppendResult, type InboxLimits, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
 
 // The limits are written into the scripts (fewer arguments per call is measurably faster).
 // Expired messages are pruned from the oldest end on every 16th append and on every read;
@@ -30,50 +36,73 @@ local function prune(log, now)
   end
 end
 `;
+  // The epoch stays a string in Lua (a double would print as 1.2e+15) and travels as a bulk reply.
+  const epoch = `
+local function epoch(key, candidate)
+  local current = redis.call('GET', key)
+  if current then return current end
+  redis.call('SET', key, candidate)
+  return candidate
+end
+`;
   return {
-    // KEYS: seq, log, dedupe   ARGV: body, now, dedupe (0|1)
-    append: `${prune}
+    // KEYS: seq, ep, log, dedupe   ARGV: body, now, dedupe (0|1), candidate epoch
+    append: `${prune}${epoch}
+local ep = epoch(KEYS[2], ARGV[4])
 if ARGV[3] == '1' then
-  local seen = redis.call('GET', KEYS[3])
-  if seen then return {tonumber(seen), 1} end
+  local seen = redis.call('GET', KEYS[4])
+  if seen then return {tonumber(seen), 1, ep} end
 end
 local seq = redis.call('INCR', KEYS[1])
-redis.call('ZADD', KEYS[2], seq, seq .. '|' .. ARGV[2] .. '|' .. ARGV[1])
-if seq % 16 == 0 then prune(KEYS[2], tonumber(ARGV[2])) else
-  local n = redis.call('ZCARD', KEYS[2])
-  if n > ${maxMessages} then redis.call('ZREMRANGEBYRANK', KEYS[2], 0, n - ${maxMessages} - 1) end
+redis.call('ZADD', KEYS[3], seq, seq .. '|' .. ARGV[2] .. '|' .. ARGV[1])
+if seq % 16 == 0 then prune(KEYS[3], tonumber(ARGV[2])) else
+  local n = redis.call('ZCARD', KEYS[3])
+  if n > ${maxMessages} then redis.call('ZREMRANGEBYRANK', KEYS[3], 0, n - ${maxMessages} - 1) end
 end
-redis.call('PEXPIRE', KEYS[2], ${maxAgeMs})
-if ARGV[3] == '1' then redis.call('SET', KEYS[3], seq, 'PX', ${dedupeWindowMs}) end
-return {seq, 0}
+redis.call('PEXPIRE', KEYS[3], ${maxAgeMs})
+if ARGV[3] == '1' then redis.call('SET', KEYS[4], seq, 'PX', ${dedupeWindowMs}) end
+return {seq, 0, ep}
 `,
-    // KEYS: seq, log   ARGV: after, limit, now
-    range: `${prune}
-prune(KEYS[2], tonumber(ARGV[3]))
+    // KEYS: seq, ep, log   ARGV: after, limit, now, candidate epoch
+    range: `${prune}${epoch}
+prune(KEYS[3], tonumber(ARGV[3]))
+local ep = epoch(KEYS[2], ARGV[4])
 local head = tonumber(redis.call('GET', KEYS[1]) or '0')
-local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
 local oldest = head + 1
 if #first > 0 then oldest = tonumber(first[2]) end
 local messages = {}
 if tonumber(ARGV[2]) > 0 then
-  messages = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf', 'LIMIT', 0, ARGV[2])
+  messages = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. ARGV[1], '+inf', 'LIMIT', 0, ARGV[2])
 end
-return {head, oldest, messages}
+return {head, oldest, messages, ep}
 `,
-    // KEYS: cur   ARGV: deviceId, seq
+    // KEYS: seq, ep, cur   ARGV: deviceId, seq, epoch
+    // Clamped to the head in the same step: no position can point past what the inbox holds.
     saveCursor: `
-local current = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '-1')
-if tonumber(ARGV[2]) > current then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
-redis.call('PEXPIRE', KEYS[1], ${maxAgeMs})
-return 0
+if redis.call('GET', KEYS[2]) ~= ARGV[3] then return 0 end
+local position = math.min(tonumber(ARGV[2]), tonumber(redis.call('GET', KEYS[1]) or '0'))
+local current = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '-1')
+if position > current then redis.call('HSET', KEYS[3], ARGV[1], position) end
+redis.call('PEXPIRE', KEYS[3], ${maxAgeMs})
+return 1
+`,
+    // KEYS: ep, cur   ARGV: expected epoch, candidate epoch
+    resetEpoch: `
+local current = redis.call('GET', KEYS[1])
+if current and current ~= ARGV[1] then return current end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('DEL', KEYS[2])
+return ARGV[2]
 `,
   };
 }
 
 type Scripts = {
-  sbAppend(seq: string, log: string, dedupe: string, body: Buffer, now: number, dedupe01: string): Promise<[number, number]>;
-  sbRangeBuffer(seq: string, log: string, after: number, limit: number, now: number): Promise<[number, number, Buffer[]]>;
-  sbSaveCursor(cur: string, deviceId: string, seq: number): Promise<number>;
+  sbAppend(seq: string, ep: string, log: string, dedupe: string, body: Buffer, now: number, dedupe01: string, epoch: number): Promise<[number, number, string]>;
+  sbRangeBuffer(seq: string, ep: string, log: string, after: number, limit: number, now: number, epoch: number): Promise<[number, number, Buffer[], Buffer]>;
+  sbSaveCursor(seqKey: string, ep: string, cur: string, deviceId: string, position: number, epoch: number): Promise<number>;
+  sbResetEpoch(ep: string, cur: string, expected: number, epoch: number): Promise<string>;
 };
 
 export interface RedisInboxStoreOptions {
@@ -95,9 +124,10 @@ export class RedisInboxStore implements InboxStore {
     this.#prefix = options.keyPrefix ?? 'sb:';
     const redis = new Redis(options.url, { enableAutoPipelining: true, maxRetriesPerRequest: 3, ...options.redisOptions });
     const lua = scripts(this.#limits);
-    redis.defineCommand('sbAppend', { numberOfKeys: 3, lua: lua.append });
-    redis.defineCommand('sbRange', { numberOfKeys: 2, lua: lua.range });
-    redis.defineCommand('sbSaveCursor', { numberOfKeys: 1, lua: lua.saveCursor });
+    redis.defineCommand('sbAppend', { numberOfKeys: 4, lua: lua.append });
+    redis.defineCommand('sbRange', { numberOfKeys: 3, lua: lua.range });
+    redis.defineCommand('sbSaveCursor', { numberOfKeys: 3, lua: lua.saveCursor });
+    redis.defineCommand('sbResetEpoch', { numberOfKeys: 2, lua: lua.resetEpoch });
     this.#redis = redis as Redis & Scripts;
   }
 
@@ -109,21 +139,23 @@ export class RedisInboxStore implements InboxStore {
   async append({ uid, sender, msgId, body }: AppendRequest): Promise<AppendResult> {
     const dedupe = hasDedupeId(msgId);
     const k = this.#keys(uid);
-    const [seq, duplicate] = await this.#redis.sbAppend(
+    const [seq, duplicate, epoch] = await this.#redis.sbAppend(
       k.seq,
+      k.ep,
       k.log,
       dedupe ? `${k.base}:dd:${sender}\0${msgId}` : `${k.base}:dd`,
       Buffer.from(body.buffer, body.byteOffset, body.byteLength),
       Date.now(),
       dedupe ? '1' : '0',
+      newEpoch(),
     );
-    return { seq: Number(seq), duplicate: duplicate === 1 };
+    return { seq: Number(seq), duplicate: duplicate === 1, epoch: Number(epoch) };
   }
 
   async range(uid: string, after: number, limit: number): Promise<InboxRange> {
     const k = this.#keys(uid);
-    const [head, oldest, members] = await this.#redis.sbRangeBuffer(k.seq, k.log, after, limit, Date.now());
-    return { head: Number(head), oldest: Number(oldest), messages: members.map(parseMember) };
+    const [head, oldest, members, epoch] = await this.#redis.sbRangeBuffer(k.seq, k.ep, k.log, after, limit, Date.now(), newEpoch());
+    return { head: Number(head), oldest: Number(oldest), epoch: Number(epoch.toString('latin1')), messages: members.map(parseMember) };
   }
 
   async cursor(uid: string, deviceId: string): Promise<number | undefined> {
@@ -131,8 +163,14 @@ export class RedisInboxStore implements InboxStore {
     return value === null ? undefined : Number(value);
   }
 
-  async saveCursor(uid: string, deviceId: string, seq: number): Promise<void> {
-    await this.#redis.sbSaveCursor(this.#keys(uid).cur, deviceId, seq);
+  async saveCursor(uid: string, deviceId: string, seq: number, epoch: number): Promise<void> {
+    const k = this.#keys(uid);
+    await this.#redis.sbSaveCursor(k.seq, k.ep, k.cur, deviceId, seq, epoch);
+  }
+
+  async resetEpoch(uid: string, from: number): Promise<number> {
+    const k = this.#keys(uid);
+    return Number(await this.#redis.sbResetEpoch(k.ep, k.cur, from, newEpoch()));
   }
 
   async close(): Promise<void> {
@@ -141,7 +179,7 @@ export class RedisInboxStore implements InboxStore {
 
   #keys(uid: string) {
     const base = `${this.#prefix}{${uid}}`;
-    return { base, seq: `${base}:seq`, log: `${base}:log`, cur: `${base}:cur` };
+    return { base, seq: `${base}:seq`, ep: `${base}:ep`, log: `${base}:log`, cur: `${base}:cur` };
   }
 }
 

@@ -7,12 +7,15 @@
 // no default values, minimal varints, valid UTF-8, no unknown fields. Anything else returns
 // undefined and protobufjs decodes it (or refuses it), so this decoder never accepts what
 // protobufjs would not, nor decodes anything differently (test/protocol/chat-decoder.test.ts).
+// One exception, found on that slow path only: a known field with another wire type than its
+// own is malformed whoever decodes it, and throws SB_ERR_BAD_PROTOBUF at once.
 //
 //   Message { type = 5 (1), sequence (2)?, session_id (3)?, messageRequest (6) }
 //   Message { type = 8 (1), sequence (2)?, session_id (3)?, ack (16) { seq (1)? } }
 
 import { isUtf8 } from 'node:buffer';
 import Long from 'long';
+import { SwitchboardError } from '../errors.js';
 import { HeadType, type ImMessage, type MessageAck, type MessageRequest } from './types.js';
 
 /** Constructors of the reflected types: decoded objects get the same prototype (and defaults). */
@@ -44,6 +47,37 @@ const VARINT = 0;
 const LENGTH_DELIMITED = 2;
 /** MessageRequest's string fields, as a bit set: from, to, content, url, property, from_nick, json. */
 const STRING_FIELDS = (1 << 2) | (1 << 3) | (1 << 6) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11);
+
+/** The wire type of each field number (index) the schema knows; -1: unknown. */
+function wireTypes(entries: [field: number, wireType: number][]): Int8Array {
+  const table = new Int8Array(32).fill(-1);
+  for (const [field, wireType] of entries) table[field] = wireType;
+  return table;
+}
+// Message: type, sequence, session_id, the nine bodies 4..9 and 16..21.
+const MESSAGE_WIRE = wireTypes([
+  [1, VARINT],
+  [2, VARINT],
+  ...[3, 4, 5, 6, 7, 8, 9, 16, 17, 18, 19, 20, 21].map((field): [number, number] => [field, LENGTH_DELIMITED]),
+]);
+// MessageRequest: msg_id, from, to, time, msg_type, content, url, property, from_nick, json, seq.
+const ACK_WIRE = wireTypes([[1, VARINT]]);
+const REQUEST_WIRE_TYPES = wireTypes([
+  ...[1, 4, 5, 16].map((field): [number, number] => [field, VARINT]),
+  ...[2, 3, 6, 8, 9, 10, 11].map((field): [number, number] => [field, LENGTH_DELIMITED]),
+]);
+
+/**
+ * Whether the hand decoder may leave a field it does not take to protobufjs. A known field of
+ * another wire type is malformed: protobufjs would skip it as unknown, so it is refused here.
+ */
+function declined(table: Int8Array, field: number, wireType: number, where: string): undefined {
+  const expected = field < table.length ? table[field]! : -1;
+  if (expected >= 0 && expected !== wireType) {
+    throw new SwitchboardError('SB_ERR_BAD_PROTOBUF', `frame body is not a valid Message: ${where} field ${field} has wire type ${wireType}, not ${expected}`);
+  }
+  return undefined;
+}
 
 /** A read position; `lo`/`hi` hold the last varint read. */
 class Cursor {
@@ -165,7 +199,7 @@ export function decodeChatMessage(body: Buffer, types: DecodedTypes): ImMessage 
       message.ack = ack;
       c.pos = end;
     } else {
-      return undefined;
+      return declined(MESSAGE_WIRE, field, wireType, 'Message');
     }
   }
   return message;
@@ -175,7 +209,9 @@ export function decodeChatMessage(body: Buffer, types: DecodedTypes): ImMessage 
 function decodeAck(c: Cursor, types: DecodedTypes): MessageAck | undefined {
   const ack = new types.messageAck();
   if (c.pos === c.end) return ack;
-  if (c.tag() !== 0x08 || !c.varint() || c.pos !== c.end) return undefined;
+  const tag = c.tag();
+  if (tag !== 0x08) return tag >>> 3 === 1 ? declined(ACK_WIRE, 1, tag & 7, 'MessageAck') : undefined;
+  if (!c.varint() || c.pos !== c.end) return undefined;
   const seq = c.long();
   if (!seq) return undefined;
   ack.seq = seq;
@@ -243,7 +279,7 @@ function decodeRequest(c: Cursor, types: DecodedTypes): MessageRequest | undefin
           request.json = value;
       }
     } else {
-      return undefined;
+      return declined(REQUEST_WIRE_TYPES, field, wireType, 'MessageRequest');
     }
   }
   // Fields ascend and seq (16) is the highest, so it is the tail; `from` (2) can only be

@@ -31,18 +31,77 @@ const decodedTypes = {
 export const messageType: protobuf.Type = MessageType;
 
 /**
- * Decodes a frame body. Throws SB_ERR_BAD_PROTOBUF on anything protobufjs cannot parse. The two
- * frames of every chat message take the hand decoder (chat-decoder.ts) when they can.
+ * Decodes a frame body. Throws SB_ERR_BAD_PROTOBUF on anything protobufjs cannot parse, and on
+ * a known field sent with another wire type than its own. The two frames of every chat message
+ * take the hand decoder (chat-decoder.ts) when they can.
  */
 export function decodeMessage(body: Uint8Array): ImMessage {
   const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   const chat = decodeChatMessage(buf, decodedTypes);
   if (chat) return chat;
+  return decodeReflected(body);
+}
+
+/**
+ * decodeMessage() without the hand decoder: protobufjs, then the wire-type check. protobufjs
+ * skips a field whose wire type is not the declared one as if it were unknown, so a client's
+ * `type` or `to` sent as the wrong kind of value would just vanish; it reports skipped fields
+ * when told not to discard them, and a skipped field whose number the schema knows is refused.
+ * Fields the schema does not know are skipped, whatever their wire type (proto3: a newer client
+ * may send them), and dropped as before.
+ */
+export function decodeReflected(body: Uint8Array): ImMessage {
+  let message: ImMessage;
   try {
-    return MessageType.decode(body) as unknown as ImMessage;
+    const reader = protobuf.Reader.create(body);
+    reader.discardUnknown = false;
+    message = MessageType.decode(reader) as unknown as ImMessage;
   } catch (err) {
     throw new SwitchboardError('SB_ERR_BAD_PROTOBUF', `frame body is not a valid Message: ${(err as Error).message}`, { cause: err });
   }
+  refuseMistyped(ENVELOPE, message as unknown as Decoded);
+  return message;
+}
+
+/** A message type and, for each of its fields that holds a message, that field's shape. */
+interface Shape {
+  type: protobuf.Type;
+  children: [name: string, shape: Shape][];
+}
+
+function shapeOf(type: protobuf.Type): Shape {
+  return { type, children: type.fieldsArray.filter((f) => f.resolve().resolvedType instanceof protobuf.Type).map((f) => [f.name, shapeOf(f.resolvedType as protobuf.Type)]) };
+}
+
+const ENVELOPE = shapeOf(MessageType);
+
+type Decoded = Record<string, unknown> & { $unknowns?: Uint8Array[] };
+
+function refuseMistyped(shape: Shape, message: Decoded): void {
+  if (Object.hasOwn(message, '$unknowns')) {
+    for (const raw of message.$unknowns ?? []) {
+      const field = tagOf(raw) >>> 3;
+      const known = shape.type.fieldsById[field];
+      if (known) throw new SwitchboardError('SB_ERR_BAD_PROTOBUF', `frame body is not a valid Message: ${shape.type.name}.${known.name} (${field}) has wire type ${tagOf(raw) & 7}`);
+    }
+    delete message.$unknowns;
+  }
+  for (const [name, child] of shape.children) {
+    const value = message[name];
+    if (value == null) continue;
+    if (Array.isArray(value)) for (const item of value) refuseMistyped(child, item as Decoded);
+    else refuseMistyped(child, value as Decoded);
+  }
+}
+
+/** The tag a raw field starts with (a varint; protobufjs has checked it, and field numbers fit 29 bits). */
+function tagOf(raw: Uint8Array): number {
+  let tag = 0;
+  for (let i = 0, shift = 0; i < 5 && i < raw.length; i++, shift += 7) {
+    tag += (raw[i]! & 0x7f) * 2 ** shift;
+    if (raw[i]! < 0x80) break;
+  }
+  return tag;
 }
 
 /** Encodes a message body without the frame header. */

@@ -37,6 +37,10 @@ export interface SyncStart {
   inboxHead: number;
   syncFrom: number;
   gap: boolean;
+  /** The inbox epoch `inboxHead` and `syncFrom` belong to. */
+  epoch: number;
+  /** The device's position was of another epoch or above the head: the replay starts at the oldest retained message. */
+  reset: boolean;
 }
 
 export function loginResponse(sequence: UInt64 | undefined, sessionId: string, outcome: Failure | SyncStart): ImMessage {
@@ -47,7 +51,16 @@ export function loginResponse(sequence: UInt64 | undefined, sessionId: string, o
     loginResponse:
       'code' in outcome
         ? { result: false, code: resultCodeFor(outcome.code), info: outcome.reason, errorCode: outcome.code }
-        : { result: true, code: ResultCode.SUCCESS, info: 'login ok', inboxHead: outcome.inboxHead, syncFrom: outcome.syncFrom, gap: outcome.gap },
+        : {
+            result: true,
+            code: ResultCode.SUCCESS,
+            info: 'login ok',
+            inboxHead: outcome.inboxHead,
+            syncFrom: outcome.syncFrom,
+            gap: outcome.gap,
+            inboxEpoch: outcome.epoch,
+            reset: outcome.reset,
+          },
   };
 }
 

@@ -64,6 +64,8 @@ export interface LoginRequest {
   acks?: boolean;
   /** Presence matters: absent means "use the server's stored position". */
   lastSeq?: UInt64 | null;
+  /** The inbox epoch `lastSeq` belongs to (from an earlier LoginResponse); absent or 0: unknown. */
+  inboxEpoch?: UInt64 | null;
 }
 
 export interface LoginResponse {
@@ -75,6 +77,8 @@ export interface LoginResponse {
   inboxHead?: UInt64;
   syncFrom?: UInt64;
   gap?: boolean;
+  inboxEpoch?: UInt64;
+  reset?: boolean;
 }
 
 export interface MessageRequest {
@@ -136,6 +140,7 @@ export interface PeerDeliver {
   uid?: string;
   seq?: UInt64;
   body?: Uint8Array;
+  epoch?: UInt64;
 }
 
 export interface PeerNudge {

@@ -26,6 +26,15 @@ export type ConnectionState = 'open' | 'closing' | 'closed';
 const CONNECTION = Symbol('switchboard.connection');
 type WithConnection = Socket & { [CONNECTION]: Connection };
 
+/**
+ * What net.Socket knows about where its output is, in Node 20: `_bytesDispatched` counts the
+ * bytes handed to libuv, and `_handle.writeQueueSize` those libuv still holds (not yet in the
+ * kernel). `writableLength` is no substitute: it still counts a write request libuv has partly
+ * handed on. Both are gone (the handle is null) from the moment destroy() is called, so they
+ * are read before it, and their last reading is kept.
+ */
+type SocketInternals = Socket & { _bytesDispatched?: number; _handle?: { writeQueueSize?: number } | null };
+
 /** Fields every log line about a connection carries (OPERATIONS.md, Logs). */
 export type LogFields = Record<string, string | number | boolean>;
 
@@ -71,6 +80,10 @@ export class Connection implements Outbound {
   /** Asynchronous work started by handlers that has not finished (e.g. inbox appends). */
   #tasks = 0;
   #paused = false;
+  /** Bytes of every frame queued (sendFrame), in output order. */
+  #queuedBytes = 0;
+  /** The most the kernel was known to have taken of them. */
+  #handedOff = 0;
 
   constructor(
     readonly id: number,
@@ -99,7 +112,10 @@ export class Connection implements Outbound {
   }
 
   static #onSocketDrain(this: WithConnection): void {
-    this[CONNECTION].drainingSince = 0;
+    const conn = this[CONNECTION];
+    conn.drainingSince = 0;
+    // Drained: every write has completed, so the kernel has taken all of it.
+    conn.#handedOff = conn.#queuedBytes;
   }
 
   static #onSocketError(this: WithConnection, err: Error): void {
@@ -144,6 +160,24 @@ export class Connection implements Outbound {
     return this.drainingSince !== 0;
   }
 
+  get queuedBytes(): number {
+    return this.#queuedBytes;
+  }
+
+  get handedOffBytes(): number {
+    const socket = this.socket as SocketInternals;
+    const handle = socket._handle;
+    if (handle) {
+      const pending = handle.writeQueueSize ?? 0;
+      // Without _bytesDispatched, a lower bound: writableLength counts a partly handed-on write whole.
+      const handed = typeof socket._bytesDispatched === 'number' ? socket._bytesDispatched - pending : this.#queuedBytes - socket.writableLength - pending;
+      if (handed > this.#handedOff) this.#handedOff = handed;
+    } else if (socket.writableFinished) {
+      this.#handedOff = this.#queuedBytes;
+    }
+    return this.#handedOff;
+  }
+
   drained(): Promise<void> {
     if (this.drainingSince === 0 || this.#state === 'closed') return Promise.resolve();
     return new Promise((resolve) => {
@@ -183,6 +217,7 @@ export class Connection implements Outbound {
     if (this.#state !== 'open') return;
     const socket = this.socket;
     const flushed = writePerTick(socket, frame);
+    this.#queuedBytes += frame.length;
     if (socket.writableLength > this.#limits.maxOutboundBytes) {
       this.destroy({ code: 'SB_ERR_SLOW_CONSUMER', reason: `more than ${this.#limits.maxOutboundBytes} bytes of output waiting` });
       return;

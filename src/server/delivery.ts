@@ -9,44 +9,102 @@
 // arrive while pumping only raise `knownHead`, so the pump picks them up: that is the seam
 // between replay and live delivery.
 //
+// Positions belong to an inbox epoch (inbox-store.ts). A live message of another epoch than the
+// session's, or with a number the session was already sent, is not written but makes the
+// session read its inbox; a read that shows another epoch, or a head below what the session was
+// sent (its sequence went backwards: a failover to a lagging replica, or a forged delivery),
+// closes the session with SB_ERR_INBOX_RESET. Its device cannot be resynced in place (an ack
+// client drops sequence numbers it has seen); its next login reports the reset and replays what
+// the inbox holds. A head below the session's position in the same epoch also gives the inbox a
+// new epoch first, so every other device of the user resyncs too.
+//
 // Positions are saved to the InboxStore write-behind, by the worker's sweep and on release:
-// ackedSeq for ack devices, sentSeq for legacy ones (at-most-once past the socket write).
+// ackedSeq for ack devices; for legacy ones the last delivery whose frame the kernel had taken
+// (HandoffRing), so what a dropped connection still held in the process is replayed.
+//
+// Nudges (PEER_NUDGE: "deliveries may have been dropped, read the inbox") are coalesced: those
+// of one tick are served together after it, a session reads for a nudge at most once per
+// nudge interval (the sweep serves the rest), and one arriving during a read makes the session
+// read once more afterwards.
 
 import type { WorkerLimits } from '../config.js';
 import type { Logger } from '../log.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import { deliveryFrame } from '../protocol/chat-frames.js';
 import type { SyncStart } from '../protocol/messages.js';
+import { HandoffRing } from '../session/handoff-ring.js';
 import type { LocalSession } from '../session/local-session.js';
+
+/** Where a device asks its replay to start (LoginRequest.last_seq and inbox_epoch). */
+export interface SyncRequest {
+  /** Highest sequence the device has processed; undefined: the position the server saved. */
+  seq?: number;
+  /** The inbox epoch `seq` belongs to; undefined or 0: not known to the device. */
+  epoch?: number;
+}
+
+export interface DeliveryOptions {
+  /** A session reads its inbox for nudges at most once per this long. */
+  nudgeIntervalMs: number;
+}
 
 export class Delivery {
   readonly #inbox: InboxStore;
   readonly #limits: WorkerLimits;
   readonly #log: Logger;
-  /** Sessions whose position moved since it was last saved. */
+  readonly #nudgeIntervalMs: number;
+  /** Sessions whose position moved since it was last saved (legacy: or not all handed off yet). */
   readonly #dirty = new Set<LocalSession>();
+  /** Sessions nudged during this tick, served after it (each once: nudgePending). */
+  #nudged: LocalSession[] = [];
 
-  constructor(inbox: InboxStore, limits: WorkerLimits, log: Logger) {
+  constructor(inbox: InboxStore, limits: WorkerLimits, log: Logger, options: DeliveryOptions) {
     this.#inbox = inbox;
     this.#limits = limits;
     this.#log = log;
+    this.#nudgeIntervalMs = options.nudgeIntervalMs;
   }
 
   /**
    * Decides where a new session's replay starts: after the position the device asked for, or
    * else after its saved one, or else from the beginning of what is retained. Messages pruned
-   * in between are reported as a gap.
+   * in between are reported as a gap. A position of another epoch, or above the head, is a
+   * reset: the replay starts at the oldest retained message.
    */
-  async prepare(session: LocalSession, requested: number | undefined): Promise<SyncStart> {
-    const position = requested ?? (await this.#inbox.cursor(session.uid, session.deviceId)) ?? 0;
-    const { head, oldest } = await this.#inbox.range(session.uid, 0, 0);
-    let from = Math.min(position, head);
-    const gap = from + 1 < oldest;
-    if (gap) from = oldest - 1;
+  async prepare(session: LocalSession, requested: SyncRequest): Promise<SyncStart> {
+    const { uid, deviceId } = session;
+    let bounds = await this.#inbox.range(uid, 0, 0);
+    let reset = false;
+    let position: number;
+    // Whether the position claims the inbox's current epoch (a saved one always does): above
+    // the head, it shows that this history forked.
+    let current = true;
+    if (requested.seq !== undefined) {
+      position = requested.seq;
+      if (!requested.epoch) current = false;
+      else if (requested.epoch !== bounds.epoch) reset = true;
+    } else {
+      position = (await this.#inbox.cursor(uid, deviceId)) ?? 0;
+    }
+    if (!reset && position > bounds.head) {
+      reset = true;
+      // Without an epoch, the position may just be from a history that ended (a device that
+      // slept through a data loss): a new epoch would only make every other device resync again.
+      if (current) {
+        const epoch = await this.#inbox.resetEpoch(uid, bounds.epoch);
+        this.#log.warn({ uid, deviceId, position, head: bounds.head, from: bounds.epoch, to: epoch }, 'inbox sequence went backwards: new epoch');
+        bounds = await this.#inbox.range(uid, 0, 0);
+      }
+    }
+    let from = reset ? bounds.oldest - 1 : position;
+    const gap = !reset && from + 1 < bounds.oldest;
+    if (gap) from = bounds.oldest - 1;
+    session.epoch = bounds.epoch;
     session.sentSeq = from;
     session.ackedSeq = from;
-    if (head > session.knownHead) session.knownHead = head;
-    return { inboxHead: head, syncFrom: from, gap };
+    if (!session.acks) session.handoff = new HandoffRing(from);
+    if (bounds.head > session.knownHead) session.knownHead = bounds.head;
+    return { inboxHead: bounds.head, syncFrom: from, gap, epoch: bounds.epoch, reset };
   }
 
   /** The LoginResponse is out: start the replay, and live delivery after it. */
@@ -55,15 +113,23 @@ export class Delivery {
     if (session.knownHead > session.sentSeq) this.#pump(session);
   }
 
-  /** A message was stored in the inbox of the owner of `sessions`. */
-  deliverLive(sessions: readonly LocalSession[], seq: number, body: Uint8Array): void {
+  /** A message was stored in the inbox of the owner of `sessions` as `seq` of `epoch`. */
+  deliverLive(sessions: readonly LocalSession[], seq: number, body: Uint8Array, epoch: number): void {
     let frame: Buffer | undefined;
     // A write can drop a session as a slow consumer, which removes it from this very array (the
     // session map's own): iterate a copy, or the session after it would be skipped.
     for (const session of sessions.length > 1 ? [...sessions] : sessions) {
       if (seq > session.knownHead) session.knownHead = seq;
-      if (!session.ready || session.pumping || seq <= session.sentSeq) continue;
-      if (seq !== session.sentSeq + 1) {
+      if (!session.ready) continue;
+      const next = epoch === session.epoch && seq === session.sentSeq + 1;
+      if (session.pumping) {
+        // The read under way may predate this message: one that is not simply further on is checked again after it.
+        if (!next && (epoch !== session.epoch || seq <= session.sentSeq)) session.repump = true;
+        continue;
+      }
+      if (!next) {
+        // A gap, another epoch, or a number this session was already sent (a late copy, or the
+        // inbox's sequence went backwards): the inbox decides what to send.
         this.#pump(session);
         continue;
       }
@@ -83,7 +149,7 @@ export class Delivery {
 
   /**
    * Periodic: resend what ack devices left unacknowledged too long, retry sessions whose pump
-   * failed, and save moved positions.
+   * failed, serve nudges that had to wait, and save moved positions.
    */
   sweep(sessions: Iterable<LocalSession>, now: number): void {
     for (const session of sessions) {
@@ -94,15 +160,27 @@ export class Delivery {
         this.#pump(session);
       } else if (session.knownHead > session.sentSeq) {
         this.#pump(session);
+      } else if (session.nudgePending) {
+        session.nudgedAt = now;
+        this.#pump(session);
       }
     }
-    for (const session of this.#dirty) this.#save(session);
-    this.#dirty.clear();
+    for (const session of this.#dirty) {
+      this.#save(session);
+      // A legacy device keeps being checked until the kernel has taken all that was written to it.
+      const handoff = session.handoff;
+      if (handoff === undefined || handoff.pending === 0 || session.released) {
+        this.#dirty.delete(session);
+        handoff?.compact();
+      }
+    }
   }
 
   /** Something may have been stored that this session was not told about: read its inbox. */
   nudge(session: LocalSession): void {
-    if (session.ready && !session.pumping) this.#pump(session);
+    if (!session.ready || session.nudgePending) return;
+    session.nudgePending = true;
+    if (this.#nudged.push(session) === 1) setImmediate(this.#serveNudges);
   }
 
   /** The session is gone: stop sending to it and save its position now. */
@@ -113,14 +191,37 @@ export class Delivery {
     this.#save(session);
   }
 
+  readonly #serveNudges = (): void => {
+    const nudged = this.#nudged;
+    this.#nudged = [];
+    const now = Date.now();
+    for (const session of nudged) {
+      // Served meanwhile by a read that started after the nudge, or gone.
+      if (!session.nudgePending || !session.ready) continue;
+      if (session.pumping) {
+        session.nudgePending = false;
+        session.repump = true;
+      } else if (now - session.nudgedAt >= this.#nudgeIntervalMs) {
+        session.nudgedAt = now;
+        this.#pump(session);
+      }
+      // else: still pending, for the sweep.
+    }
+  };
+
   #write(session: LocalSession, seq: number, frame: Buffer): void {
-    session.outbound.sendFrame(frame);
+    const outbound = session.outbound;
+    outbound.sendFrame(frame);
     // Dropped by this very write (slow consumer): it was discarded, and release() has saved the
     // position already; marking the session dirty again would save this seq as sent.
     if (session.released) return;
     if (session.acks) {
       if (session.unackedSince === 0) session.unackedSince = Date.now();
     } else {
+      const handoff = session.handoff!;
+      // Pairs the kernel has taken make room before the ring grows (one socket reading per ring-full).
+      if (handoff.full) handoff.confirm(outbound.handedOffBytes);
+      handoff.push(seq, outbound.queuedBytes);
       this.#dirty.add(session);
     }
     session.sentSeq = seq;
@@ -128,12 +229,23 @@ export class Delivery {
 
   async #pump(session: LocalSession): Promise<void> {
     session.pumping = true;
+    // This read serves whatever asked for one so far.
+    session.repump = false;
+    session.nudgePending = false;
     const batch = this.#limits.syncBatchSize;
     try {
       for (;;) {
         const knownBefore = session.knownHead;
-        const { messages } = await this.#inbox.range(session.uid, session.sentSeq, batch);
+        const { messages, head, epoch } = await this.#inbox.range(session.uid, session.sentSeq, batch);
         if (session.released) return;
+        if (epoch !== session.epoch) {
+          this.#resync(session, epoch);
+          return;
+        }
+        if (head < session.sentSeq) {
+          await this.#forked(session, head);
+          return;
+        }
         for (const m of messages) {
           // Paced within a batch too: a batch of large messages written at once would overrun
           // maxOutboundBytes before the socket could take any of it.
@@ -161,14 +273,59 @@ export class Delivery {
       this.#log.error({ err, uid: session.uid, deviceId: session.deviceId }, 'inbox read failed');
     } finally {
       session.pumping = false;
+      if (session.repump && session.ready) {
+        session.repump = false;
+        const now = Date.now();
+        if (now - session.nudgedAt >= this.#nudgeIntervalMs) {
+          session.nudgedAt = now;
+          void this.#pump(session);
+        } else {
+          session.nudgePending = true;
+        }
+      }
     }
   }
 
+  /**
+   * The inbox's head is below what this session was sent, in the session's epoch: its sequence
+   * went backwards and now reuses numbers this device (and maybe others) saw for other messages.
+   * The inbox gets a new epoch, so that no device resumes from such a number, then the session
+   * resyncs.
+   */
+  async #forked(session: LocalSession, head: number): Promise<void> {
+    const from = session.epoch;
+    // From here on its position is of a past history: never saved, even if the reset fails.
+    session.epoch = 0;
+    let to = 0;
+    try {
+      to = await this.#inbox.resetEpoch(session.uid, from);
+    } catch (err) {
+      // Its next login finds its position above the head again, and retries.
+      this.#log.error({ err, uid: session.uid, deviceId: session.deviceId }, 'inbox epoch reset failed');
+    }
+    this.#log.warn({ uid: session.uid, deviceId: session.deviceId, position: session.sentSeq, head, from, to }, 'inbox sequence went backwards: new epoch');
+    this.#close(session, from, to);
+  }
+
+  /** The inbox has another epoch than the session's position: the session must log in again. */
+  #resync(session: LocalSession, inboxEpoch: number): void {
+    const from = session.epoch;
+    if (from === 0) return;
+    session.epoch = 0;
+    this.#close(session, from, inboxEpoch);
+  }
+
+  #close(session: LocalSession, from: number, to: number): void {
+    this.#log.info({ uid: session.uid, deviceId: session.deviceId, sessionId: session.sessionId, from, to }, 'inbox reset: closing session');
+    session.outbound.close({ code: 'SB_ERR_INBOX_RESET', reason: 'the inbox was reset (new epoch); log in again to resync' });
+  }
+
   #save(session: LocalSession): void {
-    const position = session.acks ? session.ackedSeq : session.sentSeq;
+    if (session.epoch === 0) return;
+    const position = session.acks ? session.ackedSeq : session.handoff!.confirm(session.outbound.handedOffBytes);
     if (position <= session.savedPosition) return;
     session.savedPosition = position;
-    this.#inbox.saveCursor(session.uid, session.deviceId, position).catch((err: unknown) => {
+    this.#inbox.saveCursor(session.uid, session.deviceId, position, session.epoch).catch((err: unknown) => {
       this.#log.error({ err, uid: session.uid, deviceId: session.deviceId }, 'position save failed');
     });
   }

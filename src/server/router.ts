@@ -6,8 +6,8 @@ import type { WorkerAnnouncement } from '../registry/registry.js';
 import type { LocalSession } from '../session/local-session.js';
 
 export interface MessageRouter {
-  /** A message was stored in `uid`'s inbox as `seq`: get it to every online session of `uid`. */
-  deliver(uid: string, seq: number, body: Uint8Array): void;
+  /** A message was stored in `uid`'s inbox as `seq` of `epoch`: get it to every online session of `uid`. */
+  deliver(uid: string, seq: number, body: Uint8Array, epoch: number): void;
   /** A session is ready on this worker (logged in, replay started). */
   sessionOpened(session: LocalSession): void;
   /** A session left this worker. */
@@ -17,8 +17,12 @@ export interface MessageRouter {
 
 /** What this worker offers a router and the rest of a cluster. */
 export interface LocalPort {
-  /** Delivers an inbox message to this worker's sessions of `uid`. */
-  deliver(uid: string, seq: number, body: Uint8Array): void;
+  /**
+   * Delivers inbox message `seq` of `epoch` to this worker's sessions of `uid`. Written as is
+   * only to a session of that epoch that is at `seq - 1`; any other session reads its inbox
+   * instead, so a delivery can never move a position past what the inbox holds.
+   */
+  deliver(uid: string, seq: number, body: Uint8Array, epoch: number): void;
   /** Makes this worker's sessions of these users (of everyone, when undefined) read their inbox. */
   nudge(uids?: readonly string[]): void;
   /** Resolves this worker's node id once registered. */
@@ -40,8 +44,8 @@ export interface WorkerCluster {
 export class LocalRouter implements MessageRouter {
   constructor(private readonly local: LocalPort) {}
 
-  deliver(uid: string, seq: number, body: Uint8Array): void {
-    this.local.deliver(uid, seq, body);
+  deliver(uid: string, seq: number, body: Uint8Array, epoch: number): void {
+    this.local.deliver(uid, seq, body, epoch);
   }
 
   sessionOpened(): void {}

@@ -40,6 +40,8 @@ export interface WorkerServerOptions {
 
 export class WorkerServer {
   readonly sessions = new LocalSessionMap();
+  /** What this worker offers its router and the cluster's peer acceptor (and tests, which play a peer through it). */
+  readonly local: LocalPort;
   readonly #options: WorkerServerOptions;
   readonly #log: Logger;
   readonly #connections = new Set<Connection>();
@@ -59,15 +61,16 @@ export class WorkerServer {
     this.#options = options;
     this.#log = options.log;
     const nodeId = new Promise<string>((resolve) => (this.#resolveNodeId = resolve));
-    const delivery = new Delivery(options.inbox, options.limits, options.log);
+    const delivery = new Delivery(options.inbox, options.limits, options.log, { nudgeIntervalMs: sweepIntervalMs(options.limits) });
     const local: LocalPort = {
       nodeId,
-      deliver: (uid, seq, body) => delivery.deliverLive(this.sessions.byUser(uid), seq, body),
+      deliver: (uid, seq, body, epoch) => delivery.deliverLive(this.sessions.byUser(uid), seq, body, epoch),
       nudge: (uids) => {
         if (uids === undefined) for (const session of this.sessions) delivery.nudge(session);
         else for (const uid of uids) for (const session of this.sessions.byUser(uid)) delivery.nudge(session);
       },
     };
+    this.local = local;
     const cluster = (this.#cluster = options.cluster?.(local));
     this.#ctx = {
       limits: options.limits,

@@ -2,6 +2,7 @@
 // The session layer knows nothing about sockets; the server's Connection implements Outbound.
 
 import type { Failure } from '../protocol/messages.js';
+import type { HandoffRing } from './handoff-ring.js';
 
 /** What a session needs of its connection. */
 export interface Outbound {
@@ -13,6 +14,13 @@ export interface Outbound {
   readonly congested: boolean;
   /** Resolves when the output has drained or the connection has closed. */
   drained(): Promise<void>;
+  /** Bytes of all frames queued so far: where the last one ends in the connection's output. */
+  readonly queuedBytes: number;
+  /**
+   * How many of those bytes the kernel has taken (never more; once the socket is gone, the last
+   * figure known while it was there, or all of them if its output had finished).
+   */
+  readonly handedOffBytes: number;
 }
 
 export class LocalSession {
@@ -25,10 +33,23 @@ export class LocalSession {
   released = false;
   /** A catch-up read from the inbox is in progress. */
   pumping = false;
+  /** Read the inbox once more when the running catch-up read ends (a nudge or check came meanwhile). */
+  repump = false;
+  /** A nudge is waiting for the sweep (nudges are served at most once per sweep interval). */
+  nudgePending = false;
+  /** When a nudge last made this session read its inbox. */
+  nudgedAt = 0;
+  /**
+   * The inbox epoch the positions below belong to; 0 once the session is known to hold a
+   * position of a past epoch (it is being closed, and its position is never saved).
+   */
+  epoch = 0;
   /** Highest inbox sequence written to this device. */
   sentSeq = 0;
   /** Highest inbox sequence the device acknowledged (ack devices). */
   ackedSeq = 0;
+  /** Legacy devices: what was written, by output offset; the delivered position is what the kernel took. */
+  handoff: HandoffRing | undefined;
   /** Highest inbox sequence known to exist. */
   knownHead = 0;
   /** When the oldest unacknowledged delivery was written; 0 when all are acknowledged. */

@@ -24,12 +24,16 @@ interface Tracked {
   messages: IncomingMessage[];
   statuses: ClientStatus[];
   saved: number[];
+  /** The epochs savePosition was given, one per saved position. */
+  savedEpochs: number[];
   gaps: { requested: number; from: number }[];
+  resets: { requested: number; previousEpoch: number; from: number; epoch: number }[];
 }
 
 /** A client whose events are recorded from before connect(): a replay may arrive in the same read as the login answer. */
 function track(t: Test, port: number, uid: string, token: string, options: Partial<ImClientOptions> = {}): Tracked {
   const saved: number[] = [];
+  const savedEpochs: number[] = [];
   const client = new ImClient({
     host: '127.0.0.1',
     port,
@@ -37,13 +41,17 @@ function track(t: Test, port: number, uid: string, token: string, options: Parti
     deviceId: `${uid}-device`,
     token,
     retryStrategy: FAST_RETRY,
-    savePosition: (seq) => saved.push(seq),
+    savePosition: (seq, epoch) => {
+      saved.push(seq);
+      savedEpochs.push(epoch);
+    },
     ...options,
   });
-  const tracked: Tracked = { client, messages: [], statuses: [], saved, gaps: [] };
+  const tracked: Tracked = { client, messages: [], statuses: [], saved, savedEpochs, gaps: [], resets: [] };
   client.on('message', (m) => tracked.messages.push(m));
   client.on('status', (s) => tracked.statuses.push(s));
   client.on('gap', (g) => tracked.gaps.push(g));
+  client.on('reset', (r) => tracked.resets.push(r));
   t.teardown(() => client.close());
   return tracked;
 }
@@ -251,17 +259,49 @@ t.test('a node restarted with an empty inbox: the client follows the server, it 
   for (let i = 1; i <= 3; i++) await alice.client.send('bob', `old ${i}`);
   await until('bob got the old ones', () => bob.client.lastSeq === 3);
 
+  const oldEpoch = bob.client.inboxEpoch;
+  t.ok(oldEpoch > 0, 'the login told the inbox epoch');
+  t.same(bob.savedEpochs, [oldEpoch, oldEpoch, oldEpoch], 'each position is saved with its epoch');
+
   await first.stop(); // the memory inbox goes with it
   await waitStatus(bob.client, 'reconnecting');
   await nodeOn(t, port, new MemoryInboxStore());
   await waitStatus(bob.client, 'ready');
   t.equal(bob.client.lastSeq, 0, 'the position is the new server\'s');
+  const newEpoch = bob.client.inboxEpoch;
+  t.not(newEpoch, oldEpoch, 'of a new epoch');
+  t.same(bob.resets, [{ requested: 3, previousEpoch: oldEpoch, from: 0, epoch: newEpoch }], "the application is told its position was reset");
+  t.same(bob.gaps, [], 'a reset is not a gap');
   const result = await alice.client.send('bob', 'new 1');
   t.equal(result.seq, 1, 'a fresh inbox numbers from 1 again');
   await until('bob got the new one', () => bob.messages.length === 4);
   t.same(contents(bob.messages), ['old 1', 'old 2', 'old 3', 'new 1']);
   t.equal(bob.client.lastSeq, 1);
   t.same(bob.saved, [1, 2, 3, 0, 1], 'the application is told to persist the lowered position, then the new ones');
+  t.same(bob.savedEpochs, [oldEpoch, oldEpoch, oldEpoch, newEpoch, newEpoch]);
+});
+
+t.test('a position saved with its epoch: the same epoch resumes after it, another one is a reset', async (t) => {
+  const n = await startNode(t);
+  const alice = await online(t, n, 'alice');
+  for (let i = 1; i <= 4; i++) await alice.client.send('bob', `m${i}`);
+  const phone = await online(t, n, 'bob', { deviceId: 'phone' });
+  await until('phone got four', () => phone.client.lastSeq === 4);
+  const epoch = phone.client.inboxEpoch;
+  phone.client.close();
+
+  const resumed = await online(t, n, 'bob', { deviceId: 'tablet', lastSeq: 2, inboxEpoch: epoch });
+  await until('resumed caught up', () => resumed.client.lastSeq === 4);
+  t.same(seqs(resumed.messages), [3, 4], 'the same epoch: the replay starts after the position');
+  t.same(resumed.resets, []);
+
+  // As if saved against an inbox that has since been lost and recreated.
+  const stale = await online(t, n, 'bob', { deviceId: 'laptop', lastSeq: 3, inboxEpoch: epoch + 1 });
+  await until('stale caught up', () => stale.client.lastSeq === 4);
+  t.same(seqs(stale.messages), [1, 2, 3, 4], 'another epoch: everything the inbox holds, from the oldest');
+  t.same(stale.resets, [{ requested: 3, previousEpoch: epoch + 1, from: 0, epoch }]);
+  t.same(stale.saved, [0, 1, 2, 3, 4], 'the forgotten position is replaced at once');
+  t.same(stale.savedEpochs, [epoch, epoch, epoch, epoch, epoch]);
 });
 
 t.test('savePosition is called with increasing seqs; a new client created with lastSeq resumes after it', async (t) => {
@@ -278,7 +318,8 @@ t.test('savePosition is called with increasing seqs; a new client created with l
   const resumed = await online(t, n, 'bob', { deviceId: 'tablet', lastSeq: bob.saved.at(-1)! });
   await until('resumed got two', () => resumed.client.lastSeq === 5);
   t.same(seqs(resumed.messages), [4, 5], 'the replay starts after the given position');
-  t.same(resumed.saved, [4, 5]);
+  t.same(resumed.saved, [3, 4, 5], 'a position given without its epoch is offered back with it at the login, then the new ones');
+  t.ok(resumed.savedEpochs.every((e) => e === bob.client.inboxEpoch && e > 0));
 
   // On the same device, lastSeq wins over the server's saved position (3).
   const replayed = await online(t, n, 'bob', { deviceId: 'phone', lastSeq: 1 });

@@ -5,7 +5,8 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { ERROR_CODES } from '../../src/errors.js';
 import { CLUSTER_OPTIONS, GATE_OPTIONS, INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION, SECRET_OPTION } from '../../src/cli/common.js';
-import { encodeMessageFrame } from '../../src/protocol/codec.js';
+import { encodeMessage, encodeMessageFrame } from '../../src/protocol/codec.js';
+import { loginResponse } from '../../src/protocol/messages.js';
 import { HeadType } from '../../src/protocol/types.js';
 import { envName } from '../../src/cli/options.js';
 import { BENCH_OPTIONS, SCENARIOS } from '../../src/cli/commands/bench.js';
@@ -67,4 +68,12 @@ t.test('the worked peer handshake in PROTOCOL.md §10 is what the workers comput
     t.equal(peerProof('example-cluster-secret', role, transcript).toString('hex'), mac, `the ${role} proof`);
     t.ok(protocol.includes(mac), `the ${role} proof as documented`);
   }
+});
+
+t.test('the worked reset example in PROTOCOL.md is what the codec produces', async (t) => {
+  const hex = (b: Uint8Array) => Buffer.from(b).toString('hex').replace(/(..)/g, '$1 ').trim();
+  const request = hex(encodeMessage({ type: HeadType.LOGIN_REQUEST, sequence: 1, sessionId: '-1', loginRequest: { uid: 'bob', token: 't', acks: true, lastSeq: 812, inboxEpoch: 4403219023 } }));
+  t.ok(protocol.includes(request), `login request body as documented: ${request}`);
+  const response = hex(encodeMessage({ type: HeadType.LOGIN_RESPONSE, loginResponse: loginResponse(1, 's', { inboxHead: 3, syncFrom: 0, gap: false, epoch: 7730951121, reset: true }).loginResponse }).subarray(4));
+  t.ok(protocol.includes(response), `loginResponse as documented: ${response}`);
 });

@@ -203,6 +203,41 @@ export class WorkerProcess {
   }
 }
 
+/**
+ * Starts `switchboard worker` with `flags` on a free port (killed on teardown) and resolves once
+ * it listens, its nodeId known.
+ */
+export async function spawnWorker(t: Test, name: string, flags: Record<string, string | number>): Promise<WorkerProcess> {
+  // freePort() cannot reserve the port: if another process takes it first, try another.
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    const args = ['--port', String(port), ...Object.entries(flags).flatMap(([k, v]) => [`--${k}`, String(v)])];
+    const worker = new WorkerProcess(name, port, args);
+    t.teardown(() => worker.kill());
+    try {
+      const listening = await worker.waitForLog({ msg: 'worker listening' }, { timeoutMs: 20_000 });
+      worker.nodeId = String(listening.nodeId);
+      // A cluster worker's peer listener listens (and logs it) before the worker registers.
+      const peer = worker.logs({ msg: 'peer listener listening' })[0];
+      if (peer) worker.peerPort = Number(peer.port);
+      else if (flags.zk !== undefined) throw new Error(`worker ${name} registered without a peer listener\n${worker.tail()}`);
+      return worker;
+    } catch (err) {
+      await worker.kill();
+      if (attempt >= 3 || !worker.tail().includes('EADDRINUSE')) throw err;
+    }
+  }
+}
+
+/**
+ * One worker process on its own (no ZooKeeper, no peers) keeping its inboxes in `redis`: what a
+ * test of the inbox against a real Redis and a real worker needs. Tokens as for a cluster.
+ */
+export async function startRedisWorker(t: Test, redis: TestRedis, flags: Record<string, string | number> = {}): Promise<WorkerProcess> {
+  if (!fs.existsSync(path.join(ROOT, 'dist/cli/main.js'))) throw new Error('dist/ is missing: run `npm run build` (npm test does) first');
+  return spawnWorker(t, 'worker', { redis: redis.url, secret: CLUSTER_TOKEN_SECRET, 'log-level': 'info', 'close-grace-ms': 200, ...flags });
+}
+
 export interface StartWorkerOptions {
   /** ZooKeeper connect string for this worker (e.g. a ZooKeeperProxy's); default the cluster's. */
   zk?: string;
@@ -255,26 +290,9 @@ export class TestCluster {
       ...CLUSTER_FLAGS,
       ...options.flags,
     };
-    // freePort() cannot reserve the port: if another process takes it first, try another.
-    for (let attempt = 1; ; attempt++) {
-      const port = await freePort();
-      const args = ['--port', String(port), ...Object.entries(flags).flatMap(([k, v]) => [`--${k}`, String(v)])];
-      const worker = new WorkerProcess(`w${this.workers.length + 1}`, port, args);
-      this.#t.teardown(() => worker.kill());
-      try {
-        const listening = await worker.waitForLog({ msg: 'worker listening' }, { timeoutMs: 20_000 });
-        worker.nodeId = String(listening.nodeId);
-        // The peer listener listens (and logs it) before the worker registers.
-        const peer = worker.logs({ msg: 'peer listener listening' })[0];
-        if (!peer) throw new Error(`worker ${worker.name} registered without a peer listener\n${worker.tail()}`);
-        worker.peerPort = Number(peer.port);
-        this.workers.push(worker);
-        return worker;
-      } catch (err) {
-        await worker.kill();
-        if (attempt >= 3 || !worker.tail().includes('EADDRINUSE')) throw err;
-      }
-    }
+    const worker = await spawnWorker(this.#t, `w${this.workers.length + 1}`, flags);
+    this.workers.push(worker);
+    return worker;
   }
 
   /** Starts `count` workers one after the other (ids in start order) and waits for their mesh. */

@@ -62,6 +62,8 @@ export interface SyncOptions {
   acks?: boolean;
   /** Replay after this sequence (LoginRequest.last_seq); left out when undefined. */
   lastSeq?: number;
+  /** The inbox epoch lastSeq belongs to (LoginRequest.inbox_epoch); left out when undefined. */
+  inboxEpoch?: number;
 }
 
 /** A frame header with arbitrary (possibly invalid) fields. */
@@ -172,7 +174,7 @@ export class RawClient {
     token: string | undefined,
     deviceId: string,
     sequence: Long | number = PRE_LOGIN_SEQUENCE,
-    { acks, lastSeq }: SyncOptions = {},
+    { acks, lastSeq, inboxEpoch }: SyncOptions = {},
   ): ImMessage {
     return {
       type: HeadType.LOGIN_REQUEST,
@@ -186,6 +188,7 @@ export class RawClient {
         appVersion: 'raw-test',
         ...(acks !== undefined ? { acks } : {}),
         ...(lastSeq !== undefined ? { lastSeq } : {}),
+        ...(inboxEpoch !== undefined ? { inboxEpoch } : {}),
       },
     };
   }
@@ -384,9 +387,9 @@ export async function connectLoggedIn(
   deviceId = 'dev-1',
   options: { allowHalfOpen?: boolean } & SyncOptions = {},
 ): Promise<RawClient> {
-  const { acks, lastSeq, ...socketOptions } = options;
+  const { acks, lastSeq, inboxEpoch, ...socketOptions } = options;
   const client = await connect(t, port, socketOptions);
-  const response = await client.login(uid, token, deviceId, { acks, lastSeq });
+  const response = await client.login(uid, token, deviceId, { acks, lastSeq, inboxEpoch });
   if (!response.loginResponse?.result) {
     throw new Error(`login of ${uid}/${deviceId} refused: ${JSON.stringify(response.loginResponse)}`);
   }

@@ -2,18 +2,20 @@
 // redis-inbox-store.test.ts; a new implementation adds one such file.
 
 import type { Test } from 'tap';
-import type { InboxLimits, InboxStore } from '../../src/inbox/inbox-store.js';
+import type { InboxLimits, InboxRange, InboxStore } from '../../src/inbox/inbox-store.js';
 
 export type MakeInbox = (limits?: Partial<InboxLimits>) => Promise<InboxStore>;
 
 const body = (text: string) => Buffer.from(text, 'utf8');
 const texts = (messages: { body: Buffer }[]) => messages.map((m) => m.body.toString('utf8'));
+/** A range without its epoch (compared on its own) and bodies. */
+const shape = (r: InboxRange) => ({ head: r.head, oldest: r.oldest, seqs: r.messages.map((m) => m.seq) });
 
 export function inboxStoreConformance(t: Test, make: MakeInbox): void {
   t.test('a new inbox is empty', async (t) => {
     const inbox = await make();
     t.teardown(() => inbox.close());
-    t.same(await inbox.range('nobody', 0, 10), { head: 0, oldest: 1, messages: [] });
+    t.same(shape(await inbox.range('nobody', 0, 10)), { head: 0, oldest: 1, seqs: [] });
     t.equal(await inbox.cursor('nobody', 'phone'), undefined);
   });
 
@@ -21,9 +23,9 @@ export function inboxStoreConformance(t: Test, make: MakeInbox): void {
     const inbox = await make();
     t.teardown(() => inbox.close());
     for (const [i, text] of ['a', 'b', 'c'].entries()) {
-      t.same(await inbox.append({ uid: 'bob', sender: 'alice', msgId: String(i + 1), body: body(text) }), { seq: i + 1, duplicate: false });
+      t.match(await inbox.append({ uid: 'bob', sender: 'alice', msgId: String(i + 1), body: body(text) }), { seq: i + 1, duplicate: false });
     }
-    t.same(await inbox.append({ uid: 'carol', sender: 'alice', msgId: '1', body: body('x') }), { seq: 1, duplicate: false }, 'sequences are per user');
+    t.match(await inbox.append({ uid: 'carol', sender: 'alice', msgId: '1', body: body('x') }), { seq: 1, duplicate: false }, 'sequences are per user');
     const all = await inbox.range('bob', 0, 10);
     t.equal(all.head, 3);
     t.equal(all.oldest, 1);
@@ -70,11 +72,11 @@ export function inboxStoreConformance(t: Test, make: MakeInbox): void {
   t.test('dedupe: the same sender and msgId is stored once and keeps its sequence', async (t) => {
     const inbox = await make();
     t.teardown(() => inbox.close());
-    t.same(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '42', body: body('first') }), { seq: 1, duplicate: false });
+    t.match(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '42', body: body('first') }), { seq: 1, duplicate: false });
     await inbox.append({ uid: 'bob', sender: 'alice', msgId: '43', body: body('other') });
-    t.same(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '42', body: body('retry') }), { seq: 1, duplicate: true });
-    t.same(await inbox.append({ uid: 'bob', sender: 'carol', msgId: '42', body: body('carol') }), { seq: 3, duplicate: false }, 'another sender, same id: distinct');
-    t.same(await inbox.append({ uid: 'dave', sender: 'alice', msgId: '42', body: body('dave') }), { seq: 1, duplicate: false }, 'another recipient: distinct');
+    t.match(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '42', body: body('retry') }), { seq: 1, duplicate: true });
+    t.match(await inbox.append({ uid: 'bob', sender: 'carol', msgId: '42', body: body('carol') }), { seq: 3, duplicate: false }, 'another sender, same id: distinct');
+    t.match(await inbox.append({ uid: 'dave', sender: 'alice', msgId: '42', body: body('dave') }), { seq: 1, duplicate: false }, 'another recipient: distinct');
     t.same(texts((await inbox.range('bob', 0, 10)).messages), ['first', 'other', 'carol']);
   });
 
@@ -90,7 +92,7 @@ export function inboxStoreConformance(t: Test, make: MakeInbox): void {
     t.teardown(() => inbox.close());
     await inbox.append({ uid: 'bob', sender: 'alice', msgId: '7', body: body('a') });
     await new Promise((r) => setTimeout(r, 250));
-    t.same(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '7', body: body('b') }), { seq: 2, duplicate: false });
+    t.match(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '7', body: body('b') }), { seq: 2, duplicate: false });
   });
 
   t.test('retention by count keeps the newest messages and reports the oldest retained', async (t) => {
@@ -110,8 +112,8 @@ export function inboxStoreConformance(t: Test, make: MakeInbox): void {
     await inbox.append({ uid: 'bob', sender: 'alice', msgId: '1', body: body('old') });
     await inbox.append({ uid: 'bob', sender: 'alice', msgId: '2', body: body('old') });
     await new Promise((r) => setTimeout(r, 400));
-    t.same(await inbox.range('bob', 0, 10), { head: 2, oldest: 3, messages: [] }, 'everything expired');
-    t.same(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '3', body: body('new') }), { seq: 3, duplicate: false });
+    t.same(shape(await inbox.range('bob', 0, 10)), { head: 2, oldest: 3, seqs: [] }, 'everything expired');
+    t.match(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '3', body: body('new') }), { seq: 3, duplicate: false });
     const r = await inbox.range('bob', 0, 10);
     t.same([r.oldest, r.messages.map((m) => m.seq)], [3, [3]]);
   });
@@ -119,21 +121,75 @@ export function inboxStoreConformance(t: Test, make: MakeInbox): void {
   t.test('cursors are per device and only move forward', async (t) => {
     const inbox = await make();
     t.teardown(() => inbox.close());
-    await inbox.saveCursor('bob', 'phone', 5);
-    await inbox.saveCursor('bob', 'laptop', 2);
-    await inbox.saveCursor('bob', 'phone', 3);
+    let epoch = 0;
+    for (let i = 1; i <= 6; i++) epoch = (await inbox.append({ uid: 'bob', sender: 'alice', msgId: String(i), body: body(`m${i}`) })).epoch;
+    await inbox.saveCursor('bob', 'phone', 5, epoch);
+    await inbox.saveCursor('bob', 'laptop', 2, epoch);
+    await inbox.saveCursor('bob', 'phone', 3, epoch);
     t.equal(await inbox.cursor('bob', 'phone'), 5);
     t.equal(await inbox.cursor('bob', 'laptop'), 2);
     t.equal(await inbox.cursor('bob', 'tablet'), undefined);
-    await inbox.saveCursor('bob', 'tablet', 0);
+    await inbox.saveCursor('bob', 'tablet', 0, epoch);
     t.equal(await inbox.cursor('bob', 'tablet'), 0, 'position 0 is a position');
+  });
+
+  t.test('a saved position never exceeds the head: it is clamped to it', async (t) => {
+    const inbox = await make();
+    t.teardown(() => inbox.close());
+    const { epoch } = await inbox.append({ uid: 'bob', sender: 'alice', msgId: '1', body: body('a') });
+    await inbox.append({ uid: 'bob', sender: 'alice', msgId: '2', body: body('b') });
+    await inbox.saveCursor('bob', 'phone', 1_000_000, epoch);
+    t.equal(await inbox.cursor('bob', 'phone'), 2, 'a position beyond the head is saved as the head');
+    await inbox.append({ uid: 'bob', sender: 'alice', msgId: '3', body: body('c') });
+    await inbox.saveCursor('bob', 'phone', 3, epoch);
+    t.equal(await inbox.cursor('bob', 'phone'), 3, 'and moves on once the head has');
+    const empty = await inbox.range('nobody', 0, 0);
+    await inbox.saveCursor('nobody', 'phone', 7, empty.epoch);
+    t.notOk(((await inbox.cursor('nobody', 'phone')) ?? 0) > 0, 'an empty inbox keeps no position above 0');
+  });
+
+  t.test('an inbox has one epoch: the same in every append and read, another in another store or inbox', async (t) => {
+    const inbox = await make();
+    t.teardown(() => inbox.close());
+    const before = await inbox.range('bob', 0, 0);
+    t.ok(Number.isSafeInteger(before.epoch) && before.epoch > 0, 'reading an inbox that does not exist gives an epoch');
+    const first = await inbox.append({ uid: 'bob', sender: 'alice', msgId: '1', body: body('a') });
+    t.equal(first.epoch, before.epoch, 'the first append keeps it');
+    t.equal((await inbox.append({ uid: 'bob', sender: 'alice', msgId: '2', body: body('b') })).epoch, first.epoch);
+    t.equal((await inbox.append({ uid: 'bob', sender: 'alice', msgId: '1', body: body('again') })).epoch, first.epoch, 'a duplicate reports it too');
+    t.equal((await inbox.range('bob', 0, 10)).epoch, first.epoch);
+    const other = await make();
+    t.teardown(() => other.close());
+    t.not((await other.append({ uid: 'bob', sender: 'alice', msgId: '1', body: body('a') })).epoch, first.epoch, 'an inbox made anew (another store) has another epoch');
+  });
+
+  t.test('resetEpoch: a new epoch once, saved positions forgotten, the sequence goes on', async (t) => {
+    const inbox = await make();
+    t.teardown(() => inbox.close());
+    let epoch = 0;
+    for (let i = 1; i <= 3; i++) epoch = (await inbox.append({ uid: 'bob', sender: 'alice', msgId: String(i), body: body(`m${i}`) })).epoch;
+    await inbox.saveCursor('bob', 'phone', 3, epoch);
+    const next = await inbox.resetEpoch('bob', epoch);
+    t.not(next, epoch, 'a new epoch');
+    t.ok(Number.isSafeInteger(next) && next > 0);
+    t.equal(await inbox.resetEpoch('bob', epoch), next, 'a second reset from the old epoch changes nothing: both callers see the same new one');
+    t.equal(await inbox.cursor('bob', 'phone'), undefined, 'positions of the old epoch are gone');
+    await inbox.saveCursor('bob', 'phone', 2, epoch);
+    t.equal(await inbox.cursor('bob', 'phone'), undefined, 'and a position of the old epoch is not saved any more');
+    await inbox.saveCursor('bob', 'phone', 2, next);
+    t.equal(await inbox.cursor('bob', 'phone'), 2, 'one of the new epoch is');
+    const after = await inbox.append({ uid: 'bob', sender: 'alice', msgId: '4', body: body('m4') });
+    t.match(after, { seq: 4, epoch: next }, 'the sequence continues in the new epoch');
+    const r = await inbox.range('bob', 0, 10);
+    t.match(r, { head: 4, oldest: 1, epoch: next });
+    t.same(texts(r.messages), ['m1', 'm2', 'm3', 'm4'], 'the messages stay');
   });
 
   t.test('user ids are ordinary strings, not object keys or key syntax', async (t) => {
     const inbox = await make();
     t.teardown(() => inbox.close());
     for (const uid of ['__proto__', 'constructor', 'a}b{c', 'a:b', 'ünï']) {
-      t.same(await inbox.append({ uid, sender: 'x', msgId: '1', body: body(uid) }), { seq: 1, duplicate: false }, uid);
+      t.match(await inbox.append({ uid, sender: 'x', msgId: '1', body: body(uid) }), { seq: 1, duplicate: false }, uid);
       t.same(texts((await inbox.range(uid, 0, 10)).messages), [uid]);
     }
   });

@@ -8,9 +8,9 @@ const body = (text: string) => Buffer.from(text);
 
 t.test('appendNow stores synchronously, exactly as append does', async (t) => {
   const inbox = new MemoryInboxStore();
-  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '1', body: body('a') }), { seq: 1, duplicate: false });
-  t.same(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '2', body: body('b') }), { seq: 2, duplicate: false });
-  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '2', body: body('again') }), { seq: 2, duplicate: true });
+  t.match(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '1', body: body('a') }), { seq: 1, duplicate: false });
+  t.match(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '2', body: body('b') }), { seq: 2, duplicate: false });
+  t.match(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '2', body: body('again') }), { seq: 2, duplicate: true });
   t.same((await inbox.range('bob', 0, 10)).messages.map((m) => m.body.toString()), ['a', 'b']);
 });
 
@@ -21,9 +21,9 @@ t.test('dedupe forgets the oldest ids beyond maxMessages, across many evictions'
   for (let i = 1; i <= total; i++) inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: String(i), body: body(String(i)) });
   // Newest first, so that no re-append evicts an id checked later.
   for (let i = total; i > total - maxMessages; i--) {
-    if (!t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: String(i), body: body('retry') }), { seq: i, duplicate: true }, `id ${i} remembered`)) break;
+    if (!t.match(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: String(i), body: body('retry') }), { seq: i, duplicate: true }, `id ${i} remembered`)) break;
   }
-  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: String(total - maxMessages), body: body('new') }), { seq: total + 1, duplicate: false }, 'the id before them is forgotten');
+  t.match(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: String(total - maxMessages), body: body('new') }), { seq: total + 1, duplicate: false }, 'the id before them is forgotten');
 });
 
 t.test('expired dedupe entries are dropped in order, and later ones are kept', async (t) => {
@@ -34,8 +34,8 @@ t.test('expired dedupe entries are dropped in order, and later ones are kept', a
     inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: String(i), body: body(String(i)) });
   }
   now = 350; // ids 1..250 expired (stored at ≤ 250, window 100)
-  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '251', body: body('retry') }), { seq: 251, duplicate: true });
-  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '250', body: body('new') }), { seq: 301, duplicate: false });
+  t.match(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '251', body: body('retry') }), { seq: 251, duplicate: true });
+  t.match(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '250', body: body('new') }), { seq: 301, duplicate: false });
 });
 
 t.test('msg_ids short and long, from several senders: each deduped on its own, evicted in order', async (t) => {
@@ -44,28 +44,37 @@ t.test('msg_ids short and long, from several senders: each deduped on its own, e
   const inbox = new MemoryInboxStore({ maxMessages: 2 * ids.length });
   let seq = 0;
   for (const sender of ['alice', 'carol']) {
-    for (const msgId of ids) t.same(inbox.appendNow({ uid: 'bob', sender, msgId, body: body(`${sender} ${msgId}`) }), { seq: ++seq, duplicate: false }, `${sender} ${msgId} stored`);
+    for (const msgId of ids) t.match(inbox.appendNow({ uid: 'bob', sender, msgId, body: body(`${sender} ${msgId}`) }), { seq: ++seq, duplicate: false }, `${sender} ${msgId} stored`);
   }
   for (const [i, msgId] of ids.entries()) {
-    t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId, body: body('again') }), { seq: i + 1, duplicate: true }, `alice ${msgId} deduped`);
-    t.same(inbox.appendNow({ uid: 'bob', sender: 'carol', msgId, body: body('again') }), { seq: ids.length + i + 1, duplicate: true }, `carol ${msgId} deduped`);
+    t.match(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId, body: body('again') }), { seq: i + 1, duplicate: true }, `alice ${msgId} deduped`);
+    t.match(inbox.appendNow({ uid: 'bob', sender: 'carol', msgId, body: body('again') }), { seq: ids.length + i + 1, duplicate: true }, `carol ${msgId} deduped`);
   }
   // Neighbours of the ids are new messages, not duplicates.
-  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '9007199254740992', body: body('n') }), { seq: ++seq, duplicate: false });
-  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '18446744073709551614', body: body('n') }), { seq: ++seq, duplicate: false });
+  t.match(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '9007199254740992', body: body('n') }), { seq: ++seq, duplicate: false });
+  t.match(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '18446744073709551614', body: body('n') }), { seq: ++seq, duplicate: false });
   // Those two evicted alice's two oldest ids ('1' and '999999999999999'); carol's stay.
-  t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '1', body: body('n') }), { seq: ++seq, duplicate: false }, 'alice 1 forgotten');
-  t.same(inbox.appendNow({ uid: 'bob', sender: 'carol', msgId: '1', body: body('again') }), { seq: ids.length + 1, duplicate: true }, 'carol 1 remembered');
+  t.match(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId: '1', body: body('n') }), { seq: ++seq, duplicate: false }, 'alice 1 forgotten');
+  t.match(inbox.appendNow({ uid: 'bob', sender: 'carol', msgId: '1', body: body('again') }), { seq: ids.length + 1, duplicate: true }, 'carol 1 remembered');
 });
 
 t.test('only the canonical decimal of a msg_id is taken as a number: look-alikes stay distinct', async (t) => {
   const inbox = new MemoryInboxStore();
   const ids = ['16', '016', '0x10', '1.6e1', ' 16', '10', '1e1', '0'];
   // '0' disables dedupe (hasDedupeId): it is stored twice below, the others once.
-  for (const [i, msgId] of ids.entries()) t.same(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId, body: body(msgId) }), { seq: i + 1, duplicate: false }, `${JSON.stringify(msgId)} is new`);
+  for (const [i, msgId] of ids.entries()) t.match(inbox.appendNow({ uid: 'bob', sender: 'alice', msgId, body: body(msgId) }), { seq: i + 1, duplicate: false }, `${JSON.stringify(msgId)} is new`);
   for (const [i, msgId] of ids.entries()) {
     const again = inbox.appendNow({ uid: 'bob', sender: 'alice', msgId, body: body('again') });
     if (msgId === '0') t.equal(again.duplicate, false, '"0" is never deduplicated');
-    else t.same(again, { seq: i + 1, duplicate: true }, `${JSON.stringify(msgId)} deduped against itself only`);
+    else t.match(again, { seq: i + 1, duplicate: true }, `${JSON.stringify(msgId)} deduped against itself only`);
   }
+});
+
+t.test('a restarted process (a new store) gives every inbox a new epoch; reads of missing inboxes allocate none', async (t) => {
+  const before = new MemoryInboxStore();
+  const epoch = before.appendNow({ uid: 'bob', sender: 'alice', msgId: '1', body: body('a') }).epoch;
+  t.equal((await before.range('carol', 0, 0)).epoch, epoch, 'an inbox not created yet reads as the store epoch, the one it will be created with');
+  t.equal(before.appendNow({ uid: 'carol', sender: 'alice', msgId: '1', body: body('a') }).epoch, epoch);
+  const after = new MemoryInboxStore();
+  t.not((await after.range('bob', 0, 0)).epoch, epoch);
 });

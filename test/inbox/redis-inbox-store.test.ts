@@ -7,3 +7,44 @@ const redis = await startRedis(t);
 let n = 0;
 // Each test gets its own key prefix on the one server.
 inboxStoreConformance(t, async (limits) => new RedisInboxStore({ url: redis.url, limits, keyPrefix: `t${++n}:` }));
+
+const body = (text: string) => Buffer.from(text);
+
+t.test('Redis that lost its data (FLUSHALL): the inbox numbers from 1 again under a new epoch', async (t) => {
+  const inbox = new RedisInboxStore({ url: redis.url, keyPrefix: 'wipe:' });
+  t.teardown(() => inbox.close());
+  const before = await inbox.append({ uid: 'bob', sender: 'alice', msgId: '1', body: body('a') });
+  await inbox.append({ uid: 'bob', sender: 'alice', msgId: '2', body: body('b') });
+  await inbox.redis.flushall();
+  const after = await inbox.append({ uid: 'bob', sender: 'alice', msgId: '3', body: body('c') });
+  t.equal(after.seq, 1, 'the sequence starts over');
+  t.not(after.epoch, before.epoch, 'in another epoch: a position from before is recognisably from another history');
+  t.equal((await inbox.range('bob', 0, 0)).epoch, after.epoch);
+});
+
+t.test('an inbox from before epochs (a seq key, no ep key) gets one lazily, without a reset', async (t) => {
+  const inbox = new RedisInboxStore({ url: redis.url, keyPrefix: 'old:' });
+  t.teardown(() => inbox.close());
+  for (let i = 1; i <= 3; i++) await inbox.append({ uid: 'bob', sender: 'alice', msgId: String(i), body: body(`m${i}`) });
+  const { epoch } = await inbox.range('bob', 0, 0);
+  await inbox.saveCursor('bob', 'phone', 2, epoch);
+  // What an inbox written by a version without epochs looks like.
+  t.equal(await inbox.redis.del('old:{bob}:ep'), 1);
+  const read = await inbox.range('bob', 0, 10);
+  t.match(read, { head: 3, oldest: 1 }, 'head and messages as they were');
+  t.same(read.messages.map((m) => m.seq), [1, 2, 3]);
+  t.ok(read.epoch > 0, 'an epoch now');
+  t.equal(await inbox.cursor('bob', 'phone'), 2, 'saved positions stay');
+  t.match(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '4', body: body('m4') }), { seq: 4, epoch: read.epoch }, 'the sequence goes on in that epoch');
+});
+
+t.test('the epoch round-trips exactly at its largest (2^53 - 1)', async (t) => {
+  const inbox = new RedisInboxStore({ url: redis.url, keyPrefix: 'big:' });
+  t.teardown(() => inbox.close());
+  const largest = 2 ** 53 - 1;
+  await inbox.redis.set('big:{bob}:ep', String(largest));
+  t.equal((await inbox.append({ uid: 'bob', sender: 'alice', msgId: '1', body: body('a') })).epoch, largest);
+  t.equal((await inbox.range('bob', 0, 0)).epoch, largest);
+  await inbox.saveCursor('bob', 'phone', 1, largest);
+  t.equal(await inbox.cursor('bob', 'phone'), 1, 'saveCursor compares it exactly');
+});

@@ -65,6 +65,7 @@ SCHEMAS = {
         5: ("app_version", "string"),
         16: ("acks", "bool"),
         17: ("last_seq", "opt_uint64"),
+        18: ("inbox_epoch", "opt_uint64"),
     },
     "LoginResponse": {
         1: ("result", "bool"),
@@ -75,6 +76,8 @@ SCHEMAS = {
         17: ("inbox_head", "uint64"),
         18: ("sync_from", "uint64"),
         19: ("gap", "bool"),
+        20: ("inbox_epoch", "uint64"),
+        21: ("reset", "bool"),
     },
     "MessageRequest": {
         1: ("msg_id", "uint64"),
@@ -826,6 +829,8 @@ def run(args):
         ("length 65537 (header only)", HEADER.pack(MAGIC, VERSION, 65537),
          "SB_ERR_FRAME_TOO_LONG"),
         ("body not protobuf", frame(b"\xff\xff\xff"), "SB_ERR_BAD_PROTOBUF"),
+        # loginRequest {uid as a varint}: a known field with the wrong wire type (section 2).
+        ("known field with the wrong wire type", frame(b"\x22\x02\x08\x01"), "SB_ERR_BAD_PROTOBUF"),
         ("type LOGIN_RESPONSE from a client",
          frame(encode("Message", {"type": LOGIN_RESPONSE, "sequence": 1})),
          "SB_ERR_UNKNOWN_TYPE"),
@@ -941,6 +946,33 @@ def check_acks(R, args, alice_id, offline_id, offline_seq):
                     and got["messageRequest"]["seq"] == offline_seq,
                     "last_seq=0 (field 17) wins over the saved position: replay from the start",
                     "%s / %s" % (show(resp), show(got)))
+    finally:
+        c.close()
+
+    # Section 6, epochs: the position is kept with the inbox_epoch the login reported.
+    epoch = resp["loginResponse"]["inbox_epoch"] if resp and resp.get("loginResponse") else 0
+    R.check(epoch > 0, "LOGIN_RESPONSE inbox_epoch (field 20) is set", show(resp))
+    c = Conn("offline", args.host, args.port, T)
+    try:
+        resp = login(c, offline_id, token, "doc-client-offline", acks=True, last_seq=last,
+                     inbox_epoch=epoch)
+        if check_login_ok(R, c, "offline user with last_seq and its inbox_epoch", resp):
+            lr = resp["loginResponse"]
+            R.check(lr["reset"] is False and lr["sync_from"] == last and lr["inbox_epoch"] == epoch,
+                    "the same epoch: no reset, the replay starts after last_seq", show(resp))
+    finally:
+        c.close()
+    c = Conn("offline", args.host, args.port, T)
+    try:
+        resp = login(c, offline_id, token, "doc-client-offline", acks=True, last_seq=last,
+                     inbox_epoch=epoch + 1)
+        if check_login_ok(R, c, "offline user with a position of another epoch", resp):
+            lr = resp["loginResponse"]
+            got = delivered(c, "anyone?")
+            R.check(lr["reset"] is True and lr["gap"] is False and lr["sync_from"] < offline_seq
+                    and lr["inbox_epoch"] == epoch and got is not None,
+                    "another epoch (LoginRequest field 18): reset=true (field 21), the replay "
+                    "starts at the oldest retained message", "%s / %s" % (show(resp), show(got)))
     finally:
         c.close()
 

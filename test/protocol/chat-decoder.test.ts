@@ -7,7 +7,7 @@ import t from 'tap';
 import fc from 'fast-check';
 import Long from 'long';
 import { decodeChatMessage, type DecodedTypes } from '../../src/protocol/chat-decoder.js';
-import { decodeMessage, encodeMessage, encodeMessageRequest, messageType, storedRequestBody } from '../../src/protocol/codec.js';
+import { decodeMessage, decodeReflected, encodeMessage, encodeMessageRequest, messageType, storedRequestBody } from '../../src/protocol/codec.js';
 import { HeadType, type ImMessage, type MessageRequest } from '../../src/protocol/types.js';
 import { catchError } from '../helpers/catch-error.js';
 
@@ -22,17 +22,17 @@ const types = {
 
 const SENDER = 'alice';
 
-/** protobufjs' own answer: the decoded message (or its error) and the stored body it leads to. */
+/** protobufjs' own answer (with the wire-type check): the decoded message (or its error) and the stored body it leads to. */
 function reference(body: Buffer): { message?: ImMessage; stored?: string; error?: unknown } {
   let message: ImMessage;
   try {
-    message = messageType.decode(body) as unknown as ImMessage;
+    message = decodeReflected(body);
   } catch (error) {
     return { error };
   }
   let stored: string | undefined;
   if (message.messageRequest) {
-    const copy = messageType.decode(body) as unknown as ImMessage;
+    const copy = decodeReflected(body);
     copy.messageRequest!.from = SENDER;
     delete copy.messageRequest!.seq;
     stored = toHex(encodeMessageRequest(copy.messageRequest!));
@@ -60,8 +60,19 @@ interface Outcome {
  */
 function check(body: Buffer): Outcome {
   const ref = reference(body);
-  const fast = decodeChatMessage(body, types);
+  let fast: ImMessage | undefined;
+  let refused: unknown;
+  try {
+    fast = decodeChatMessage(body, types);
+  } catch (err) {
+    refused = err;
+  }
   const taken = fast !== undefined;
+  if (refused !== undefined) {
+    if ((refused as { code?: string }).code !== 'SB_ERR_BAD_PROTOBUF') return { taken, mismatch: `the hand decoder threw ${String(refused)}` };
+    if (!ref.error) return { taken, mismatch: 'the hand decoder refuses what protobufjs takes' };
+    return { taken };
+  }
   if (ref.error) {
     if (taken) return { taken, mismatch: 'protobufjs refuses it, the hand decoder took it' };
     const code = (catchError(() => decodeMessage(body)) as { code?: string } | undefined)?.code;
@@ -145,8 +156,6 @@ t.test('forms left to protobufjs, which decodes or refuses them as before', asyn
     ['overlong length', '08 05 32 06 1a 83 00 626f62'],
     ['msg_type above 32 bits', '08 05 32 06 28 8080808010'],
     ['msg_id above 64 bits', '08 05 32 0b 08 ffffffffffffffffff03'],
-    ['string field as varint', '08 05 32 02 18 01'],
-    ['varint field as string', '08 05 32 03 0a 01 31'],
     ['ack seq 0 written out', '08 08 8201 02 08 00'],
     ['ack with another field', '08 08 8201 02 10 01'],
     ['invalid UTF-8 in to', '08 05 32 04 1a 02 c328'],
@@ -159,6 +168,52 @@ t.test('forms left to protobufjs, which decodes or refuses them as before', asyn
   ];
   for (const [label, fixture] of declined) {
     t.same(check(hex(fixture)), { taken: false }, label);
+  }
+});
+
+t.test('a known field with another wire type is refused by both decoders; an unknown field is skipped, whatever its wire type', async (t) => {
+  const mistyped: [string, string][] = [
+    // What the hand decoder looks at: it refuses these itself.
+    ['Message.sequence as a string', '08 05 12 01 07'],
+    ['Message.session_id as a varint', '08 05 18 01'],
+    ['Message.messageRequest as a varint', '08 05 30 01'],
+    ['Message.ack as a fixed32', '08 08 8501 01020304'],
+    ['MessageRequest.to as a varint', '08 05 32 02 18 01'],
+    ['MessageRequest.msg_id as a string', '08 05 32 03 0a 01 31'],
+    ['MessageRequest.seq as a fixed64', '08 05 32 0d 1a 01 62 8101 0100000000000000'],
+    ['MessageRequest.content as a fixed32', '08 05 32 05 35 01020304'],
+    ['MessageAck.seq as a string', '08 08 8201 03 0a 01 05'],
+    // What only protobufjs decodes: the same rule after it.
+    ['Message.type as a string', '0a 01 05'],
+    ['LoginRequest.uid as a varint', '22 02 08 01'],
+    ['LoginRequest.last_seq as a string', '22 03 8a01 00'],
+    ['LoginRequest.acks as a fixed64', '22 0a 8101 0100000000000000'],
+    ['MessageHeartBeat.seq as a string', '08 04 4a 03 0a 01 31'],
+    ['Message.heartBeat as a fixed32', '08 04 4d 01020304'],
+    ['PeerDeliver.seq as a string', '08 17 a201 03 12 01 31'],
+    ['PeerNudge.uids as a varint', '08 18 aa01 02 08 01'],
+  ];
+  for (const [label, fixture] of mistyped) {
+    const body = hex(fixture);
+    const err = catchError(() => decodeMessage(body)) as { code?: string; message?: string } | undefined;
+    t.equal(err?.code, 'SB_ERR_BAD_PROTOBUF', `${label}: refused`);
+    t.match(err?.message, /wire type/, `${label}: for its wire type`);
+    const slow = catchError(() => decodeReflected(body)) as { code?: string; message?: string } | undefined;
+    t.equal(slow?.code, 'SB_ERR_BAD_PROTOBUF', `${label}: refused by the protobufjs path too`);
+    t.match(slow?.message, /wire type/);
+    t.same(check(body), { taken: false }, `${label}: the two decoders agree`);
+  }
+  const unknown: [string, string][] = [
+    ['envelope field 31 as a varint', '08 04 f801 07'],
+    ['envelope field 31 as a string', '08 04 fa01 01 78'],
+    ['envelope field 31 as a fixed32', '08 04 fd01 01020304'],
+    ['envelope field 31 as a fixed64', '08 04 f901 0102030405060708'],
+    ['MessageRequest field 7 (unused) as a string', '08 05 32 08 1a 03 626f62 3a 01 78'],
+  ];
+  for (const [label, fixture] of unknown) {
+    const decoded = decodeMessage(hex(fixture));
+    t.ok(decoded.type === 4 || decoded.messageRequest?.to === 'bob', `${label}: decoded, the field skipped`);
+    t.notOk(Object.hasOwn(decoded, '$unknowns') || Object.hasOwn(decoded.messageRequest ?? {}, '$unknowns'), `${label}: and not kept`);
   }
 });
 

@@ -137,9 +137,9 @@ t.test('uint64 values are exact, including the pre-login sequence 2^64-1', async
   t.equal(decoded.sessionId, PRE_LOGIN_SESSION_ID);
 
   // Echoed back in the reply exactly as received.
-  const reply = decodeMessage(encodeMessage(loginResponse(decoded.sequence, 's-1', { inboxHead: 0, syncFrom: 0, gap: false })));
+  const reply = decodeMessage(encodeMessage(loginResponse(decoded.sequence, 's-1', { inboxHead: 0, syncFrom: 0, gap: false, epoch: 1, reset: false })));
   t.equal(reply.sequence!.toString(), MAX_U64, 'echoed sequence is still 2^64-1');
-  t.ok(toHex(encodeMessage(loginResponse(decoded.sequence, 's-1', { inboxHead: 0, syncFrom: 0, gap: false }))).includes('10ffffffffffffffffff01'), 're-encodes to the same 10-byte varint');
+  t.ok(toHex(encodeMessage(loginResponse(decoded.sequence, 's-1', { inboxHead: 0, syncFrom: 0, gap: false, epoch: 1, reset: false }))).includes('10ffffffffffffffffff01'), 're-encodes to the same 10-byte varint');
 
   // Above 2^53 a JS number would round; the Long must not.
   for (const s of ['9007199254740993', '9223372036854775807', '9223372036854775808', '18446744073709551614']) {
@@ -304,13 +304,15 @@ t.test('resultCodeFor maps error codes to the result codes original clients know
 
 t.test('loginResponse and messageResponse builders', async (t) => {
   const seq = u64(MAX_U64);
-  const ok = decodeMessage(encodeMessage(loginResponse(seq, 'sess-1', { inboxHead: 9, syncFrom: 4, gap: true })));
+  const ok = decodeMessage(encodeMessage(loginResponse(seq, 'sess-1', { inboxHead: 9, syncFrom: 4, gap: true, epoch: 2 ** 53 - 1, reset: true })));
   t.equal(ok.type, HeadType.LOGIN_RESPONSE);
   t.equal(ok.sequence!.toString(), MAX_U64, 'echoes the request sequence');
   t.equal(ok.sessionId, 'sess-1');
   t.match(ok.loginResponse, { result: true, code: ResultCode.SUCCESS, errorCode: '', gap: true });
   t.equal(Number(ok.loginResponse!.inboxHead), 9, 'inbox_head extension');
   t.equal(Number(ok.loginResponse!.syncFrom), 4, 'sync_from extension');
+  t.equal(Number(ok.loginResponse!.inboxEpoch), 2 ** 53 - 1, 'inbox_epoch extension, exact');
+  t.equal(ok.loginResponse!.reset, true, 'reset extension');
 
   const failures: [ErrorCode, number][] = [
     ['SB_ERR_TOKEN_EXPIRED', 1],

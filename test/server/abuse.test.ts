@@ -55,6 +55,10 @@ t.test('malformed input closes only the connection that sent it', async (t) => {
     ['a truncated varint', Buffer.concat([frameHeader(2), Buffer.from([0x10, 0xff])]), 'SB_ERR_BAD_PROTOBUF'],
     // Field 15 with wire type 7, which does not exist.
     ['an invalid wire type', Buffer.concat([frameHeader(2), Buffer.from([0x7f, 0x00])]), 'SB_ERR_BAD_PROTOBUF'],
+    // A LOGIN_REQUEST whose uid (field 1 of loginRequest) is a varint: skipped before, a login without uid.
+    ['a known field with the wrong wire type', Buffer.concat([frameHeader(4), Buffer.from([0x22, 0x02, 0x08, 0x01])]), 'SB_ERR_BAD_PROTOBUF'],
+    // A MESSAGE_REQUEST whose `to` (field 3) is a varint: the hand decoder's own refusal.
+    ['a chat field with the wrong wire type', Buffer.concat([frameHeader(6), Buffer.from([0x08, 0x05, 0x32, 0x02, 0x18, 0x01])]), 'SB_ERR_BAD_PROTOBUF'],
     ['an unknown HeadType (99)', encodeMessageFrame({ type: 99, sequence: 1, sessionId: '-1' }), 'SB_ERR_UNKNOWN_TYPE'],
     [
       'a LOGIN_RESPONSE sent by a client',

@@ -4,7 +4,7 @@ import t from 'tap';
 import { LocalSessionMap } from '../../src/session/local-session-map.js';
 import { LocalSession, type Outbound } from '../../src/session/local-session.js';
 
-const outbound: Outbound = { sendFrame() {}, close() {}, congested: false, drained: async () => {} };
+const outbound: Outbound = { sendFrame() {}, close() {}, congested: false, drained: async () => {}, queuedBytes: 0, handedOffBytes: 0 };
 let n = 0;
 
 function session(uid: string, deviceId = `dev-${++n}`): LocalSession {

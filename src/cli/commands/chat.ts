@@ -73,6 +73,9 @@ export async function chatCommand(argv: string[]): Promise<void> {
     if (status === 'reconnecting') print('* connection lost, reconnecting...');
   });
   client.on('login', () => print(`* logged in as ${uid} (device ${deviceId})`));
+  client.on('gap', ({ from }) => print(`* older messages were pruned by the server; showing from #${from + 1}`));
+  // The SDK has forgotten the old position; what follows may repeat messages shown before.
+  client.on('reset', () => print('* the server lost or rewound its copy of your inbox: showing everything it holds again'));
 
   await client.connect().catch(abandon);
   rl.prompt();

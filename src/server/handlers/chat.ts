@@ -66,7 +66,7 @@ export function handleChat(ctx: ServerContext, conn: Connection, session: LocalS
 /** The append is confirmed: answer the sender, then deliver. */
 function stored(ctx: ServerContext, conn: Connection, sequence: UInt64 | undefined, sessionId: string, to: string, body: Uint8Array, result: AppendResult): void {
   conn.sendFrame(storedResponseFrame(sequence, sessionId, result.seq, result.duplicate));
-  if (!result.duplicate) ctx.router.deliver(to, result.seq, body);
+  if (!result.duplicate) ctx.router.deliver(to, result.seq, body, result.epoch);
 }
 
 function storeFailed(conn: Connection, sequence: UInt64 | undefined, sessionId: string, err: unknown): void {

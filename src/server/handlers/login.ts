@@ -10,6 +10,7 @@ import { PRE_LOGIN_SESSION_ID, type ImMessage } from '../../protocol/types.js';
 import { LocalSession } from '../../session/local-session.js';
 import { SESSION, type Connection } from '../connection.js';
 import type { ServerContext } from '../context.js';
+import type { SyncRequest } from '../delivery.js';
 
 export async function handleLogin(ctx: ServerContext, conn: Connection, message: ImMessage): Promise<void> {
   const sequence = message.sequence;
@@ -60,7 +61,10 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   conn.bindLog({ uid, deviceId, sessionId: session.sessionId });
   ctx.sessionsChanged();
 
-  const requested = Object.hasOwn(request!, 'lastSeq') && request!.lastSeq != null ? Number(request!.lastSeq) : undefined;
+  const requested: SyncRequest = {
+    seq: Object.hasOwn(request!, 'lastSeq') && request!.lastSeq != null ? Number(request!.lastSeq) : undefined,
+    epoch: request!.inboxEpoch != null ? Number(request!.inboxEpoch) : undefined,
+  };
   let sync: SyncStart;
   try {
     await ctx.store.add({ sessionId: session.sessionId, uid, deviceId, nodeId, platform: session.platform, loginAt: session.loginAt });
