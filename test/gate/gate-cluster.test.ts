@@ -8,7 +8,7 @@
 import t, { type Test } from 'tap';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 import { startRedis } from '../helpers/redis.js';
-import { CLUSTER_TOKEN_SECRET, TestClient, startCluster, until, type TestCluster, type WorkerProcess } from '../helpers/cluster.js';
+import { CLUSTER_TOKEN_SECRET, CLUSTER_ZK_GATE_AUTH, TestClient, startCluster, until, type TestCluster, type WorkerProcess } from '../helpers/cluster.js';
 import { CliProcess } from '../helpers/cli-process.js';
 import net from 'node:net';
 import type { GateLogin } from '../../src/client/gate-login.js';
@@ -87,7 +87,7 @@ class GateProcess extends CliProcess {
 }
 
 function gateArgs(cluster: TestCluster, extra: string[] = []): string[] {
-  return ['gate', '--zk', zk.connect, '--zk-root', cluster.root, '--redis', cluster.redis.url, '--port', '0', '--log-level', 'info', ...extra];
+  return ['gate', '--zk', zk.connect, '--zk-root', cluster.root, '--zk-auth', CLUSTER_ZK_GATE_AUTH, '--redis', cluster.redis.url, '--port', '0', '--log-level', 'info', ...extra];
 }
 
 async function startGate(t: Test, cluster: TestCluster, name = 'gate'): Promise<GateProcess> {
@@ -244,7 +244,7 @@ t.test('the gate refuses to start in cluster mode without --secret unless --dev'
 
   for (const [what, args] of [
     ['without --zk', ['gate', '--redis', redis.url, '--secret', 's', '--port', '0']],
-    ['without --redis', ['gate', '--zk', zk.connect, '--secret', 's', '--port', '0']],
+    ['without --redis', ['gate', '--zk', zk.connect, '--zk-auth', CLUSTER_ZK_GATE_AUTH, '--secret', 's', '--port', '0']],
   ] as const) {
     const p = new CliProcess(t, `gate ${what}`, [...args]);
     t.same(await p.exit(), { code: 1, signal: null }, `${what}: exit code 1`);
@@ -258,7 +258,7 @@ t.test('a gate whose port is taken exits 1 instead of hanging on its ZooKeeper a
   await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
   t.teardown(() => new Promise<void>((resolve) => holder.close(() => resolve())));
   const busy = (holder.address() as net.AddressInfo).port;
-  const gate = new CliProcess(t, 'gate on a busy port', ['gate', '--zk', zk.connect, '--zk-root', `/sb-gate-port-${process.pid}`, '--redis', redis.url, '--secret', 's', '--port', String(busy)]);
+  const gate = new CliProcess(t, 'gate on a busy port', ['gate', '--zk', zk.connect, '--zk-root', `/sb-gate-port-${process.pid}`, '--zk-auth', CLUSTER_ZK_GATE_AUTH, '--redis', redis.url, '--secret', 's', '--port', String(busy)]);
   t.same(await gate.exit(), { code: 1, signal: null }, 'exit code 1');
   t.match(gate.stderr, /^switchboard gate: EADDRINUSE /m, 'saying why');
 });
