@@ -6,8 +6,9 @@ import { startRedisServer, type RedisServer } from '../../src/bench/services.js'
 
 export type TestRedis = RedisServer;
 
-export async function startRedis(t: Test, extraArgs: string[] = []): Promise<TestRedis> {
-  const redis = await startRedisServer({ extraArgs });
+/** `password`: started with requirepass; `url` then carries `default:<password>@`. */
+export async function startRedis(t: Test, extraArgs: string[] = [], { password }: { password?: string } = {}): Promise<TestRedis> {
+  const redis = await startRedisServer({ extraArgs, password });
   t.teardown(redis.kill);
   // A test's stop() is a crash: nothing is flushed.
   return { ...redis, stop: redis.kill };
