@@ -10,6 +10,7 @@ import { SwitchboardError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { parseDigestAuth, parseDigestIds } from '../registry/cluster-acl.js';
 import type { ZooKeeperDigestAuth } from '../registry/zookeeper-client.js';
+import type { Redis } from 'ioredis';
 import type { OptionSpecs, OptionValues } from './options.js';
 
 export const SECRET_OPTION = {
@@ -99,6 +100,12 @@ export function gateLimitsFrom(v: OptionValues<typeof GATE_OPTIONS>): GateLimits
     perIp: { max: v['rate-ip'], windowMs: 60_000 },
     perUser: { max: v['rate-user'], windowMs: 60_000 },
   };
+}
+
+/** Connection errors and recoveries of a store's Redis client (the logger drops secrets, see log.ts). */
+export function logRedis(redis: Redis, log: Logger): void {
+  redis.on('error', (err: Error) => log.warn({ err }, 'redis connection error'));
+  redis.on('ready', () => log.info('redis ready'));
 }
 
 /** What the Redis stores prefix their keys with: letters, digits and `_ . : -`, so that the

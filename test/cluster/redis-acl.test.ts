@@ -218,8 +218,15 @@ t.test('a refused Redis password never reaches a log line', async (t) => {
   t.match(line.err, { message: /WRONGPASS/ }, 'Redis refused it, and the worker logged that');
   t.match(line.err, { command: { name: 'auth' } }, 'naming the command');
   t.notOk('args' in ((line.err as { command?: object }).command ?? {}), 'without its arguments');
+  const gate = new CliProcess(t, 'gate with a wrong Redis password', [
+    'gate', '--zk', zk.connect, '--zk-root', `/sb-redis-wrong-${process.pid}`, '--zk-auth', 'sb-gate:zk-gate-password-for-tests', '--redis', url,
+    '--secret', CLUSTER_TOKEN_SECRET, '--port', '0', '--log-level', 'info',
+  ]);
+  t.match((await gate.waitForLog({ msg: 'redis connection error', store: 'users' })).err, { message: /WRONGPASS/ }, 'the gate logs it too');
   await worker.stop();
-  t.same(leaks([{ name: worker.name, text: worker.stdout + worker.stderr }], [wrong, 'zk-password-for-tests']), [], 'neither the Redis nor the ZooKeeper password is printed');
+  await gate.stop();
+  const printed = [worker, gate].map((p) => ({ name: p.name, text: p.stdout + p.stderr }));
+  t.same(leaks(printed, [wrong, 'zk-password-for-tests', 'zk-gate-password-for-tests']), [], 'neither the Redis nor the ZooKeeper passwords are printed');
 
   // The serializer on its own: a URL's password is masked wherever an error carries it.
   const err = Object.assign(new Error(`cannot reach redis://app:${wrong}@10.0.0.1:6379`), { command: { name: 'auth', args: ['app', wrong] } });

@@ -11,7 +11,7 @@ import { OnlineCounter } from '../../cluster/online-counter.js';
 import { Gate } from '../../gate/gate-server.js';
 import { SwitchboardError } from '../../errors.js';
 import { parseOptions, usage, type OptionSpecs } from '../options.js';
-import { CLUSTER_OPTIONS, GATE_OPTIONS, INBOX_OPTIONS, LOG_OPTION, SECRET_OPTION, gateLimitsFrom, redisPrefixFrom, requireProductionSecret, zooKeeperAccessFrom } from '../common.js';
+import { CLUSTER_OPTIONS, GATE_OPTIONS, INBOX_OPTIONS, LOG_OPTION, SECRET_OPTION, gateLimitsFrom, logRedis, redisPrefixFrom, requireProductionSecret, zooKeeperAccessFrom } from '../common.js';
 
 const OPTIONS = {
   host: { type: 'string', description: 'address to listen on', default: '127.0.0.1' },
@@ -51,6 +51,7 @@ export async function gateCommand(argv: string[]): Promise<void> {
     log: log.child({ component: 'online' }),
   });
   const users = new RedisUserStore({ url: o.redis, keyPrefix });
+  logRedis(users.redis, log.child({ component: 'redis', store: 'users' }));
   const gate = new Gate({
     host: o.host,
     port: o.port,

@@ -15,6 +15,7 @@ import {
   gateLimitsFrom,
   inboxLimitsFrom,
   limitsFrom,
+  logRedis,
   redisPrefixFrom,
   requireProductionSecret,
   secretFrom,
@@ -28,8 +29,6 @@ import { RedisInboxStore } from '../../inbox/redis-inbox-store.js';
 import { RedisSessionStore } from '../../session/redis-session-store.js';
 import { ZooKeeperRegistry } from '../../registry/zk-registry.js';
 import { SwitchboardError } from '../../errors.js';
-import type { Logger } from '../../log.js';
-import type { Redis } from 'ioredis';
 import type { AddressInfo } from 'node:net';
 
 function serveOptions(port: number) {
@@ -58,11 +57,6 @@ export function startCommand(argv: string[]): Promise<void> {
 
 export function workerCommand(argv: string[]): Promise<void> {
   return serve('worker', WORKER_SUMMARY, 9001, argv);
-}
-
-function logRedis(redis: Redis, log: Logger): void {
-  redis.on('error', (err: Error) => log.warn({ err }, 'redis connection error'));
-  redis.on('ready', () => log.info('redis ready'));
 }
 
 async function serve(command: string, summary: string, defaultPort: number, argv: string[]): Promise<void> {
