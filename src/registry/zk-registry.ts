@@ -583,6 +583,8 @@ export class ZooKeeperRegistry implements Registry {
       if (!live.has(PREFIX + id)) removed = this.#entries.delete(id) || removed;
     }
     for (const name of this.#watched) if (!live.has(name)) this.#watched.delete(name);
+    // Bounded by the live children: what was logged about a node that went is forgotten.
+    for (const key of this.#invalidLogged) if (!live.has(key.slice(0, key.lastIndexOf('@')))) this.#invalidLogged.delete(key);
     if (removed) this.#publish();
     await Promise.all([...live].filter((n) => !this.#watched.has(n)).map((n) => this.#readWorker(epoch, session, n)));
   }

@@ -273,6 +273,12 @@ t.test('the gate trusts a registry only if strangers are kept out of it, and onl
   await t.rejects(gate.observe(), { code: 'SB_ERR_REGISTRY_ACL', message: /lets clients without an identity in/ }, 'the gate does not serve from it');
   t.same(gate.workers(), [], 'and lists nobody');
 
+  // A gate whose identity the workers did not grant READ (here: a wrong password).
+  const granted = freshRoot();
+  await makeRegistry(t, { root: granted }).register(announcement(42_040));
+  const ungranted = makeRegistry(t, { root: granted, auth: { user: GATE.user, password: 'not-the-gate-password' }, readers: undefined });
+  await t.rejects(ungranted.observe(), { code: 'SB_ERR_REGISTRY_ACL', message: /"sb-gate" may not read .*--zk-readers/ }, 'a gate the workers did not grant READ says so');
+
   // A protected registry with a znode whose ACL was never set (as one is for a moment while it
   // is created): left out until its ACL is set and its data written after.
   const root = freshRoot();
