@@ -8,7 +8,7 @@
 import t, { type Test } from 'tap';
 import { Redis } from 'ioredis';
 import { startZooKeeper } from '../helpers/zookeeper.js';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { SWITCHBOARD_ACL, startRedis, type TestRedis } from '../helpers/redis.js';
 import { CLUSTER_TOKEN_SECRET, CLUSTER_ZK_GATE_AUTH, TestClient, startCluster, until, type WorkerProcess } from '../helpers/cluster.js';
 import { CliProcess } from '../helpers/cli-process.js';
 import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
@@ -22,42 +22,6 @@ const zk = await startZooKeeper(t);
 const ADMIN_PASSWORD = 'redis-admin-password-for-tests';
 const APP_PASSWORD = 'switchboard-redis-password-for-tests';
 const ACCOUNT_PASSWORD = 'correct horse battery staple';
-
-/**
- * What OPERATIONS.md tells operators to run, after `ACL SETUSER switchboard`: the key prefix
- * and the commands switchboard sends, nothing else. INFO is ioredis' ready check; EVAL and
- * EVALSHA run the stores' scripts (ACLs apply to the commands inside them too); the rest are
- * the stores' own commands and those their scripts call.
- */
-const SWITCHBOARD_ACL = (prefix: string, password: string) => [
-  'on',
-  `>${password}`,
-  'resetkeys',
-  `~${prefix}*`,
-  'resetchannels',
-  '-@all',
-  '+info',
-  '+eval',
-  '+evalsha',
-  '+get',
-  '+set',
-  '+incr',
-  '+exists',
-  '+del',
-  '+pexpire',
-  '+hget',
-  '+hset',
-  '+hdel',
-  '+hgetall',
-  '+sadd',
-  '+srem',
-  '+smembers',
-  '+zadd',
-  '+zcard',
-  '+zrange',
-  '+zrangebyscore',
-  '+zremrangebyrank',
-];
 
 function urlOf(redis: TestRedis, user: string, password: string): string {
   return `redis://${user}:${encodeURIComponent(password)}@127.0.0.1:${redis.port}`;
