@@ -124,7 +124,7 @@ export class ClusterAcl {
       const verified = session.set(path, data, 0);
       const [c, a, v] = await Promise.allSettled([created, acl, verified]);
       if (c.status === 'rejected') throw this.explain(c.reason, path, 'create');
-      // Someone set an ACL first (BAD_VERSION) and locked us out (NO_AUTH), or wrote first.
+      // Someone set the ACL first (BAD_VERSION; NO_AUTH once it locked us out), or wrote first.
       const tampered =
         (a.status === 'rejected' && hasRc(a.reason, ZK_RC.BAD_VERSION, ZK_RC.NO_AUTH)) ||
         (v.status === 'rejected' && hasRc(v.reason, ZK_RC.BAD_VERSION, ZK_RC.NO_AUTH));

@@ -16,7 +16,7 @@ import type { GateLogin } from '../../src/client/gate-login.js';
 import { ZK_MODE, ZK_RC, ZooKeeperSession, type ZooKeeperDigestAuth } from '../../src/registry/zookeeper-client.js';
 
 // Processes, OWASP-cost password hashes and ZooKeeper balance writes (≤ 1/s): more than the default.
-t.setTimeout(180_000);
+t.setTimeout(240_000);
 
 const zk = await startZooKeeper(t);
 const PASSWORD = 'correct horse battery staple';
