@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts ZooKeeper and Redis for local development on 127.0.0.1, prints the --zk and --redis
-# values for `switchboard worker`, and stops both on Ctrl-C or SIGTERM. Needs java with the
-# ZooKeeper jar (Debian: apt-get install zookeeper) and redis-server.
+# values for `switchboard worker`, with ZooKeeper identities for the workers and the gate, and
+# stops both on Ctrl-C or SIGTERM. Needs java with the ZooKeeper jar (Debian: apt-get install
+# zookeeper) and redis-server.
 set -euo pipefail
 
 usage() {
@@ -9,7 +10,8 @@ usage() {
 usage: scripts/dev-services.sh [-d DIR] [--zk-port PORT] [--redis-port PORT]
 
 Starts a standalone ZooKeeper and a Redis on 127.0.0.1 and prints the --zk and --redis values
-to use. Ctrl-C (or SIGTERM) stops both.
+to use, and ZooKeeper identities (--zk-auth, --zk-readers) for the workers and the gate: made up
+for this run, kept in DIR with --dir. Ctrl-C (or SIGTERM) stops both.
 
   -d, --dir DIR       keep the data (and logs) in DIR, which is kept on exit;
                       default: a temporary directory, removed on exit
@@ -60,6 +62,19 @@ if [[ -z "$dir" ]]; then
 fi
 mkdir -p "$dir/zookeeper/data" "$dir/redis"
 dir=$(cd "$dir" && pwd)
+
+# ZooKeeper identities: the workers' and the gate's (which the workers grant read access). Kept
+# with the data: the znodes of a kept ZooKeeper belong to the identity that made them.
+credentials="$dir/zookeeper/credentials"
+if [[ ! -f "$credentials" ]]; then
+  random() { node -e "console.log(require('crypto').randomBytes(18).toString('base64url'))"; }
+  (umask 077 && printf 'zk_worker=sb-worker:%s\nzk_gate=sb-gate:%s\n' "$(random)" "$(random)" >"$credentials")
+fi
+# shellcheck source=/dev/null
+source "$credentials"
+# user:base64(sha1("user:password")), the id ZooKeeper gives that identity.
+digest_id() { node -e "const a = process.argv[1]; console.log(a.slice(0, a.indexOf(':')) + ':' + require('crypto').createHash('sha1').update(a).digest('base64'))" "$1"; }
+zk_gate_id=$(digest_id "$zk_gate")
 
 zk_pid=""
 redis_pid=""
@@ -124,7 +139,15 @@ Redis      redis://127.0.0.1:$redis_port   (data $dir/redis)
 
   --zk 127.0.0.1:$zk_port --redis redis://127.0.0.1:$redis_port
 
-e.g. npx switchboard worker --port 9001 --zk 127.0.0.1:$zk_port --redis redis://127.0.0.1:$redis_port
+ZooKeeper identities for this run (OPERATIONS.md, ZooKeeper authentication):
+  workers: --zk-auth '$zk_worker' --zk-readers '$zk_gate_id'
+  gate:    --zk-auth '$zk_gate'
+
+e.g.
+  export SWITCHBOARD_SECRET=dev-token-secret SWITCHBOARD_CLUSTER_SECRET=dev-cluster-secret
+  export SWITCHBOARD_ZK=127.0.0.1:$zk_port SWITCHBOARD_REDIS=redis://127.0.0.1:$redis_port
+  SWITCHBOARD_ZK_AUTH='$zk_worker' SWITCHBOARD_ZK_READERS='$zk_gate_id' npx switchboard worker --port 9001
+  SWITCHBOARD_ZK_AUTH='$zk_gate' npx switchboard gate --port 8080
 Ctrl-C stops both.
 EOF
 

@@ -52,6 +52,7 @@ export const ERROR_CODES = {
   // Naming service (ZooKeeper).
   SB_ERR_REGISTRY_UNAVAILABLE: 'the registry (ZooKeeper) could not be reached or refused an operation',
   SB_ERR_REGISTRY_CLOSED: 'the registry was closed',
+  SB_ERR_REGISTRY_ACL: "ZooKeeper refused switchboard's identity, or the registry is not protected by the cluster ACL",
 
   // Accounts.
   SB_ERR_BAD_PASSWORD: 'password does not meet the password rule',

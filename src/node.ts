@@ -15,6 +15,7 @@ import { MemoryInboxStore } from './inbox/memory-inbox-store.js';
 import { WorkerServer } from './server/worker-server.js';
 import { createCluster, type ClusterSettings } from './cluster/cluster.js';
 import { OnlineCounter } from './cluster/online-counter.js';
+import type { ZooKeeperDigestAuth } from './registry/zookeeper-client.js';
 
 export const VERSION: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
 
@@ -34,7 +35,7 @@ export interface NodeOptions {
   /** Cluster mode: a peer port and links to the other workers of `registry`, routing through `store`. */
   cluster?: ClusterSettings;
   /** Cluster mode: where the cluster-wide OnlineCounter lives in ZooKeeper. */
-  online?: { connect: string; root: string; sessionTimeoutMs: number };
+  online?: { connect: string; root: string; sessionTimeoutMs: number; auth?: ZooKeeperDigestAuth; readers?: readonly string[] };
 }
 
 export interface SwitchboardNode {

@@ -19,6 +19,7 @@ export interface ServiceProcess {
 }
 
 export interface RedisServer extends ServiceProcess {
+  /** redis://127.0.0.1:PORT, with `default:<password>@` when started with a password. */
   url: string;
 }
 
@@ -57,6 +58,8 @@ function lifecycle(child: ChildProcess, dir: string): Pick<ServiceProcess, 'stop
 export interface RedisServerOptions {
   /** none (the default): no persistence; everysec or always: AOF with that fsync policy. */
   fsync?: 'none' | 'everysec' | 'always';
+  /** requirepass: the default user needs this password. */
+  password?: string;
   extraArgs?: string[];
 }
 
@@ -65,31 +68,39 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
   const port = await freePort();
   const fsync = options.fsync ?? 'none';
   const persistence = fsync === 'none' ? ['--appendonly', 'no'] : ['--appendonly', 'yes', '--appendfsync', fsync];
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--dir', dir, ...persistence, ...(options.extraArgs ?? [])], {
+  const auth = options.password === undefined ? [] : ['--requirepass', options.password];
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--dir', dir, ...persistence, ...auth, ...(options.extraArgs ?? [])], {
     stdio: 'ignore',
   });
   const life = lifecycle(child, dir);
   try {
-    await waitForPong(port, life.alive);
+    await waitForPong(port, life.alive, options.password);
   } catch (err) {
     await life.kill();
     const spawnError = life.spawnError();
     throw new Error(spawnError ? `cannot start redis-server (is it installed?): ${spawnError.message}` : (err as Error).message);
   }
-  return { url: `redis://127.0.0.1:${port}`, port, process: child, stop: life.stop, kill: life.kill };
+  const credentials = options.password === undefined ? '' : `default:${encodeURIComponent(options.password)}@`;
+  return { url: `redis://${credentials}127.0.0.1:${port}`, port, process: child, stop: life.stop, kill: life.kill };
 }
 
-async function waitForPong(port: number, alive: () => boolean): Promise<void> {
+async function waitForPong(port: number, alive: () => boolean, password?: string): Promise<void> {
+  // AUTH as a RESP array, so that any password goes through unharmed.
+  const auth = password === undefined ? '' : `*2\r\n$4\r\nAUTH\r\n$${Buffer.byteLength(password)}\r\n${password}\r\n`;
   for (let attempt = 0; attempt < 200; attempt++) {
     if (!alive()) break;
     const ok = await new Promise<boolean>((resolve) => {
       const socket = net.connect(port, '127.0.0.1');
-      socket.once('connect', () => socket.write('PING\r\n'));
-      socket.once('data', (data) => {
+      let answer = '';
+      socket.once('connect', () => socket.write(`${auth}PING\r\n`));
+      socket.on('data', (data) => {
+        answer += data.toString();
+        if (!answer.includes('\r\n', auth ? answer.indexOf('\r\n') + 2 : 0)) return;
         socket.destroy();
-        resolve(data.toString().startsWith('+PONG'));
+        resolve(answer.includes('+PONG'));
       });
       socket.once('error', () => resolve(false));
+      socket.once('close', () => resolve(false));
     });
     if (ok) return;
     await new Promise((r) => setTimeout(r, 25));

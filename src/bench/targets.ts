@@ -3,6 +3,8 @@
 // `cluster` is a real ZooKeeper and Redis, N `switchboard worker` processes and a
 // `switchboard gate`; `external` is a running deployment given by --worker and --gate.
 
+import { randomBytes } from 'node:crypto';
+import { digestId } from '../registry/cluster-acl.js';
 import { startGateProcess, startProcess, startWorkerProcess, type ProcessSampler, type Started } from './processes.js';
 import { startRedisServer, startZooKeeperServer, type RedisServer, type ZooKeeperServer } from './services.js';
 
@@ -127,7 +129,13 @@ async function cluster(o: TargetOptions, stops: (() => Promise<void>)[], stop: (
   o.sampler?.add('zookeeper', 'zookeeper', zk.process.pid);
   o.sampler?.add('redis', 'redis', redis.process.pid);
   const root = `/bench-${process.pid}`;
-  const clusterArgs = ['--zk', zk.connect, '--zk-root', root, '--redis', redis.url, '--cluster-secret', `${o.secret}-cluster`];
+  // ZooKeeper authentication on, as in production: an identity for the workers, one for the gate.
+  const zkWorker = { user: 'sb-bench-worker', password: randomBytes(18).toString('base64url') };
+  const zkGate = { user: 'sb-bench-gate', password: randomBytes(18).toString('base64url') };
+  const clusterArgs = [
+    '--zk', zk.connect, '--zk-root', root, '--redis', redis.url, '--cluster-secret', `${o.secret}-cluster`,
+    '--zk-auth', `${zkWorker.user}:${zkWorker.password}`, '--zk-readers', digestId(zkGate),
+  ];
   const workers: WorkerEndpoint[] = [];
   const addWorker = async () => {
     const name = `worker-${workers.length}`;
@@ -140,7 +148,7 @@ async function cluster(o: TargetOptions, stops: (() => Promise<void>)[], stop: (
   };
   const n = o.workers ?? 2;
   for (let i = 0; i < n; i++) await addWorker();
-  const gate = await startGateProcess('gate', o.secret, ['--zk', zk.connect, '--zk-root', root, '--redis', redis.url, ...(o.gateArgs ?? [])]);
+  const gate = await startGateProcess('gate', o.secret, ['--zk', zk.connect, '--zk-root', root, '--zk-auth', `${zkGate.user}:${zkGate.password}`, '--redis', redis.url, ...(o.gateArgs ?? [])]);
   stops.push(gate.stop);
   o.sampler?.add('gate', 'gate', gate.child.pid);
   // Peer links come up within a second of registration; the gate's view follows its watches.

@@ -8,6 +8,9 @@ import { DEFAULT_SESSION_TTL_MS } from '../session/session-store.js';
 import { DEFAULT_GATE_LIMITS, type GateLimits } from '../gate/gate-server.js';
 import { SwitchboardError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { parseDigestAuth, parseDigestIds } from '../registry/cluster-acl.js';
+import type { ZooKeeperDigestAuth } from '../registry/zookeeper-client.js';
+import type { Redis } from 'ioredis';
 import type { OptionSpecs, OptionValues } from './options.js';
 
 export const SECRET_OPTION = {
@@ -35,7 +38,8 @@ export const LIMIT_OPTIONS = {
 } as const satisfies OptionSpecs;
 
 export const INBOX_OPTIONS = {
-  redis: { type: 'string', description: 'redis:// URL of the inbox store; unset: in memory (lost on exit)' },
+  redis: { type: 'string', description: 'redis://[user:password@]host:port[/db] of the inbox store; unset: in memory (lost on exit)' },
+  'redis-prefix': { type: 'string', description: 'prefix of every Redis key switchboard uses (what a Redis ACL user is limited to)', default: 'sb:' },
   'inbox-max-messages': { type: 'number', description: 'messages kept per user inbox', default: DEFAULT_INBOX_LIMITS.maxMessages },
   'inbox-max-age-s': { type: 'number', description: 'messages older than this are pruned (seconds)', default: DEFAULT_INBOX_LIMITS.maxAgeMs / 1000 },
   'dedupe-window-s': { type: 'number', description: 'a resent msg_id within this window is stored once (seconds)', default: DEFAULT_INBOX_LIMITS.dedupeWindowMs / 1000 },
@@ -45,6 +49,8 @@ export const CLUSTER_OPTIONS = {
   zk: { type: 'string', description: 'ZooKeeper connect string (host:port,...): join a cluster; needs --redis and --cluster-secret' },
   'zk-root': { type: 'string', description: 'ZooKeeper path under which workers register', default: '/switchboard' },
   'zk-session-timeout-ms': { type: 'number', description: 'ZooKeeper session timeout: a crashed worker leaves the registry after it', default: 10_000 },
+  'zk-auth': { type: 'string', description: 'ZooKeeper digest identity user:password, the same on every worker: only it can change what the workers create; required with --zk unless --dev' },
+  'zk-readers': { type: 'string', description: 'ZooKeeper digest ids (user:base64(sha1(user:password)), comma-separated) granted read access: the gates\'' },
   'cluster-secret': { type: 'string', description: 'secret every worker of the cluster shares: authenticates peer links' },
   'peer-port': { type: 'number', description: 'TCP port for links from other workers, announced in the registry; 0 picks a free one', default: DEFAULT_CLUSTER_SETTINGS.peerPort },
   'peer-host': { type: 'string', description: 'address the peer port listens on (default: --host)' },
@@ -98,6 +104,45 @@ export function gateLimitsFrom(v: OptionValues<typeof GATE_OPTIONS>): GateLimits
     perIp: { max: v['rate-ip'], windowMs: 60_000 },
     perUser: { max: v['rate-user'], windowMs: 60_000 },
   };
+}
+
+/** Connection errors and recoveries of a store's Redis client (the logger drops secrets, see log.ts). */
+export function logRedis(redis: Redis, log: Logger): void {
+  redis.on('error', (err: Error) => log.warn({ err }, 'redis connection error'));
+  redis.on('ready', () => log.info('redis ready'));
+}
+
+/** What the Redis stores prefix their keys with: letters, digits and `_ . : -`, so that the
+ * prefix followed by `*` is a Redis ACL key pattern matching exactly switchboard's keys. */
+export function redisPrefixFrom(prefix: string): string {
+  if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(prefix)) {
+    throw new SwitchboardError('SB_ERR_CONFIG', `--redis-prefix must be 1 to 64 characters of letters, digits, '_', '.', ':' and '-', got ${JSON.stringify(prefix)}`);
+  }
+  return prefix;
+}
+
+export interface ZooKeeperAccess {
+  auth?: ZooKeeperDigestAuth;
+  readers: string[];
+}
+
+/**
+ * Cluster mode refuses to run without a ZooKeeper identity unless told this is a development
+ * run (`--dev`): without one every znode is open, and anyone who reaches ZooKeeper can list a
+ * worker of their own and be sent users' logins.
+ */
+export function zooKeeperAccessFrom(v: { 'zk-auth'?: string; 'zk-readers'?: string }, dev: boolean, log: Logger): ZooKeeperAccess {
+  const readers = v['zk-readers'] ? parseDigestIds(v['zk-readers']) : [];
+  if (v['zk-auth']) return { auth: parseDigestAuth(v['zk-auth']), readers };
+  if (readers.length > 0) throw new SwitchboardError('SB_ERR_CONFIG', '--zk-readers needs --zk-auth: without an identity nothing is protected, and there is nothing to grant');
+  if (!dev) {
+    throw new SwitchboardError(
+      'SB_ERR_CONFIG',
+      'cluster mode needs --zk-auth user:password (or SWITCHBOARD_ZK_AUTH): without it anyone who reaches ZooKeeper can add or change workers; pass --dev to run without',
+    );
+  }
+  log.warn('no --zk-auth or SWITCHBOARD_ZK_AUTH given: the ZooKeeper registry is writable by anyone who reaches ZooKeeper, never do this in production');
+  return { readers };
 }
 
 /**

@@ -10,9 +10,13 @@
 // crashed worker's share disappears and the aggregate is exact within two ticks when idle.
 //
 // `users` counts distinct users per worker: a user with devices on two workers counts twice.
+//
+// With a digest identity the nodes get the cluster ACL (registry/cluster-acl.ts): only workers
+// change the counts; the gate, a reader, only reads them.
 
 import type { Logger } from '../log.js';
-import { ZK_MODE, ZK_RC, ZooKeeperSession, hasRc } from '../registry/zookeeper-client.js';
+import { ZK_MODE, ZK_RC, ZooKeeperSession, hasRc, type ZooKeeperDigestAuth } from '../registry/zookeeper-client.js';
+import { ClusterAcl } from '../registry/cluster-acl.js';
 
 export interface OnlineCounts {
   users: number;
@@ -28,6 +32,10 @@ export interface OnlineCounterOptions {
   /** This worker's current counts. */
   local: () => OnlineCounts;
   intervalMs?: number;
+  /** This process's ZooKeeper digest identity (workers: theirs; the gate: a reader's). */
+  auth?: ZooKeeperDigestAuth;
+  /** Digest ids granted READ on the nodes a worker creates (the gates'). */
+  readers?: readonly string[];
   log: Logger;
 }
 
@@ -47,10 +55,13 @@ function encode(counts: OnlineCounts): Buffer {
 }
 
 export class OnlineCounter {
-  readonly #o: Required<Omit<OnlineCounterOptions, 'intervalMs'>> & { intervalMs: number };
+  readonly #o: Required<Omit<OnlineCounterOptions, 'intervalMs' | 'auth' | 'readers'>> & { intervalMs: number };
   readonly #aggregate: string;
   readonly #perWorker: string;
+  readonly #acl: ClusterAcl;
   #zk: ZooKeeperSession | undefined;
+  /** The session in which the tree was made (or its ACL set again). */
+  #treeSession: ZooKeeperSession | undefined;
   /** Resolves once the current session is connected. */
   #connected: Promise<void> = Promise.resolve();
   #timer: NodeJS.Timeout | undefined;
@@ -62,9 +73,11 @@ export class OnlineCounter {
   #published: OnlineCounts | undefined;
 
   constructor(options: OnlineCounterOptions) {
-    this.#o = { intervalMs: 1000, ...options };
+    const { auth, readers, ...rest } = options;
+    this.#o = { intervalMs: 1000, ...rest };
     this.#aggregate = `${options.root}/online`;
     this.#perWorker = `${options.root}/online-workers`;
+    this.#acl = new ClusterAcl({ auth, readers }, options.log);
   }
 
   start(): void {
@@ -99,6 +112,7 @@ export class OnlineCounter {
     this.#zk = new ZooKeeperSession({
       connect: this.#o.connect,
       sessionTimeoutMs: this.#o.sessionTimeoutMs,
+      auth: this.#acl.auth,
       onConnected: () => connected(),
       onClosed: (rc) => {
         if (rc !== 0 && !this.#closed) this.#o.log.warn({ rc }, 'online counter zookeeper session ended; reconnecting');
@@ -114,7 +128,10 @@ export class OnlineCounter {
     try {
       const zk = this.#connect();
       await this.#connected;
-      await zk.mkdirp(this.#perWorker);
+      if (this.#treeSession !== zk) {
+        await this.#acl.ensureTree(zk, this.#o.root, [this.#perWorker, this.#aggregate]);
+        this.#treeSession = zk;
+      }
       const local = this.#o.local();
       await this.#publish(zk, selfId, local);
       await this.#addDelta(zk, local);
@@ -131,7 +148,7 @@ export class OnlineCounter {
     if (this.#published && this.#published.users === local.users && this.#published.sessions === local.sessions) return;
     const path = `${this.#perWorker}/${selfId}`;
     try {
-      await zk.create(path, encode(local), ZK_MODE.EPHEMERAL);
+      await this.#acl.create(zk, path, encode(local), ZK_MODE.EPHEMERAL);
     } catch (err) {
       if (!hasRc(err, ZK_RC.NODE_EXISTS)) throw err;
       await zk.set(path, encode(local), -1);
@@ -167,7 +184,7 @@ export class OnlineCounter {
       if (!hasRc(err, ZK_RC.NO_NODE)) throw err;
       const next = change({ ...ZERO });
       try {
-        await zk.create(this.#aggregate, encode(next ?? ZERO), ZK_MODE.PERSISTENT);
+        await this.#acl.create(zk, this.#aggregate, encode(next ?? ZERO), ZK_MODE.PERSISTENT);
         return;
       } catch (createErr) {
         if (!hasRc(createErr, ZK_RC.NODE_EXISTS)) throw createErr;

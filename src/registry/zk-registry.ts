@@ -1,7 +1,9 @@
 // The ZooKeeper naming service. Each worker is an ephemeral znode <root>/workers/w-<sequence>
 // holding its WorkerInfo as JSON; every registry keeps a watched view of all of them, checked
 // against a full read every reconcileIntervalMs. When the session expires the registry opens a
-// new one, re-creates its znode under the same id and tells onRegistered listeners.
+// new one, re-creates its znode under the same id and tells onRegistered listeners. With a
+// digest identity every znode gets the cluster ACL (cluster-acl.ts), and the view lists only
+// workers whose znode shows it was protected.
 
 import { createHash } from 'node:crypto';
 import type { Logger } from '../log.js';
@@ -14,9 +16,11 @@ import {
   hasRc,
   isConnectionError,
   isSessionGone,
+  type ZooKeeperDigestAuth,
   type ZooKeeperLogLevel,
   type ZooKeeperStat,
 } from './zookeeper-client.js';
+import { ClusterAcl, checkClosed } from './cluster-acl.js';
 
 /**
  * connecting: no session yet (first one, or a new one after an expiry).
@@ -47,11 +51,21 @@ export interface ZooKeeperRegistryOptions {
   retryStrategy?: (attempt: number) => number | null;
   /** The C client's own stderr logging (process-wide); default 'error'. */
   nativeLogLevel?: ZooKeeperLogLevel;
+  /**
+   * This process's ZooKeeper digest identity. A worker creates every znode with the cluster
+   * ACL; a registry that only observes (the gate) creates nothing and checks that the registry
+   * is closed to clients without an identity. Unset: nothing is protected (development).
+   */
+  auth?: ZooKeeperDigestAuth;
+  /** Digest ids a worker grants READ on its znodes: the gates'. */
+  readers?: readonly string[];
   log: Logger;
 }
 
 const WORKERS = 'workers';
 const PREFIX = 'w-';
+/** A momentary id reservation: an EPHEMERAL_SEQUENTIAL child of workers/, deleted at once. */
+const RESERVATION = 'id-';
 
 const defaultRetryStrategy = (attempt: number): number => Math.min(100 * 2 ** (attempt - 1), 5_000);
 
@@ -110,6 +124,8 @@ export class ZooKeeperRegistry implements Registry {
   readonly #retryStrategy: (attempt: number) => number | null;
   readonly #nativeLogLevel: ZooKeeperLogLevel;
   readonly #log: Logger;
+  readonly #root: string;
+  readonly #acl: ClusterAcl;
 
   readonly #changeListeners = new Set<(workers: readonly WorkerInfo[]) => void>();
   readonly #registeredListeners = new Set<(self: WorkerInfo) => void>();
@@ -133,14 +149,18 @@ export class ZooKeeperRegistry implements Registry {
   #ownVersion = -1;
   /** The epoch in which the znode was last created (or found) and written. */
   #ownEpoch = 0;
-  /** A create whose answer was lost in this epoch may have made a node we do not know of. */
-  #uncertainCreateEpoch = 0;
   #announcePending = false;
   #pendingRegister: { resolve: (info: WorkerInfo) => void; reject: (err: Error) => void } | undefined;
   /** observe(): resolved once the first view has been read. */
-  #pendingObserve: (() => void) | undefined;
-  /** The session epoch for which `<root>/workers` is known to exist. */
+  #pendingObserve: { resolve: () => void; reject: (err: Error) => void } | undefined;
+  /** The session epoch for which `<root>/workers` is known to exist (and, secured, to be closed). */
   #treeEpoch = 0;
+  /**
+   * Whether workers/ is known to admit only the workers' identity: always without an identity
+   * (nothing is checked), by construction on a worker (it set the ACL), by checkClosed() on an
+   * observer. False: the view lists nobody.
+   */
+  #parentTrusted: boolean;
 
   // Balance writes: #balanceDirty while the znode may hold an older balance than #self.
   #balanceDirty = false;
@@ -165,7 +185,8 @@ export class ZooKeeperRegistry implements Registry {
     const root = options.root ?? '/switchboard';
     if (!root.startsWith('/')) throw new SwitchboardError('SB_ERR_CONFIG', `zookeeper root must start with '/': ${root}`);
     this.#connect = options.connect;
-    this.#workersPath = `${root.replace(/\/+$/, '')}/${WORKERS}`;
+    this.#root = root.replace(/\/+$/, '') || '/';
+    this.#workersPath = `${this.#root === '/' ? '' : this.#root}/${WORKERS}`;
     this.#sessionTimeoutMs = options.sessionTimeoutMs ?? 10_000;
     this.#reconcileIntervalMs = options.reconcileIntervalMs ?? 30_000;
     this.#balanceIntervalMs = options.balanceIntervalMs ?? 1_000;
@@ -173,6 +194,8 @@ export class ZooKeeperRegistry implements Registry {
     this.#retryStrategy = options.retryStrategy ?? defaultRetryStrategy;
     this.#nativeLogLevel = options.nativeLogLevel ?? 'error';
     this.#log = options.log;
+    this.#acl = new ClusterAcl({ auth: options.auth, readers: options.readers }, options.log);
+    this.#parentTrusted = !this.#acl.secured;
   }
 
   get status(): ZooKeeperStatus {
@@ -246,7 +269,7 @@ export class ZooKeeperRegistry implements Registry {
   async observe(): Promise<void> {
     if (this.#closed) throw new SwitchboardError('SB_ERR_REGISTRY_CLOSED');
     if (this.#session || this.#announced) throw new SwitchboardError('SB_ERR_CONFIG', 'registry is already in use');
-    const observed = new Promise<void>((resolve) => (this.#pendingObserve = resolve));
+    const observed = new Promise<void>((resolve, reject) => (this.#pendingObserve = { resolve, reject }));
     this.#reconcileTimer = setInterval(() => void this.#reconcile(), this.#reconcileIntervalMs);
     this.#reconcileTimer.unref();
     this.#openSession();
@@ -341,6 +364,7 @@ export class ZooKeeperRegistry implements Registry {
       connect: this.#connect,
       sessionTimeoutMs: this.#sessionTimeoutMs,
       logLevel: this.#nativeLogLevel,
+      auth: this.#acl.auth,
       onConnected: () => this.#current(epoch) && this.#connected(epoch),
       onDisconnected: () => this.#current(epoch) && this.#setStatus('suspended'),
       onClosed: (rc) => this.#current(epoch) && this.#lost(rc),
@@ -422,9 +446,7 @@ export class ZooKeeperRegistry implements Registry {
     const session = this.#session;
     if (!session || !this.#current(epoch)) return;
     if (this.#treeEpoch !== epoch) {
-      await session.mkdirp(this.#workersPath);
-      if (!this.#current(epoch)) return;
-      this.#treeEpoch = epoch;
+      if (!(await this.#prepareTree(epoch, session)) || !this.#current(epoch)) return;
     }
     if (this.#announced && this.#ownEpoch !== epoch) {
       await this.#writeOwnNode(epoch, session);
@@ -432,7 +454,7 @@ export class ZooKeeperRegistry implements Registry {
     }
     await this.#readChildren(epoch, session);
     if (this.#pendingObserve && this.#current(epoch)) {
-      this.#pendingObserve();
+      this.#pendingObserve.resolve();
       this.#pendingObserve = undefined;
     }
     if (!this.#current(epoch) || !this.#announcePending || !this.#self) return;
@@ -453,78 +475,106 @@ export class ZooKeeperRegistry implements Registry {
   }
 
   /**
-   * First time: an EPHEMERAL_SEQUENTIAL node, then its id written into its JSON. After an
-   * expiry: the same path again as a plain EPHEMERAL node, so the worker keeps its id.
+   * Once per session, before anything else: a worker makes the tree exist with the cluster ACL
+   * (set again on every session, which repairs it); an observer with an identity creates
+   * nothing and checks that workers/ is closed to strangers. False: not ready (yet) to list.
+   */
+  async #prepareTree(epoch: number, session: ZooKeeperSession): Promise<boolean> {
+    if (this.#announced || !this.#acl.secured) {
+      await this.#acl.ensureTree(session, this.#root, [this.#workersPath]);
+      if (!this.#current(epoch)) return false;
+      this.#parentTrusted = true;
+      this.#treeEpoch = epoch;
+      return true;
+    }
+    const check = await checkClosed({ connect: this.#connect, path: this.#workersPath, timeoutMs: this.#connectTimeoutMs, logLevel: this.#nativeLogLevel });
+    if (!this.#current(epoch)) return false;
+    if (check === 'open') {
+      this.#distrustAll();
+      throw new SwitchboardError(
+        'SB_ERR_REGISTRY_ACL',
+        `${this.#workersPath} lets clients without an identity in: it is not protected by the cluster ACL, so no worker listed there is trusted ` +
+          '(start the workers with --zk-auth, which sets it; OPERATIONS.md, ZooKeeper authentication)',
+      );
+    }
+    if (check === 'absent') {
+      // No worker has made it yet: list nobody, and look again once it is created.
+      this.#distrustAll();
+      if ((await session.exists(this.#workersPath, true)) === undefined) return true;
+      return this.#prepareTree(epoch, session);
+    }
+    this.#parentTrusted = true;
+    this.#treeEpoch = epoch;
+    return true;
+  }
+
+  #distrustAll(): void {
+    this.#parentTrusted = false;
+    this.#entries.clear();
+    this.#watched.clear();
+    this.#publish();
+  }
+
+  /**
+   * First time: an id from workers/' own sequence (a reservation `id-N`, deleted at once), then
+   * the znode `w-N` as a plain EPHEMERAL node, created together with its ACL so that it is never
+   * open during a round trip. After an expiry or a deletion: the same path again, so the worker
+   * keeps its id. Nobody else creates `w-N`: N came from ZooKeeper's sequence, used once.
    */
   async #writeOwnNode(epoch: number, session: ZooKeeperSession): Promise<void> {
-    const announced = this.#announced;
-    if (!announced) return;
-    let written: WorkerInfo;
+    if (!this.#announced) return;
     if (!this.#self || !this.#ownPath) {
-      let path = this.#uncertainCreateEpoch === epoch ? await this.#findOwnNode(session) : undefined;
-      if (!path) {
-        try {
-          path = await session.create(`${this.#workersPath}/${PREFIX}`, encode(announced), ZK_MODE.EPHEMERAL_SEQUENTIAL);
-        } catch (err) {
-          if (isConnectionError(err)) this.#uncertainCreateEpoch = epoch;
-          throw err;
-        }
-      }
+      const id = await this.#reserveId(session);
       if (!this.#current(epoch)) return;
-      const name = path.slice(path.lastIndexOf('/') + 1);
-      this.#ownPath = path;
+      this.#ownPath = `${this.#workersPath}/${PREFIX}${id}`;
       // The latest announcement: setBalance() may have changed it meanwhile.
-      written = this.#self = { ...this.#announced!, id: name.slice(PREFIX.length) };
-      // Versioned: version 0 is the node just created. If the answer is lost, the retry goes
-      // through the branch below, which finds the node ours and writes it again.
-      const stat = await session.set(path, encode(written), 0);
-      this.#ownVersion = stat.version;
-    } else {
-      const path = this.#ownPath;
-      written = this.#self;
-      this.#ownVersion = await this.#createOwnNode(epoch, session, path, written);
+      this.#self = { ...this.#announced, id };
     }
+    const written = this.#self;
+    const version = await this.#createOwnNode(epoch, session, this.#ownPath, written);
     if (!this.#current(epoch)) return;
+    this.#ownVersion = version;
     this.#ownEpoch = epoch;
     this.#balanceDirty = this.#self !== written;
     this.#announcePending = true;
   }
 
-  /** Creates this worker's znode at its known path; resolves its data version. */
+  /** A fresh sequence number of workers/ (the suffix of EPHEMERAL_SEQUENTIAL children). */
+  async #reserveId(session: ZooKeeperSession): Promise<string> {
+    const path = `${this.#workersPath}/${RESERVATION}`;
+    const reserved = await session.create(path, Buffer.alloc(0), ZK_MODE.EPHEMERAL_SEQUENTIAL).catch((err: unknown) => {
+      throw this.#acl.explain(err, this.#workersPath, 'create a child of');
+    });
+    // Nothing waits for it: a reservation left behind goes with the session, and no view lists it.
+    session.delete(reserved, -1).catch((err: unknown) => this.#log.debug({ err, path: reserved }, 'id reservation delete failed'));
+    return reserved.slice(reserved.lastIndexOf('/') + 1 + RESERVATION.length);
+  }
+
+  /** Creates this worker's znode at its path; resolves its data version. */
   async #createOwnNode(epoch: number, session: ZooKeeperSession, path: string, info: WorkerInfo): Promise<number> {
     try {
-      await session.create(path, encode(info), ZK_MODE.EPHEMERAL);
-      return 0;
+      return await this.#acl.create(session, path, encode(info), ZK_MODE.EPHEMERAL);
     } catch (err) {
       if (!hasRc(err, ZK_RC.NODE_EXISTS) || !this.#current(epoch)) throw err;
     }
-    const stat = await session.exists(path);
-    if (stat && stat.ephemeralOwner !== session.credentials.id) {
-      // Left by an earlier session of ours that the server has not expired yet: ours to replace.
-      await session.delete(path, stat.version);
-      await session.create(path, encode(info), ZK_MODE.EPHEMERAL);
-      return 0;
-    }
-    // Already ours (a create whose answer was lost): write it whole again.
-    return (await session.set(path, encode(info), stat ? stat.version : -1)).version;
-  }
-
-  /** After a lost create answer: the node this session owns under workers/, if it made one. */
-  async #findOwnNode(session: ZooKeeperSession): Promise<string | undefined> {
-    const owner = session.credentials.id;
-    const names = (await session.getChildren(this.#workersPath)).filter((n) => n.startsWith(PREFIX));
-    const stats = await Promise.all(names.map((n) => session.exists(`${this.#workersPath}/${n}`)));
-    const index = stats.findIndex((stat) => stat?.ephemeralOwner === owner);
-    return index >= 0 ? `${this.#workersPath}/${names[index]}` : undefined;
+    // Left by an earlier session of ours that the server has not expired yet, or made by this
+    // one before its answer was lost: replaced, so that its ACL and its data are known to be ours.
+    await session.delete(path, -1).catch((err: unknown) => {
+      if (!hasRc(err, ZK_RC.NO_NODE)) throw err;
+    });
+    if (!this.#current(epoch)) throw new SwitchboardError('SB_ERR_REGISTRY_UNAVAILABLE', 'zookeeper session changed during registration');
+    return this.#acl.create(session, path, encode(info), ZK_MODE.EPHEMERAL);
   }
 
   /** Lists the children (re-arming the children watch) and reads every unwatched one. */
   async #readChildren(epoch: number, session: ZooKeeperSession): Promise<void> {
+    if (!this.#parentTrusted) return;
     this.#inFlight++;
     let names: string[];
     try {
       names = await session.getChildren(this.#workersPath, true);
     } catch (err) {
+      if (hasRc(err, ZK_RC.NO_AUTH)) throw this.#notReadable(err);
       if (!hasRc(err, ZK_RC.NO_NODE)) throw err;
       names = []; // workers/ is gone (or not made yet): so are all workers.
     } finally {
@@ -537,6 +587,8 @@ export class ZooKeeperRegistry implements Registry {
       if (!live.has(PREFIX + id)) removed = this.#entries.delete(id) || removed;
     }
     for (const name of this.#watched) if (!live.has(name)) this.#watched.delete(name);
+    // Bounded by the live children: what was logged about a node that went is forgotten.
+    for (const key of this.#invalidLogged) if (!live.has(key.slice(0, key.lastIndexOf('@')))) this.#invalidLogged.delete(key);
     if (removed) this.#publish();
     await Promise.all([...live].filter((n) => !this.#watched.has(n)).map((n) => this.#readWorker(epoch, session, n)));
   }
@@ -551,6 +603,12 @@ export class ZooKeeperRegistry implements Registry {
     } catch (err) {
       if (!this.#current(epoch)) return;
       this.#watched.delete(name);
+      if (hasRc(err, ZK_RC.NO_AUTH)) {
+        // Not readable by this identity: not made for this cluster's readers. No watch was set;
+        // the periodic reconcile looks again.
+        this.#distrusted(name, 'not readable by this identity', 'no-auth');
+        return;
+      }
       if (!hasRc(err, ZK_RC.NO_NODE)) throw err;
       this.#remove(name);
       return;
@@ -558,6 +616,12 @@ export class ZooKeeperRegistry implements Registry {
       if (this.#current(epoch)) this.#inFlight--;
     }
     if (!this.#current(epoch)) return;
+    if (!this.#acl.protects(result.stat)) {
+      // Open to anyone (still being created, or made without an identity): its data watch is
+      // armed, and the write that follows its ACL brings it back here.
+      this.#distrusted(name, 'its ACL was never set', result.stat.mzxid);
+      return;
+    }
     const id = name.slice(PREFIX.length);
     const info = parseWorker(id, result.data);
     if (!info) {
@@ -578,10 +642,32 @@ export class ZooKeeperRegistry implements Registry {
     if (this.#entries.delete(name.slice(PREFIX.length))) this.#publish();
   }
 
+  /** Left out of the view, logged once per (name, version of its data). */
+  #distrusted(name: string, reason: string, version: number | string): void {
+    const key = `${name}@${version}`;
+    if (!this.#invalidLogged.has(key)) {
+      this.#invalidLogged.add(key);
+      this.#log.warn({ path: `${this.#workersPath}/${name}`, reason }, 'registry node is not trusted');
+    }
+    this.#remove(name);
+  }
+
+  #notReadable(err: unknown): SwitchboardError {
+    const who = this.#acl.auth ? `ZooKeeper user ${JSON.stringify(this.#acl.auth.user)}` : 'a client without an identity';
+    return new SwitchboardError('SB_ERR_REGISTRY_ACL', `${who} may not read ${this.#workersPath}: add its digest id to the workers' --zk-readers (OPERATIONS.md, ZooKeeper authentication)`, {
+      cause: err,
+    });
+  }
+
   #watchFired(epoch: number, event: 'created' | 'deleted' | 'changed' | 'child', path: string): void {
     const session = this.#session;
     if (!session) return;
     if (path === this.#workersPath) {
+      // Created at last (an observer was waiting for it): check it, then list.
+      if (this.#treeEpoch !== epoch) {
+        this.#sync(epoch);
+        return;
+      }
       // The children changed (or workers/ itself went): list again, which re-arms the watch.
       void this.#readChildren(epoch, session).catch((err) => this.#callFailed(epoch, 'children', err));
       return;
@@ -605,6 +691,18 @@ export class ZooKeeperRegistry implements Registry {
   /** A ZooKeeper call failed: wait for the reconnect, leave it to the expiry, or retry. */
   #callFailed(epoch: number, what: string, err: unknown): void {
     if (!this.#current(epoch) || isSessionGone(err)) return;
+    if (err instanceof SwitchboardError && err.code === 'SB_ERR_REGISTRY_ACL') {
+      // Not something a retry mends soon: a worker does not start, a gate does not serve.
+      if (this.#pendingRegister) {
+        this.#failRegister(err);
+        return;
+      }
+      if (this.#pendingObserve) {
+        this.#pendingObserve.reject(err);
+        this.#pendingObserve = undefined;
+        return;
+      }
+    }
     // Disconnected: the 'connect' that follows runs a sync, which redoes what failed.
     if (isConnectionError(err) && this.#status !== 'connected') return;
     this.#log.error({ err, what }, 'registry zookeeper call failed');
@@ -692,6 +790,11 @@ export class ZooKeeperRegistry implements Registry {
     const epoch = this.#epoch;
     const session = this.#session;
     if (!session || this.#status !== 'connected' || this.#reconciling || this.#syncing || !this.#current(epoch)) return;
+    if (this.#treeEpoch !== epoch) {
+      // The tree is not ready (an observer waiting for workers/ to be made, or a failed check).
+      this.#sync(epoch);
+      return;
+    }
     this.#reconciling = true;
     try {
       const fresh = new Map<string, WorkerInfo>();
@@ -707,10 +810,10 @@ export class ZooKeeperRegistry implements Registry {
           .filter((n) => n.startsWith(PREFIX))
           .map(async (name) => {
             const result = await session.get(`${this.#workersPath}/${name}`).catch((err: unknown) => {
-              if (hasRc(err, ZK_RC.NO_NODE)) return undefined;
+              if (hasRc(err, ZK_RC.NO_NODE, ZK_RC.NO_AUTH)) return undefined;
               throw err;
             });
-            const info = result && parseWorker(name.slice(PREFIX.length), result.data);
+            const info = result && this.#acl.protects(result.stat) ? parseWorker(name.slice(PREFIX.length), result.data) : undefined;
             if (info) fresh.set(info.id, info);
           }),
       );

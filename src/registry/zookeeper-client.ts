@@ -1,6 +1,7 @@
 // The one file that touches the native `zookeeper` module (node-zookeeper on the ZooKeeper C
 // client): one ZooKeeper session behind typed promises whose failures carry the ZooKeeper return
 // code, so callers decide on `rc` (connection loss, no node, bad version), never on a message.
+// A session can carry a digest identity, sent before anything else on every connection.
 
 import ZooKeeper from 'zookeeper';
 import { SwitchboardError } from '../errors.js';
@@ -11,9 +12,12 @@ export const ZK_RC = {
   OPERATION_TIMEOUT: -7,
   INVALID_STATE: -9,
   NO_NODE: -101,
+  NO_AUTH: -102,
   BAD_VERSION: -103,
   NODE_EXISTS: -110,
   SESSION_EXPIRED: -112,
+  INVALID_ACL: -114,
+  AUTH_FAILED: -115,
   CLOSING: -116,
 } as const;
 
@@ -24,9 +28,31 @@ export const ZK_MODE = { PERSISTENT: 0, EPHEMERAL: 1, EPHEMERAL_SEQUENTIAL: 3 } 
 export type ZooKeeperLogLevel = 'off' | 'error' | 'warn' | 'info' | 'debug';
 const LOG_LEVELS: Record<ZooKeeperLogLevel, number> = { off: 0, error: 1, warn: 2, info: 3, debug: 4 };
 
-/** The parts of a znode's stat the registry reads. `ephemeralOwner` is the session id in hex. */
+/** Permission bits of an ACL entry (zookeeper.h ZOO_PERM_*). */
+export const ZK_PERM = { READ: 1, WRITE: 2, CREATE: 4, DELETE: 8, ADMIN: 16, ALL: 31 } as const;
+
+/** One ACL entry: `digest` + `user:base64(sha1(user:password))`, or `world` + `anyone`. */
+export interface ZooKeeperAclEntry {
+  scheme: 'digest' | 'world';
+  id: string;
+  perms: number;
+}
+
+/** A digest identity: what `addauth digest user:password` sends. */
+export interface ZooKeeperDigestAuth {
+  user: string;
+  password: string;
+}
+
+/**
+ * The parts of a znode's stat the registry reads. `ephemeralOwner` is the session id in hex;
+ * `aversion` counts the changes of the node's ACL (0: never set since its create), `cversion`
+ * those of its children (the next sequential child's suffix).
+ */
 export interface ZooKeeperStat {
   version: number;
+  aversion: number;
+  cversion: number;
   mzxid: number;
   ephemeralOwner: string;
 }
@@ -64,6 +90,11 @@ export interface ZooKeeperSessionOptions {
   logLevel?: ZooKeeperLogLevel;
   /** Attach to an existing session (its id and password) instead of opening a new one. */
   credentials?: { id: string; password: string };
+  /**
+   * Authenticate as this digest identity. The C client sends it ahead of every other request on
+   * each connection (and again after a reconnect); onConnected waits for the first answer.
+   */
+  auth?: ZooKeeperDigestAuth;
   /** Connected, first or again (after a disconnection the session survived). */
   onConnected?: () => void;
   /** Disconnected; the client is reconnecting and the session may still be alive. */
@@ -96,6 +127,11 @@ interface NativeClient {
   a_get_children(path: string, watch: boolean, cb: (rc: number, text: string, children: string[] | null) => void): number;
   a_set(path: string, data: Buffer, version: number, cb: (rc: number, text: string, stat: ZooKeeperStat | null) => void): number;
   a_delete_(path: string, version: number, cb: (rc: number, text: string) => void): number;
+  /** node-zookeeper reads `perm`, not `perms`, from each entry. */
+  a_set_acl(path: string, version: number, acl: { scheme: string; auth: string; perm: number }[], cb: (rc: number, text: string) => void): number;
+  add_auth(scheme: string, auth: string, cb: (rc: number, text: string) => void): number;
+  // a_get_acl is left out on purpose: node-zookeeper 7.3 dereferences the missing ACL vector
+  // of any failed answer (NO_AUTH, NO_NODE, CONNECTION_LOSS) and the process dies of SIGSEGV.
 }
 
 const NativeZooKeeper = ZooKeeper as unknown as new (config: object) => NativeClient;
@@ -107,8 +143,13 @@ const CONNECTED_STATE = 3;
 export class ZooKeeperSession {
   readonly #client: NativeClient;
   readonly #onDisconnected: (() => void) | undefined;
+  readonly #onConnected: (() => void) | undefined;
   #connected = false;
   #closed = false;
+  /** pending: the first answer to add_auth is awaited before 'connected' is reported. */
+  #auth: 'none' | 'pending' | 'answered' = 'none';
+  /** The native client connected while the auth answer was pending. */
+  #connectPending = false;
 
   /** Starts connecting at once; the C client reconnects by itself until the session is gone. */
   constructor(options: ZooKeeperSessionOptions) {
@@ -124,12 +165,19 @@ export class ZooKeeperSession {
     }
     this.#client = new NativeZooKeeper(config);
     this.#onDisconnected = options.onDisconnected;
+    this.#onConnected = options.onConnected;
     // Native events arrive as (client, pathOrCode).
     this.#client.on('connect', () => {
-      this.#connected = true;
-      options.onConnected?.();
+      if (this.#auth === 'pending') {
+        this.#connectPending = true;
+        return;
+      }
+      this.#markConnected();
     });
-    this.#client.on('connecting', () => this.#disconnected());
+    this.#client.on('connecting', () => {
+      this.#connectPending = false;
+      this.#disconnected();
+    });
     this.#client.on('close', (_client: never, rc: never) => {
       this.#closed = true;
       this.#connected = false;
@@ -139,6 +187,33 @@ export class ZooKeeperSession {
       this.#client.on(event, (_client: never, path: never) => options.onWatch?.(event, path as string));
     }
     this.#client.init({});
+    if (options.auth) this.#authenticate(options.auth);
+  }
+
+  /**
+   * Queued before the first connection exists: the C client keeps the identity and puts it at
+   * the front of the send queue on every (re)connection, so no request of this session ever
+   * reaches the server unauthenticated. Digest authentication never fails (a wrong password is
+   * just another identity); an answer lost with its connection is sent again with the next one.
+   */
+  #authenticate(auth: ZooKeeperDigestAuth): void {
+    this.#auth = 'pending';
+    const queued = this.#client.add_auth('digest', `${auth.user}:${auth.password}`, (rc) => {
+      // rc != 0 other than a lost connection: the C client closes the session (AUTH_FAILED) and
+      // onClosed reports it.
+      if (rc !== 0 && rc !== ZK_RC.CONNECTION_LOSS && rc !== ZK_RC.OPERATION_TIMEOUT) return;
+      this.#auth = 'answered';
+      if (this.#connectPending && this.#client.state === CONNECTED_STATE) {
+        this.#connectPending = false;
+        this.#markConnected();
+      }
+    });
+    if (typeof queued === 'number' && queued < 0) throw new ZooKeeperCallError('addAuth', '', queued, 'not queued');
+  }
+
+  #markConnected(): void {
+    this.#connected = true;
+    this.#onConnected?.();
   }
 
   /** The session id (hex, as in a znode's `ephemeralOwner`) and password (hex). */
@@ -184,10 +259,10 @@ export class ZooKeeperSession {
     }));
   }
 
-  /** The node's stat, or undefined when there is no such node. */
-  async exists(path: string): Promise<ZooKeeperStat | undefined> {
+  /** The node's stat, or undefined when there is no such node (a watch is then set on its creation). */
+  async exists(path: string, watch = false): Promise<ZooKeeperStat | undefined> {
     try {
-      return await this.#call('exists', path, (cb) => this.#client.a_exists(path, false, cb), (stat) => stat as ZooKeeperStat);
+      return await this.#call('exists', path, (cb) => this.#client.a_exists(path, watch, cb), (stat) => stat as ZooKeeperStat);
     } catch (err) {
       if (hasRc(err, ZK_RC.NO_NODE)) return undefined;
       throw err;
@@ -207,17 +282,10 @@ export class ZooKeeperSession {
     return this.#call('delete', path, (cb) => this.#client.a_delete_(path, version, cb), () => undefined);
   }
 
-  /** Creates `path` and its missing parents as persistent nodes; existing ones are fine. */
-  async mkdirp(path: string): Promise<void> {
-    let prefix = '';
-    for (const part of path.split('/').filter(Boolean)) {
-      prefix += `/${part}`;
-      try {
-        await this.create(prefix, Buffer.alloc(0), ZK_MODE.PERSISTENT);
-      } catch (err) {
-        if (!hasRc(err, ZK_RC.NODE_EXISTS)) throw err;
-      }
-    }
+  /** Replaces the node's ACL if its ACL version is `aversion` (-1: whatever it is). */
+  setAcl(path: string, aversion: number, acl: readonly ZooKeeperAclEntry[]): Promise<void> {
+    const native = acl.map((e) => ({ scheme: e.scheme, auth: e.id, perm: e.perms }));
+    return this.#call('setAcl', path, (cb) => this.#client.a_set_acl(path, aversion, native, cb), () => undefined);
   }
 
   /** Ends the session (the server deletes its ephemeral nodes at once). Idempotent. */

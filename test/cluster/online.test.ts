@@ -6,14 +6,15 @@ import t from 'tap';
 import { OnlineCounter } from '../../src/cluster/online-counter.js';
 import { silentLogger } from '../../src/log.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
-import { startCluster, until, ZK_SESSION_TIMEOUT_MS } from '../helpers/cluster.js';
+import { CLUSTER_ZK_GATE, startCluster, until, ZK_SESSION_TIMEOUT_MS } from '../helpers/cluster.js';
 
 const zk = await startZooKeeper(t);
 
 t.test('the online counter matches the logged-in sessions', async (t) => {
   const cluster = await startCluster(t, zk, { workers: 3 });
   const [w1, w2, w3] = cluster.live as [typeof cluster.live[0], typeof cluster.live[0], typeof cluster.live[0]];
-  const reader = new OnlineCounter({ connect: zk.connect, root: cluster.root, sessionTimeoutMs: 5_000, selfId: () => '', local: () => ({ users: 0, sessions: 0 }), log: silentLogger() });
+  // Read as the gate does: with the reader identity the workers grant.
+  const reader = new OnlineCounter({ connect: zk.connect, root: cluster.root, sessionTimeoutMs: 5_000, selfId: () => '', local: () => ({ users: 0, sessions: 0 }), auth: CLUSTER_ZK_GATE, log: silentLogger() });
   t.teardown(() => reader.close());
   const counts = async () => reader.read();
 

@@ -158,8 +158,10 @@ t.test('a HELLO claiming an id not in the registry is refused after a bounded wa
 
 t.test('a HELLO from a worker the view does not show yet waits for it', async (t) => {
   const node = await clusterNode(t);
-  // ZooKeeper numbers the root's children in order: the next registration gets the next id.
-  const nextId = String(Number(node.selfId) + 1).padStart(node.selfId.length, '0');
+  // Registrations in one root get ids in steps of ZooKeeper's sequence (the reservation and its
+  // delete count too): measure the step with one registration, then predict the next id.
+  const first = await registerPeer(t, node);
+  const nextId = String(2 * Number(first) - Number(node.selfId)).padStart(node.selfId.length, '0');
   const conn = await connect(t, node.peerPort);
   const dialerNonce = newNonce();
   conn.send({ type: HeadType.PEER_HELLO, peerHello: { nodeId: nextId, nonce: dialerNonce } });

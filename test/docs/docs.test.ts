@@ -11,6 +11,7 @@ import { HeadType } from '../../src/protocol/types.js';
 import { envName } from '../../src/cli/options.js';
 import { BENCH_OPTIONS, SCENARIOS } from '../../src/cli/commands/bench.js';
 import { peerProof, proofInput, type Transcript } from '../../src/cluster/peer-auth.js';
+import { SWITCHBOARD_ACL } from '../helpers/redis.js';
 
 const read = (file: string) => readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8');
 const protocol = read('PROTOCOL.md');
@@ -34,6 +35,11 @@ t.test('every bench scenario and flag is in bench/README.md', async (t) => {
   const benchReadme = read('bench/README.md');
   for (const name of Object.keys(SCENARIOS)) t.ok(benchReadme.includes(`switchboard bench ${name}`), `bench ${name} is documented`);
   for (const flag of Object.keys(BENCH_OPTIONS)) t.ok(benchReadme.includes(`\`--${flag}`), `--${flag} is documented`);
+});
+
+t.test('OPERATIONS.md gives the Redis ACL that test/cluster/redis-acl.test.ts runs a cluster on', async (t) => {
+  const line = `ACL SETUSER switchboard ${SWITCHBOARD_ACL('sb:', 'PASSWORD').join(' ')}`;
+  t.ok(operations.includes(line), line);
 });
 
 t.test('README quick start is the two commands', async (t) => {

@@ -2,19 +2,21 @@
 // `switchboard gate` process following them. Logins go to the least-loaded worker as the
 // gate's /api/workers shows it (ties are random, so the test checks that the chosen worker had
 // the least balance), /api/stats follows the OnlineCounter through logins and logouts, a worker
-// stopped with SIGTERM is no longer handed out once the gate's view drops it, and the gate
-// refuses to run in cluster mode with the public development secret.
+// stopped with SIGTERM is no longer handed out once the gate's view drops it, a forged worker
+// znode never reaches the gate (the harness runs ZooKeeper authentication on), and the gate
+// refuses to run in cluster mode with the public development secret or without --zk-auth.
 
 import t, { type Test } from 'tap';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 import { startRedis } from '../helpers/redis.js';
-import { CLUSTER_TOKEN_SECRET, TestClient, startCluster, until, type TestCluster, type WorkerProcess } from '../helpers/cluster.js';
+import { CLUSTER_TOKEN_SECRET, CLUSTER_ZK_GATE_AUTH, CLUSTER_ZK_WORKER, TestClient, startCluster, until, type TestCluster, type WorkerProcess } from '../helpers/cluster.js';
 import { CliProcess } from '../helpers/cli-process.js';
 import net from 'node:net';
 import type { GateLogin } from '../../src/client/gate-login.js';
+import { ZK_MODE, ZK_RC, ZooKeeperSession, type ZooKeeperDigestAuth } from '../../src/registry/zookeeper-client.js';
 
 // Processes, OWASP-cost password hashes and ZooKeeper balance writes (≤ 1/s): more than the default.
-t.setTimeout(180_000);
+t.setTimeout(240_000);
 
 const zk = await startZooKeeper(t);
 const PASSWORD = 'correct horse battery staple';
@@ -87,7 +89,7 @@ class GateProcess extends CliProcess {
 }
 
 function gateArgs(cluster: TestCluster, extra: string[] = []): string[] {
-  return ['gate', '--zk', zk.connect, '--zk-root', cluster.root, '--redis', cluster.redis.url, '--port', '0', '--log-level', 'info', ...extra];
+  return ['gate', '--zk', zk.connect, '--zk-root', cluster.root, '--zk-auth', CLUSTER_ZK_GATE_AUTH, '--redis', cluster.redis.url, '--port', '0', '--log-level', 'info', ...extra];
 }
 
 async function startGate(t: Test, cluster: TestCluster, name = 'gate'): Promise<GateProcess> {
@@ -205,6 +207,49 @@ t.test('logins go to the least-loaded worker; stats follow logins and logouts; a
   t.same(await gate.stop(), { code: 0, signal: null }, 'the gate exits 0 on SIGTERM');
 });
 
+t.test('a forged worker znode never reaches the gate: logins go to real workers only', async (t) => {
+  const cluster = await startCluster(t, zk, { workers: 1 });
+  const [real] = cluster.workers as [WorkerProcess];
+  const gate = await startGate(t, cluster);
+  // The real worker holds a session: a forged worker at balance 0 would be the least loaded.
+  await cluster.client(real, 'busy');
+  await gate.waitForBalances(new Map([[real, 1]]), 'one direct login');
+
+  // The attacker's listener, where a forged znode would send users' logins.
+  const trap = net.createServer((socket) => socket.destroy());
+  await new Promise<void>((resolve) => trap.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => trap.close(() => resolve())));
+  const trapPort = (trap.address() as net.AddressInfo).port;
+  const forged = (id: string) => Buffer.from(JSON.stringify({ id, host: '127.0.0.1', port: trapPort, balance: 0, startedAt: Date.now(), version: 'forged' }));
+  const strangers: [string, ZooKeeperDigestAuth | undefined][] = [
+    ['without credentials', undefined],
+    ['with the workers\' user and a guessed password', { user: CLUSTER_ZK_WORKER.user, password: 'guessed' }],
+    ['with an identity of its own', { user: 'mallory', password: 'mallory-password' }],
+  ];
+  const own = `${cluster.root}/workers/w-${real.nodeId}`;
+  for (const [how, auth] of strangers) {
+    const attacker = await new Promise<ZooKeeperSession>((resolve) => {
+      const s: ZooKeeperSession = new ZooKeeperSession({ connect: zk.connect, sessionTimeoutMs: 10_000, logLevel: 'off', auth, onConnected: () => resolve(s) });
+    });
+    t.teardown(() => attacker.close());
+    const refused = async (call: Promise<unknown>) => call.then(() => 0, (err: { rc?: number }) => err.rc);
+    t.equal(await refused(attacker.create(`${cluster.root}/workers/w-0000099999`, forged('0000099999'), ZK_MODE.EPHEMERAL)), ZK_RC.NO_AUTH, `a client ${how} cannot add a worker znode`);
+    t.equal(await refused(attacker.create(`${cluster.root}/workers/w-`, forged(''), ZK_MODE.EPHEMERAL_SEQUENTIAL)), ZK_RC.NO_AUTH, `nor a sequential one`);
+    t.equal(await refused(attacker.set(own, forged(real.nodeId), -1)), ZK_RC.NO_AUTH, `nor point the real worker's znode at its listener`);
+  }
+
+  t.equal((await gate.post('/api/users', { username: 'victim', password: PASSWORD })).status, 201, 'a user registers');
+  const login = await gate.post<GateLogin>('/api/login', { username: 'victim', password: PASSWORD, deviceId: 'phone' });
+  t.equal(login.status, 200, 'and logs in through the gate');
+  t.equal(login.body.worker.port, real.port, 'sent to the real worker');
+  t.same(login.body.workers, [], 'with no other worker to fall back on');
+  t.same(
+    (await gate.workers()).map((w) => w.port),
+    [real.port],
+    "the gate's view holds the real worker alone",
+  );
+});
+
 t.test('accounts live in Redis: a second gate logs in users the first registered', async (t) => {
   const cluster = await startCluster(t, zk, { workers: 1 });
   const first = await startGate(t, cluster, 'gate-1');
@@ -225,7 +270,7 @@ t.test('accounts live in Redis: a second gate logs in users the first registered
   t.equal(wrong.body.error.code, 'SB_ERR_LOGIN_FAILED', 'SB_ERR_LOGIN_FAILED');
 });
 
-t.test('the gate refuses to start in cluster mode without --secret unless --dev', async (t) => {
+t.test('the gate refuses to start in cluster mode without --secret or --zk-auth unless --dev', async (t) => {
   const redis = await startRedis(t);
   const root = `/sb-gate-secret-${process.pid}`;
   const base = ['gate', '--zk', zk.connect, '--zk-root', root, '--redis', redis.url, '--port', '0', '--log-level', 'info'];
@@ -242,9 +287,23 @@ t.test('the gate refuses to start in cluster mode without --secret unless --dev'
   t.same(await dev.get('/healthz'), { ok: true, workers: 0 }, 'and serves');
   t.same(await dev.stop(), { code: 0, signal: null }, 'and exits 0 on SIGTERM');
 
+  // Without a ZooKeeper identity anyone who reaches ZooKeeper could list a worker of their own.
+  for (const [what, args] of [
+    ['gate', [...base, '--secret', CLUSTER_TOKEN_SECRET]],
+    ['worker', ['worker', '--port', '0', '--zk', zk.connect, '--zk-root', root, '--redis', redis.url, '--secret', CLUSTER_TOKEN_SECRET, '--cluster-secret', 'peer-secret']],
+  ] as const) {
+    const p = new CliProcess(t, `${what} without --zk-auth`, [...args]);
+    t.same(await p.exit(), { code: 1, signal: null }, `${what} without --zk-auth: exit code 1`);
+    t.match(p.stderr, new RegExp(`^switchboard ${what}: SB_ERR_CONFIG .*--zk-auth`, 'm'), `${what}: SB_ERR_CONFIG on stderr, naming --zk-auth`);
+  }
+  t.ok(
+    dev.lines.some((l) => l.level === 40 && /no --zk-auth/.test(String(l.msg))),
+    'with --dev the gate runs without one, warning about it',
+  );
+
   for (const [what, args] of [
     ['without --zk', ['gate', '--redis', redis.url, '--secret', 's', '--port', '0']],
-    ['without --redis', ['gate', '--zk', zk.connect, '--secret', 's', '--port', '0']],
+    ['without --redis', ['gate', '--zk', zk.connect, '--zk-auth', CLUSTER_ZK_GATE_AUTH, '--secret', 's', '--port', '0']],
   ] as const) {
     const p = new CliProcess(t, `gate ${what}`, [...args]);
     t.same(await p.exit(), { code: 1, signal: null }, `${what}: exit code 1`);
@@ -258,7 +317,7 @@ t.test('a gate whose port is taken exits 1 instead of hanging on its ZooKeeper a
   await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
   t.teardown(() => new Promise<void>((resolve) => holder.close(() => resolve())));
   const busy = (holder.address() as net.AddressInfo).port;
-  const gate = new CliProcess(t, 'gate on a busy port', ['gate', '--zk', zk.connect, '--zk-root', `/sb-gate-port-${process.pid}`, '--redis', redis.url, '--secret', 's', '--port', String(busy)]);
+  const gate = new CliProcess(t, 'gate on a busy port', ['gate', '--zk', zk.connect, '--zk-root', `/sb-gate-port-${process.pid}`, '--zk-auth', CLUSTER_ZK_GATE_AUTH, '--redis', redis.url, '--secret', 's', '--port', String(busy)]);
   t.same(await gate.exit(), { code: 1, signal: null }, 'exit code 1');
   t.match(gate.stderr, /^switchboard gate: EADDRINUSE /m, 'saying why');
 });

@@ -15,6 +15,7 @@ import { ImClient, type ImClientOptions, type IncomingMessage } from '../../src/
 import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
 import { RedisSessionStore } from '../../src/session/redis-session-store.js';
 import type { SessionRecord } from '../../src/session/session-store.js';
+import { digestId, parseDigestAuth } from '../../src/registry/cluster-acl.js';
 import { freePort } from './free-port.js';
 import { startRedis, type TestRedis } from './redis.js';
 import type { TestZooKeeper } from './zookeeper.js';
@@ -24,6 +25,17 @@ const BIN = path.join(ROOT, 'bin/switchboard.js');
 
 export const CLUSTER_TOKEN_SECRET = 'cluster-test-token-secret';
 export const CLUSTER_PEER_SECRET = 'cluster-test-peer-secret';
+
+/**
+ * The ZooKeeper identities of the harness's clusters: the workers' (--zk-auth), and the gates',
+ * which the workers grant read access (--zk-readers). Clusters run with ZooKeeper
+ * authentication on, as production must.
+ */
+export const CLUSTER_ZK_WORKER_AUTH = 'sb-worker:cluster-test-zk-worker-password';
+export const CLUSTER_ZK_GATE_AUTH = 'sb-gate:cluster-test-zk-gate-password';
+/** The same, for in-process clients (ZooKeeperRegistry, OnlineCounter, ZooKeeperSession). */
+export const CLUSTER_ZK_WORKER = parseDigestAuth(CLUSTER_ZK_WORKER_AUTH);
+export const CLUSTER_ZK_GATE = parseDigestAuth(CLUSTER_ZK_GATE_AUTH);
 
 /**
  * Short enough that a crashed worker leaves within seconds, long enough that a loaded test
@@ -286,6 +298,8 @@ export class TestCluster {
       secret: CLUSTER_TOKEN_SECRET,
       'cluster-secret': CLUSTER_PEER_SECRET,
       'peer-port': 0,
+      'zk-auth': CLUSTER_ZK_WORKER_AUTH,
+      'zk-readers': digestId(CLUSTER_ZK_GATE),
       'log-level': 'info',
       ...CLUSTER_FLAGS,
       ...options.flags,

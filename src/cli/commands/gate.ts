@@ -11,15 +11,17 @@ import { OnlineCounter } from '../../cluster/online-counter.js';
 import { Gate } from '../../gate/gate-server.js';
 import { SwitchboardError } from '../../errors.js';
 import { parseOptions, usage, type OptionSpecs } from '../options.js';
-import { GATE_OPTIONS, LOG_OPTION, SECRET_OPTION, gateLimitsFrom, requireProductionSecret } from '../common.js';
+import { CLUSTER_OPTIONS, GATE_OPTIONS, INBOX_OPTIONS, LOG_OPTION, SECRET_OPTION, gateLimitsFrom, logRedis, redisPrefixFrom, requireProductionSecret, zooKeeperAccessFrom } from '../common.js';
 
 const OPTIONS = {
   host: { type: 'string', description: 'address to listen on', default: '127.0.0.1' },
   port: { type: 'number', description: 'HTTP port', default: 8080 },
   zk: { type: 'string', description: 'ZooKeeper connect string of the cluster (required)' },
   'zk-root': { type: 'string', description: 'ZooKeeper path of the cluster', default: '/switchboard' },
-  redis: { type: 'string', description: 'redis:// URL of the user store (required)' },
-  dev: { type: 'boolean', description: 'development run: allow the built-in development secret' },
+  'zk-auth': { ...CLUSTER_OPTIONS['zk-auth'], description: 'ZooKeeper digest identity user:password of the gate, one the workers grant read access (their --zk-readers); required unless --dev' },
+  redis: { type: 'string', description: 'redis://[user:password@]host:port[/db] of the user store (required)' },
+  'redis-prefix': INBOX_OPTIONS['redis-prefix'],
+  dev: { type: 'boolean', description: 'development run: allow the built-in development secret, and no --zk-auth' },
   ...SECRET_OPTION,
   ...LOG_OPTION,
   ...GATE_OPTIONS,
@@ -36,9 +38,20 @@ export async function gateCommand(argv: string[]): Promise<void> {
   if (!o.zk || !o.redis) throw new SwitchboardError('SB_ERR_CONFIG', '--zk and --redis are required (the embedded gate runs inside `switchboard start`)');
   const log = createLogger({ level: (o['log-level'] ?? 'info') as LevelWithSilent });
   const secret = requireProductionSecret(o.secret, o.dev, log);
-  const registry = new ZooKeeperRegistry({ connect: o.zk, root: o['zk-root'], log: log.child({ component: 'zookeeper' }) });
-  const online = new OnlineCounter({ connect: o.zk, root: o['zk-root'], sessionTimeoutMs: 10_000, selfId: () => '', local: () => ({ users: 0, sessions: 0 }), log: log.child({ component: 'online' }) });
-  const users = new RedisUserStore({ url: o.redis });
+  const { auth } = zooKeeperAccessFrom(o, o.dev, log);
+  const keyPrefix = redisPrefixFrom(o['redis-prefix']);
+  const registry = new ZooKeeperRegistry({ connect: o.zk, root: o['zk-root'], auth, log: log.child({ component: 'zookeeper' }) });
+  const online = new OnlineCounter({
+    connect: o.zk,
+    root: o['zk-root'],
+    sessionTimeoutMs: 10_000,
+    selfId: () => '',
+    local: () => ({ users: 0, sessions: 0 }),
+    auth,
+    log: log.child({ component: 'online' }),
+  });
+  const users = new RedisUserStore({ url: o.redis, keyPrefix });
+  logRedis(users.redis, log.child({ component: 'redis', store: 'users' }));
   const gate = new Gate({
     host: o.host,
     port: o.port,

@@ -5,7 +5,22 @@ import { createNode } from '../../node.js';
 import { createLogger } from '../../log.js';
 import type { LevelWithSilent } from 'pino';
 import { parseOptions, usage, type OptionSpecs } from '../options.js';
-import { CLUSTER_OPTIONS, GATE_OPTIONS, INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION, SECRET_OPTION, gateLimitsFrom, inboxLimitsFrom, limitsFrom, requireProductionSecret, secretFrom } from '../common.js';
+import {
+  CLUSTER_OPTIONS,
+  GATE_OPTIONS,
+  INBOX_OPTIONS,
+  LIMIT_OPTIONS,
+  LOG_OPTION,
+  SECRET_OPTION,
+  gateLimitsFrom,
+  inboxLimitsFrom,
+  limitsFrom,
+  logRedis,
+  redisPrefixFrom,
+  requireProductionSecret,
+  secretFrom,
+  zooKeeperAccessFrom,
+} from '../common.js';
 import { Gate } from '../../gate/gate-server.js';
 import { MemoryUserStore } from '../../users/memory-user-store.js';
 import { PasswordHasher } from '../../auth/password.js';
@@ -14,8 +29,6 @@ import { RedisInboxStore } from '../../inbox/redis-inbox-store.js';
 import { RedisSessionStore } from '../../session/redis-session-store.js';
 import { ZooKeeperRegistry } from '../../registry/zk-registry.js';
 import { SwitchboardError } from '../../errors.js';
-import type { Logger } from '../../log.js';
-import type { Redis } from 'ioredis';
 import type { AddressInfo } from 'node:net';
 
 function serveOptions(port: number) {
@@ -25,7 +38,7 @@ function serveOptions(port: number) {
     'announce-host': { type: 'string', description: 'address clients and peers should use to reach this worker (default: --host)' },
     'gate-port': { type: 'number', description: 'start only: HTTP port of the embedded gate', default: 8080 },
     'no-gate': { type: 'boolean', description: 'start only: run without the embedded gate' },
-    dev: { type: 'boolean', description: 'development run: allow the built-in development secret in cluster mode' },
+    dev: { type: 'boolean', description: 'development run: allow the built-in development secret, and no --zk-auth, in cluster mode' },
     ...SECRET_OPTION,
     ...LOG_OPTION,
     ...INBOX_OPTIONS,
@@ -46,11 +59,6 @@ export function workerCommand(argv: string[]): Promise<void> {
   return serve('worker', WORKER_SUMMARY, 9001, argv);
 }
 
-function logRedis(redis: Redis, log: Logger): void {
-  redis.on('error', (err: Error) => log.warn({ err }, 'redis connection error'));
-  redis.on('ready', () => log.info('redis ready'));
-}
-
 async function serve(command: string, summary: string, defaultPort: number, argv: string[]): Promise<void> {
   const specs = serveOptions(defaultPort);
   const o = parseOptions(specs, argv);
@@ -62,17 +70,22 @@ async function serve(command: string, summary: string, defaultPort: number, argv
   if (o.zk && (!o.redis || !o['cluster-secret'])) {
     throw new SwitchboardError('SB_ERR_CONFIG', '--zk (cluster mode) needs --redis (shared inboxes and sessions) and --cluster-secret');
   }
+  const secret = o.zk ? requireProductionSecret(o.secret, o.dev, log) : secretFrom(o.secret, log);
+  const zkAccess = o.zk ? zooKeeperAccessFrom(o, o.dev, log) : undefined;
+  const keyPrefix = redisPrefixFrom(o['redis-prefix']);
   const inboxLimits = inboxLimitsFrom(o);
-  const inbox = o.redis ? new RedisInboxStore({ url: o.redis, limits: inboxLimits }) : new MemoryInboxStore(inboxLimits);
+  const inbox = o.redis ? new RedisInboxStore({ url: o.redis, keyPrefix, limits: inboxLimits }) : new MemoryInboxStore(inboxLimits);
   if (inbox instanceof RedisInboxStore) logRedis(inbox.redis, log.child({ component: 'redis', store: 'inbox' }));
   const cluster = o.zk
     ? {
-        store: new RedisSessionStore({ url: o.redis!, ttlMs: o['session-ttl-ms'] }),
+        store: new RedisSessionStore({ url: o.redis!, keyPrefix, ttlMs: o['session-ttl-ms'] }),
         registry: new ZooKeeperRegistry({
           connect: o.zk,
           root: o['zk-root'],
           sessionTimeoutMs: o['zk-session-timeout-ms'],
           reconcileIntervalMs: o['reconcile-ms'],
+          auth: zkAccess?.auth,
+          readers: zkAccess?.readers,
           log: log.child({ component: 'zookeeper' }),
         }),
         settings: {
@@ -94,15 +107,23 @@ async function serve(command: string, summary: string, defaultPort: number, argv
     store: cluster?.store,
     registry: cluster?.registry,
     cluster: cluster?.settings,
-    online: o.zk ? { connect: o.zk, root: o['zk-root'], sessionTimeoutMs: o['zk-session-timeout-ms'] } : undefined,
+    online: o.zk ? { connect: o.zk, root: o['zk-root'], sessionTimeoutMs: o['zk-session-timeout-ms'], auth: zkAccess?.auth, readers: zkAccess?.readers } : undefined,
     host: o.host,
     port: o.port,
     announceHost: o['announce-host'],
-    secret: o.zk ? requireProductionSecret(o.secret, o.dev, log) : secretFrom(o.secret, log),
+    secret,
     limits: limitsFrom(o),
     log,
   });
-  const info = await node.start();
+  let info;
+  try {
+    info = await node.start();
+  } catch (err) {
+    // Listening already, and connected to Redis: without this a worker that could not register
+    // (e.g. SB_ERR_REGISTRY_ACL) would print its error and keep running.
+    await node.stop().catch((stopErr: unknown) => log.error({ err: stopErr }, 'shutdown failed'));
+    throw err;
+  }
   // `start` is a complete system: the gate runs in the same process, on the same stores.
   const gate =
     command === 'start' && !o['no-gate']
