@@ -33,7 +33,7 @@ export const MAX_GATE_USERS = 200;
 /** The gate hashes at most this many passwords at once by default; more loops only earn 429s. */
 const GATE_HASH_CONCURRENCY = 4;
 /** The gate's rate limits (default 60/min per IP, 10/min per user) would stop the run in seconds. */
-const UNLIMITED_GATE = ['--rate-ip', '100000000', '--rate-user', '100000000'];
+const UNLIMITED_GATE = ['--rate-ip', '100000000', '--rate-user-ip', '100000000', '--rate-user', '100000000'];
 const PASSWORD = 'login-storm bench password';
 
 export async function loginStormScenario(o: LoginStormOptions): Promise<BenchReport> {
