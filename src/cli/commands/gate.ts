@@ -11,15 +11,16 @@ import { OnlineCounter } from '../../cluster/online-counter.js';
 import { Gate } from '../../gate/gate-server.js';
 import { SwitchboardError } from '../../errors.js';
 import { parseOptions, usage, type OptionSpecs } from '../options.js';
-import { GATE_OPTIONS, LOG_OPTION, SECRET_OPTION, gateLimitsFrom, requireProductionSecret } from '../common.js';
+import { DEV_OPTION, GATE_OPTIONS, LOG_OPTION, SECRET_OPTION, gateLimitsFrom, tokenSecretFrom, trustProxyFrom } from '../common.js';
+import { RedisRateLimitStore } from '../../gate/redis-rate-limit-store.js';
 
 const OPTIONS = {
   host: { type: 'string', description: 'address to listen on', default: '127.0.0.1' },
   port: { type: 'number', description: 'HTTP port', default: 8080 },
   zk: { type: 'string', description: 'ZooKeeper connect string of the cluster (required)' },
   'zk-root': { type: 'string', description: 'ZooKeeper path of the cluster', default: '/switchboard' },
-  redis: { type: 'string', description: 'redis:// URL of the user store (required)' },
-  dev: { type: 'boolean', description: 'development run: allow the built-in development secret' },
+  redis: { type: 'string', secret: true, description: 'redis:// URL of the user store and the rate-limit counts, shared by every gate (required)' },
+  ...DEV_OPTION,
   ...SECRET_OPTION,
   ...LOG_OPTION,
   ...GATE_OPTIONS,
@@ -35,10 +36,14 @@ export async function gateCommand(argv: string[]): Promise<void> {
   }
   if (!o.zk || !o.redis) throw new SwitchboardError('SB_ERR_CONFIG', '--zk and --redis are required (the embedded gate runs inside `switchboard start`)');
   const log = createLogger({ level: (o['log-level'] ?? 'info') as LevelWithSilent });
-  const secret = requireProductionSecret(o.secret, o.dev, log);
+  const { secret, dev } = tokenSecretFrom(o, false, (message) => log.warn(message));
+  const limits = gateLimitsFrom(o, dev);
+  const trustProxy = trustProxyFrom(o['trust-proxy']);
   const registry = new ZooKeeperRegistry({ connect: o.zk, root: o['zk-root'], log: log.child({ component: 'zookeeper' }) });
   const online = new OnlineCounter({ connect: o.zk, root: o['zk-root'], sessionTimeoutMs: 10_000, selfId: () => '', local: () => ({ users: 0, sessions: 0 }), log: log.child({ component: 'online' }) });
   const users = new RedisUserStore({ url: o.redis });
+  // Every gate on this Redis counts in the same windows: the limits hold for the whole fleet.
+  const rateLimits = new RedisRateLimitStore({ url: o.redis });
   const gate = new Gate({
     host: o.host,
     port: o.port,
@@ -48,7 +53,9 @@ export async function gateCommand(argv: string[]): Promise<void> {
     hasher: new PasswordHasher(),
     online: () => online.read(),
     registration: !o['no-registration'],
-    limits: gateLimitsFrom(o),
+    limits,
+    rateLimits,
+    trustProxy,
     log: log.child({ component: 'gate' }),
   });
   const shutdown = async () => {
@@ -56,6 +63,7 @@ export async function gateCommand(argv: string[]): Promise<void> {
     await online.close();
     await registry.close();
     await users.close();
+    await rateLimits.close();
   };
   try {
     await registry.observe();

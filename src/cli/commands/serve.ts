@@ -5,7 +5,7 @@ import { createNode } from '../../node.js';
 import { createLogger } from '../../log.js';
 import type { LevelWithSilent } from 'pino';
 import { parseOptions, usage, type OptionSpecs } from '../options.js';
-import { CLUSTER_OPTIONS, GATE_OPTIONS, INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION, SECRET_OPTION, gateLimitsFrom, inboxLimitsFrom, limitsFrom, requireProductionSecret, secretFrom } from '../common.js';
+import { CLUSTER_OPTIONS, DEV_OPTION, GATE_OPTIONS, INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION, SECRET_OPTION, checkSecret, gateLimitsFrom, inboxLimitsFrom, limitsFrom, tokenSecretFrom, trustProxyFrom } from '../common.js';
 import { Gate } from '../../gate/gate-server.js';
 import { MemoryUserStore } from '../../users/memory-user-store.js';
 import { PasswordHasher } from '../../auth/password.js';
@@ -25,7 +25,7 @@ function serveOptions(port: number) {
     'announce-host': { type: 'string', description: 'address clients and peers should use to reach this worker (default: --host)' },
     'gate-port': { type: 'number', description: 'start only: HTTP port of the embedded gate', default: 8080 },
     'no-gate': { type: 'boolean', description: 'start only: run without the embedded gate' },
-    dev: { type: 'boolean', description: 'development run: allow the built-in development secret in cluster mode' },
+    ...DEV_OPTION,
     ...SECRET_OPTION,
     ...LOG_OPTION,
     ...INBOX_OPTIONS,
@@ -62,6 +62,11 @@ async function serve(command: string, summary: string, defaultPort: number, argv
   if (o.zk && (!o.redis || !o['cluster-secret'])) {
     throw new SwitchboardError('SB_ERR_CONFIG', '--zk (cluster mode) needs --redis (shared inboxes and sessions) and --cluster-secret');
   }
+  // Without --zk a worker may run on the development secret (a development run); a cluster may not.
+  const { secret, dev } = tokenSecretFrom(o, !o.zk, (message) => log.warn(message));
+  const clusterSecret = o.zk ? checkSecret('cluster-secret', o['cluster-secret']!, dev) : undefined;
+  const gateLimits = command === 'start' && !o['no-gate'] ? gateLimitsFrom(o, dev) : undefined;
+  const trustProxy = trustProxyFrom(o['trust-proxy']);
   const inboxLimits = inboxLimitsFrom(o);
   const inbox = o.redis ? new RedisInboxStore({ url: o.redis, limits: inboxLimits }) : new MemoryInboxStore(inboxLimits);
   if (inbox instanceof RedisInboxStore) logRedis(inbox.redis, log.child({ component: 'redis', store: 'inbox' }));
@@ -76,7 +81,7 @@ async function serve(command: string, summary: string, defaultPort: number, argv
           log: log.child({ component: 'zookeeper' }),
         }),
         settings: {
-          secret: o['cluster-secret']!,
+          secret: clusterSecret!,
           peerReconnectMs: o['peer-reconnect-ms'],
           peerQueueLimit: o['peer-queue'],
           routeCacheTtlMs: o['route-cache-ttl-ms'],
@@ -94,27 +99,27 @@ async function serve(command: string, summary: string, defaultPort: number, argv
     host: o.host,
     port: o.port,
     announceHost: o['announce-host'],
-    secret: o.zk ? requireProductionSecret(o.secret, o.dev, log) : secretFrom(o.secret, log),
+    secret,
     limits: limitsFrom(o),
     log,
   });
   const info = await node.start();
   // `start` is a complete system: the gate runs in the same process, on the same stores.
-  const gate =
-    command === 'start' && !o['no-gate']
-      ? new Gate({
-          host: o.host,
-          port: o['gate-port'],
-          registry: node.registry,
-          users: new MemoryUserStore(),
-          signer: node.signer,
-          hasher: new PasswordHasher(),
-          online: async () => ({ users: node.server.sessions.users, sessions: node.server.sessions.size }),
-          registration: !o['no-registration'],
-          limits: gateLimitsFrom(o),
-          log: log.child({ component: 'gate' }),
-        })
-      : undefined;
+  const gate = gateLimits
+    ? new Gate({
+        host: o.host,
+        port: o['gate-port'],
+        registry: node.registry,
+        users: new MemoryUserStore(),
+        signer: node.signer,
+        hasher: new PasswordHasher(),
+        online: async () => ({ users: node.server.sessions.users, sessions: node.server.sessions.size }),
+        registration: !o['no-registration'],
+        limits: gateLimits,
+        trustProxy,
+        log: log.child({ component: 'gate' }),
+      })
+    : undefined;
   let gateAddress: AddressInfo | undefined;
   try {
     gateAddress = await gate?.listen();
