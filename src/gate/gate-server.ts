@@ -46,6 +46,8 @@ export const DEFAULT_GATE_LIMITS: Readonly<GateLimits> = Object.freeze({
  * requestTimeout only on this sweep (30 s by default), so a deadline holds to within it.
  */
 export function connectionsCheckIntervalMs(requestTimeoutMs: number): number {
+  // 0 is no timeout: nothing to check for, Node's default period will do.
+  if (requestTimeoutMs <= 0) return 30_000;
   return Math.min(1_000, Math.max(10, Math.ceil(requestTimeoutMs / 10)));
 }
 
