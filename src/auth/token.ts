@@ -12,6 +12,9 @@ export const ANY_DEVICE = '*';
 /** The secret every command falls back to; its use is logged as a warning. */
 export const DEV_SECRET = 'switchboard-development-secret';
 
+/** The latest time a Date can hold (ms since the epoch): no expiry may lie beyond it. */
+const MAX_DATE_MS = 8.64e15;
+
 export interface TokenClaims {
   uid: string;
   deviceId: string;
@@ -36,7 +39,10 @@ export class TokenSigner {
 
   mint({ uid, deviceId = ANY_DEVICE, ttlMs, now = Date.now() }: MintOptions): string {
     if (uid.length === 0) throw new SwitchboardError('SB_ERR_CONFIG', 'token user id must not be empty');
-    const payload = Buffer.from(JSON.stringify({ u: uid, d: deviceId, e: now + ttlMs })).toString('base64url');
+    const expiresAt = now + ttlMs;
+    // Past this, the expiry is no time at all: verify() could neither compare nor print it.
+    if (!Number.isFinite(expiresAt) || Math.abs(expiresAt) > MAX_DATE_MS) throw new SwitchboardError('SB_ERR_CONFIG', `token lifetime ${ttlMs} ms is out of range`);
+    const payload = Buffer.from(JSON.stringify({ u: uid, d: deviceId, e: expiresAt })).toString('base64url');
     return `${PREFIX}.${payload}.${this.#sign(payload)}`;
   }
 

@@ -7,6 +7,7 @@ import type { Accounting } from './chat-load.js';
 import type { LatencyReport } from './latency.js';
 import type { ProcessSeries } from './processes.js';
 import { renderHtml } from './html.js';
+import { redactDeep } from '../redact.js';
 
 export interface Machine {
   cpuModel: string;
@@ -120,8 +121,17 @@ export function formatTable(table: Table): string {
     .join('\n');
 }
 
-/** The summary for a terminal: title, table, accounting and warnings. */
-export function formatReport(report: BenchReport): string {
+/**
+ * The report as it may be shown or written: every field named like a secret redacted, URL
+ * passwords redacted, and every occurrence of `secrets` (the ones the run used) redacted.
+ */
+export function redactReport(report: BenchReport, secrets: readonly string[] = []): BenchReport {
+  return redactDeep(report, secrets);
+}
+
+/** The summary for a terminal: title, table, accounting and warnings (redacted, see redactReport). */
+export function formatReport(unsafe: BenchReport, secrets: readonly string[] = []): string {
+  const report = redactReport(unsafe, secrets);
   const lines = [`\n${report.title}`, `target: ${report.target}`, formatTable(report.table)];
   for (const run of report.runs) {
     const a = run.accounting;
@@ -140,7 +150,9 @@ export function formatReport(report: BenchReport): string {
   return `${lines.join('\n')}\n`;
 }
 
-export function writeReports(report: BenchReport, paths: { json?: string; html?: string }): string[] {
+/** Writes the JSON and HTML reports asked for, redacted (see redactReport); returns the paths written. */
+export function writeReports(unsafe: BenchReport, paths: { json?: string; html?: string }, secrets: readonly string[] = []): string[] {
+  const report = redactReport(unsafe, secrets);
   const written: string[] = [];
   if (paths.json) {
     writeFileSync(paths.json, `${JSON.stringify(report, null, 2)}\n`);

@@ -7,6 +7,7 @@ import { DEFAULT_CLUSTER_SETTINGS } from '../cluster/cluster.js';
 import { DEFAULT_SESSION_TTL_MS } from '../session/session-store.js';
 import { DEFAULT_GATE_LIMITS, type GateLimits } from '../gate/gate-server.js';
 import { SwitchboardError } from '../errors.js';
+import { isIP } from 'node:net';
 import type { Logger } from '../log.js';
 import { parseDigestAuth, parseDigestIds } from '../registry/cluster-acl.js';
 import type { ZooKeeperDigestAuth } from '../registry/zookeeper-client.js';
@@ -14,7 +15,11 @@ import type { Redis } from 'ioredis';
 import type { OptionSpecs, OptionValues } from './options.js';
 
 export const SECRET_OPTION = {
-  secret: { type: 'string', description: 'token signing secret shared by every node and the gate; unset: a built-in development secret' },
+  secret: { type: 'string', secret: true, description: 'token signing secret shared by every node and the gate, at least 32 characters; unset: a built-in development secret' },
+} as const satisfies OptionSpecs;
+
+export const DEV_OPTION = {
+  dev: { type: 'boolean', description: 'development mode: allow the built-in development secret, shorter secrets and tokens valid up to 365 days' },
 } as const satisfies OptionSpecs;
 
 export const LOG_OPTION = {
@@ -38,7 +43,7 @@ export const LIMIT_OPTIONS = {
 } as const satisfies OptionSpecs;
 
 export const INBOX_OPTIONS = {
-  redis: { type: 'string', description: 'redis://[user:password@]host:port[/db] of the inbox store; unset: in memory (lost on exit)' },
+  redis: { type: 'string', secret: true, description: 'redis://[user:password@]host:port[/db] of the inbox store; unset: in memory (lost on exit)' },
   'redis-prefix': { type: 'string', description: 'prefix of every Redis key switchboard uses (what a Redis ACL user is limited to)', default: 'sb:' },
   'inbox-max-messages': { type: 'number', description: 'messages kept per user inbox', default: DEFAULT_INBOX_LIMITS.maxMessages },
   'inbox-max-age-s': { type: 'number', description: 'messages older than this are pruned (seconds)', default: DEFAULT_INBOX_LIMITS.maxAgeMs / 1000 },
@@ -49,9 +54,9 @@ export const CLUSTER_OPTIONS = {
   zk: { type: 'string', description: 'ZooKeeper connect string (host:port,...): join a cluster; needs --redis and --cluster-secret' },
   'zk-root': { type: 'string', description: 'ZooKeeper path under which workers register', default: '/switchboard' },
   'zk-session-timeout-ms': { type: 'number', description: 'ZooKeeper session timeout: a crashed worker leaves the registry after it', default: 10_000 },
-  'zk-auth': { type: 'string', description: 'ZooKeeper digest identity user:password, the same on every worker: only it can change what the workers create; required with --zk unless --dev' },
+  'zk-auth': { type: 'string', secret: true, description: 'ZooKeeper digest identity user:password, the same on every worker: only it can change what the workers create; required with --zk unless --dev' },
   'zk-readers': { type: 'string', description: 'ZooKeeper digest ids (user:base64(sha1(user:password)), comma-separated) granted read access: the gates\'' },
-  'cluster-secret': { type: 'string', description: 'secret every worker of the cluster shares: authenticates peer links' },
+  'cluster-secret': { type: 'string', secret: true, description: 'secret every worker of the cluster shares, at least 32 characters: authenticates peer links' },
   'peer-port': { type: 'number', description: 'TCP port for links from other workers, announced in the registry; 0 picks a free one', default: DEFAULT_CLUSTER_SETTINGS.peerPort },
   'peer-host': { type: 'string', description: 'address the peer port listens on (default: --host)' },
   'peer-handshake-timeout-ms': { type: 'number', description: 'close peer-port connections that have not completed the handshake after this long', default: DEFAULT_CLUSTER_SETTINGS.peerHandshakeTimeoutMs },
@@ -91,18 +96,22 @@ export function limitsFrom(v: OptionValues<typeof LIMIT_OPTIONS>): WorkerLimits 
 }
 
 export const GATE_OPTIONS = {
-  'token-ttl-s': { type: 'number', description: 'validity of the tokens the gate issues (seconds)', default: DEFAULT_GATE_LIMITS.tokenTtlMs / 1000 },
+  'token-ttl-s': { type: 'number', description: 'validity of the tokens the gate issues (seconds; at most 30 days, 365 with --dev)', default: DEFAULT_GATE_LIMITS.tokenTtlMs / 1000 },
   'no-registration': { type: 'boolean', description: 'switch POST /api/users off' },
-  'rate-ip': { type: 'number', description: 'login and registration requests per IP per minute', default: DEFAULT_GATE_LIMITS.perIp.max },
-  'rate-user': { type: 'number', description: 'login attempts per user name per minute', default: DEFAULT_GATE_LIMITS.perUser.max },
+  'rate-ip': { type: 'number', description: 'login and registration requests per client address per minute (IPv6: per /64)', default: DEFAULT_GATE_LIMITS.perIp.max },
+  'rate-user-ip': { type: 'number', description: 'failed logins per user name and client address per 15 minutes', default: DEFAULT_GATE_LIMITS.perUserIp.max },
+  'rate-user': { type: 'number', description: 'failed logins per user name per hour, from addresses it has not logged in from within 30 days', default: DEFAULT_GATE_LIMITS.perUser.max },
+  'trust-proxy': { type: 'string', description: 'proxies whose X-Forwarded-For names the client: comma-separated addresses, CIDRs, loopback, linklocal, uniquelocal; unset: none' },
 } as const satisfies OptionSpecs;
 
-export function gateLimitsFrom(v: OptionValues<typeof GATE_OPTIONS>): GateLimits {
+/** The gate's limits from its flags; `dev` as decided by tokenSecretFrom. */
+export function gateLimitsFrom(v: OptionValues<typeof GATE_OPTIONS>, dev: boolean): GateLimits {
   return {
     ...DEFAULT_GATE_LIMITS,
-    tokenTtlMs: v['token-ttl-s'] * 1000,
-    perIp: { max: v['rate-ip'], windowMs: 60_000 },
-    perUser: { max: v['rate-user'], windowMs: 60_000 },
+    tokenTtlMs: tokenTtlMsFrom('token-ttl-s', v['token-ttl-s'], dev),
+    perIp: { ...DEFAULT_GATE_LIMITS.perIp, max: v['rate-ip'] },
+    perUserIp: { ...DEFAULT_GATE_LIMITS.perUserIp, max: v['rate-user-ip'] },
+    perUser: { ...DEFAULT_GATE_LIMITS.perUser, max: v['rate-user'] },
   };
 }
 
@@ -145,19 +154,91 @@ export function zooKeeperAccessFrom(v: { 'zk-auth'?: string; 'zk-readers'?: stri
   return { readers };
 }
 
-/**
- * Cluster mode refuses the public development secret unless told this is a development run
- * (`--dev`): a token signed with it is a token anyone can make.
- */
-export function requireProductionSecret(secret: string | undefined, dev: boolean, log: Logger): string {
-  if (secret) return secret;
-  if (!dev) throw new SwitchboardError('SB_ERR_CONFIG', 'cluster mode needs --secret (or SWITCHBOARD_SECRET); pass --dev to use the built-in development secret');
-  return secretFrom(secret, log);
+const PROXY_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/** --trust-proxy as a list, each entry checked: an address, address/prefix, or a range name. */
+export function trustProxyFrom(value: string | undefined): string[] {
+  if (value === undefined || value.trim() === '') return [];
+  return value.split(',').map((raw) => {
+    const entry = raw.trim();
+    const [address = '', prefix, extra] = entry.split('/');
+    const family = isIP(address);
+    const bits = family === 4 ? 32 : 128;
+    const prefixOk = prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= bits);
+    if (!PROXY_RANGES.has(entry) && (family === 0 || !prefixOk || extra !== undefined)) {
+      throw new SwitchboardError('SB_ERR_CONFIG', `--trust-proxy: ${JSON.stringify(entry)} is not an IP address, a CIDR, loopback, linklocal or uniquelocal`);
+    }
+    return entry;
+  });
 }
 
-/** The configured secret, or the development one with a warning. */
-export function secretFrom(secret: string | undefined, log: Logger): string {
-  if (secret) return secret;
-  log.warn('no --secret or SWITCHBOARD_SECRET given: using the built-in development secret, never do this in production');
-  return DEV_SECRET;
+// ---------------------------------------------------------------------------------------------
+// Secrets and token lifetimes.
+//
+// Development mode is `--dev`, or a command running on the built-in development secret where it
+// may without --dev: `start`, `worker` without --zk, and `token`, when neither --secret nor
+// SWITCHBOARD_SECRET is set. The development secret is public, so such a run has no secret to
+// protect. Outside development mode:
+//   - --secret and --cluster-secret have at least MIN_SECRET_LENGTH characters;
+//   - tokens (`token --ttl-s`, the gate's --token-ttl-s) live at most MAX_TOKEN_TTL_S.
+// In development mode any non-empty secret is accepted and tokens live up to
+// MAX_DEV_TOKEN_TTL_S; that bound holds everywhere (an expiry must stay a valid Date).
+
+/**
+ * 32 characters: the hex form of a 128-bit random key (`openssl rand -hex 16`), the least an
+ * HMAC-SHA256 key should carry. A length is what can be checked; entropy cannot: use a random
+ * value (`openssl rand -hex 32`), never a word.
+ */
+export const MIN_SECRET_LENGTH = 32;
+/**
+ * 30 days. A token cannot be revoked short of changing the secret (which revokes them all), so
+ * its lifetime is how long a stolen one stays good; the gate's default is a day.
+ */
+export const MAX_TOKEN_TTL_S = 30 * 86_400;
+/** 365 days, in development mode too. */
+export const MAX_DEV_TOKEN_TTL_S = 365 * 86_400;
+
+export interface TokenSecret {
+  secret: string;
+  /** Development mode, as defined above. */
+  dev: boolean;
+}
+
+/**
+ * The token secret under the rules above. `fallback`: the command may run on the development
+ * secret without --dev (that makes the run a development run); otherwise an unset secret needs
+ * --dev. `warn` is told when the development secret is used.
+ */
+export function tokenSecretFrom(o: { secret?: string | undefined; dev: boolean }, fallback: boolean, warn: (message: string) => void): TokenSecret {
+  if (o.secret === undefined || o.secret === '') {
+    if (!o.dev && !fallback) {
+      throw new SwitchboardError('SB_ERR_CONFIG', 'cluster mode needs --secret (or SWITCHBOARD_SECRET); pass --dev to use the built-in development secret');
+    }
+    warn('no --secret or SWITCHBOARD_SECRET given: using the built-in development secret, never do this in production');
+    return { secret: DEV_SECRET, dev: true };
+  }
+  checkSecret('secret', o.secret, o.dev);
+  return { secret: o.secret, dev: o.dev };
+}
+
+/** Refuses a secret shorter than MIN_SECRET_LENGTH outside development mode; never shows it. */
+export function checkSecret(flag: string, secret: string, dev: boolean): string {
+  const length = [...secret].length;
+  if (!dev && length < MIN_SECRET_LENGTH) {
+    throw new SwitchboardError(
+      'SB_ERR_CONFIG',
+      `--${flag} has ${length} characters; at least ${MIN_SECRET_LENGTH} are needed (e.g. openssl rand -hex 32), or pass --dev for a development run`,
+    );
+  }
+  return secret;
+}
+
+/** A token lifetime flag in ms, within the bound of the mode. */
+export function tokenTtlMsFrom(flag: string, seconds: number, dev: boolean): number {
+  const max = dev ? MAX_DEV_TOKEN_TTL_S : MAX_TOKEN_TTL_S;
+  if (!(seconds > 0) || seconds > max) {
+    const hint = dev ? '' : ` (${MAX_DEV_TOKEN_TTL_S} with --dev)`;
+    throw new SwitchboardError('SB_ERR_CONFIG', `--${flag} must be more than 0 and at most ${max} seconds${hint}, got ${seconds}`);
+  }
+  return Math.round(seconds * 1000);
 }

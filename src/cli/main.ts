@@ -2,6 +2,7 @@
 // and a non-zero exit code.
 
 import { isSwitchboardError } from '../errors.js';
+import { redactUrls } from '../redact.js';
 import { chatCommand } from './commands/chat.js';
 import { startCommand, workerCommand } from './commands/serve.js';
 import { tokenCommand } from './commands/token.js';
@@ -38,7 +39,8 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   } catch (err) {
     const code = isSwitchboardError(err) ? err.code : (err as NodeJS.ErrnoException).code;
-    process.stderr.write(`switchboard ${name}: ${code ? `${code} ` : ''}${(err as Error).message}\n`);
+    // A connection error can name the URL it was given, password included.
+    process.stderr.write(`switchboard ${name}: ${code ? `${code} ` : ''}${redactUrls(String((err as Error).message))}\n`);
     return 1;
   }
 }

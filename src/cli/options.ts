@@ -10,6 +10,11 @@ export interface OptionSpec {
   description: string;
   default?: string | number | boolean;
   short?: string;
+  /**
+   * The value is a secret, or can carry one (a URL with a password): --help never shows a value
+   * for it, and reports of the command line redact it.
+   */
+  secret?: boolean;
 }
 
 export type OptionSpecs = Record<string, OptionSpec>;
@@ -57,10 +62,16 @@ function convert(name: string, spec: OptionSpec, raw: string | number | boolean 
   return String(raw);
 }
 
+/** The flags of `specs` whose values are secrets. */
+export function secretFlags(specs: OptionSpecs): Set<string> {
+  return new Set(Object.entries(specs).filter(([, spec]) => spec.secret).map(([name]) => name));
+}
+
+/** The help text: flags, descriptions, defaults and variable names; never a value from the environment, nor a secret's default. */
 export function usage(command: string, summary: string, specs: OptionSpecs): string {
   const rows = Object.entries(specs).map(([name, spec]) => {
     const flag = `--${name}${spec.type === 'boolean' ? '' : ` <${spec.type}>`}`;
-    const def = spec.default === undefined ? '' : ` (default ${spec.default})`;
+    const def = spec.default === undefined || spec.secret ? '' : ` (default ${spec.default})`;
     return `  ${flag.padEnd(30)} ${spec.description}${def}\n  ${''.padEnd(30)} env ${envName(name)}`;
   });
   return `usage: switchboard ${command} [options]\n\n${summary}\n\noptions:\n${rows.join('\n')}\n  ${'--help'.padEnd(30)} show this help\n`;

@@ -12,18 +12,19 @@ import type { Registry, WorkerInfo } from '../registry/registry.js';
 import type { UserStore } from '../users/user-store.js';
 import { checkPassword, checkUsername, type PasswordHasher } from '../auth/password.js';
 import { chooseWorker } from './load-balance.js';
-import { RateLimiter, type RateLimit } from './rate-limiter.js';
+import { LoginLimiter, type LoginLimits, type LoginOutcome } from './login-limiter.js';
+import type { RateLimitStore } from './rate-limit-store.js';
+import { MemoryRateLimitStore } from './memory-rate-limit-store.js';
 
-export interface GateLimits {
+export interface GateLimits extends LoginLimits {
   /** Token validity. */
   tokenTtlMs: number;
-  /** Requests per IP to /api/login and /api/users. */
-  perIp: RateLimit;
-  /** Login attempts per username. */
-  perUser: RateLimit;
   /** Largest accepted request body, bytes. */
   bodyLimit: number;
-  /** Whole-request deadline (slowloris). */
+  /**
+   * Whole-request deadline (slowloris): headers and body within this long of the first byte,
+   * and no socket idle longer. Enforced by a check every tenth of it (at most every second).
+   */
   requestTimeoutMs: number;
   /** Password hashes computed at once (each takes ~0.4 s and 128 MiB at OWASP parameters). */
   maxConcurrentHashes: number;
@@ -31,12 +32,24 @@ export interface GateLimits {
 
 export const DEFAULT_GATE_LIMITS: Readonly<GateLimits> = Object.freeze({
   tokenTtlMs: 24 * 3600_000,
-  perIp: { max: 60, windowMs: 60_000 },
-  perUser: { max: 10, windowMs: 60_000 },
+  perIp: Object.freeze({ max: 120, windowMs: 60_000 }),
+  perUserIp: Object.freeze({ max: 10, windowMs: 15 * 60_000 }),
+  perUser: Object.freeze({ max: 100, windowMs: 3600_000 }),
+  knownAddressMs: 30 * 86_400_000,
   bodyLimit: 4096,
   requestTimeoutMs: 10_000,
   maxConcurrentHashes: 4,
 });
+
+/**
+ * How often the HTTP server looks for requests past their deadline: Node checks
+ * requestTimeout only on this sweep (30 s by default), so a deadline holds to within it.
+ */
+export function connectionsCheckIntervalMs(requestTimeoutMs: number): number {
+  // 0 is no timeout: nothing to check for, Node's default period will do.
+  if (requestTimeoutMs <= 0) return 30_000;
+  return Math.min(1_000, Math.max(10, Math.ceil(requestTimeoutMs / 10)));
+}
 
 export interface GateOptions {
   host: string;
@@ -49,6 +62,13 @@ export interface GateOptions {
   online?: () => Promise<{ users: number; sessions: number }>;
   registration: boolean;
   limits: GateLimits;
+  /** Where the rate-limit counts live; default in memory (this gate alone). Closed by the caller. */
+  rateLimits?: RateLimitStore;
+  /**
+   * Proxies whose X-Forwarded-For names the client: addresses, CIDRs, or `loopback`,
+   * `linklocal`, `uniquelocal`. Empty (the default): the client is the socket's peer.
+   */
+  trustProxy?: readonly string[];
   log: Logger;
 }
 
@@ -100,22 +120,27 @@ function publicWorker(w: WorkerInfo) {
 export class Gate {
   readonly app: FastifyInstance;
   readonly #o: GateOptions;
-  readonly #perIp: RateLimiter;
-  readonly #perUser: RateLimiter;
+  readonly #limiter: LoginLimiter;
   /** Verified against for unknown users, so a wrong username costs as long as a wrong password. */
   #decoy: Promise<string> | undefined;
   #hashing = 0;
 
   constructor(options: GateOptions) {
     this.#o = options;
-    this.#perIp = new RateLimiter(options.limits.perIp);
-    this.#perUser = new RateLimiter(options.limits.perUser);
+    this.#limiter = new LoginLimiter(options.rateLimits ?? new MemoryRateLimitStore(), options.limits);
+    const timeoutMs = options.limits.requestTimeoutMs;
     this.app = Fastify({
       loggerInstance: options.log as unknown as FastifyBaseLogger,
       bodyLimit: options.limits.bodyLimit,
-      requestTimeout: options.limits.requestTimeoutMs,
-      connectionTimeout: options.limits.requestTimeoutMs,
+      // Given to the server's constructor: Node checks requestTimeout only every
+      // connectionsCheckingInterval (30 s by default), and when headersTimeout (60 s by default)
+      // is the longer of the two it swaps them, so a 10 s request timeout set on its own let a
+      // body trickled a byte at a time keep its connection for up to 90 s.
+      http: { requestTimeout: timeoutMs, headersTimeout: timeoutMs, connectionsCheckingInterval: connectionsCheckIntervalMs(timeoutMs) },
+      requestTimeout: timeoutMs,
+      connectionTimeout: timeoutMs,
       keepAliveTimeout: 5_000,
+      trustProxy: options.trustProxy?.length ? [...options.trustProxy] : false,
       return503OnClosing: true,
       // Reject what does not match the schema instead of converting it (12345 is not a name)
       // or quietly dropping unknown fields.
@@ -154,7 +179,7 @@ export class Gate {
     });
 
     app.post<{ Body: Credentials }>('/api/users', { schema: { body: credentials } }, async (request, reply) => {
-      this.#limit(this.#perIp, request.ip, reply);
+      this.#refuseAfter(await this.#limiter.request(request.ip), reply);
       if (!this.#o.registration) throw new SwitchboardError('SB_ERR_REGISTRATION_CLOSED', 'registration is switched off on this gate');
       const username = checkUsername(request.body.username);
       checkPassword(request.body.password);
@@ -168,7 +193,7 @@ export class Gate {
     });
 
     app.post<{ Body: LoginBody }>('/api/login', { schema: { body: loginBody } }, async (request, reply) => {
-      this.#limit(this.#perIp, request.ip, reply);
+      this.#refuseAfter(await this.#limiter.request(request.ip), reply);
       const { password, deviceId } = request.body;
       let username: string;
       try {
@@ -176,12 +201,23 @@ export class Gate {
       } catch {
         throw this.#loginFailed();
       }
-      this.#limit(this.#perUser, username, reply);
-      const user = await this.#o.users.get(username);
-      const ok = await this.#hash(reply, async () =>
-        user ? this.#o.hasher.verify(password, user.passwordHash) : (await this.#o.hasher.verify(password, await this.#decoyHash()), false),
-      );
-      if (!user || !ok) {
+      const admission = await this.#limiter.begin(username, request.ip);
+      if (!admission.admitted) {
+        request.log.info({ username, ip: request.ip }, 'login rate limited');
+        throw this.#rateLimited(admission.retryMs, reply);
+      }
+      let outcome: LoginOutcome = 'abandoned';
+      let user: Awaited<ReturnType<UserStore['get']>>;
+      try {
+        user = await this.#o.users.get(username);
+        const ok = await this.#hash(reply, async () =>
+          user ? this.#o.hasher.verify(password, user.passwordHash) : (await this.#o.hasher.verify(password, await this.#decoyHash()), false),
+        );
+        outcome = user && ok ? 'succeeded' : 'failed';
+      } finally {
+        await admission.settle(outcome).catch((err: unknown) => request.log.warn({ err }, 'rate limit settlement failed'));
+      }
+      if (outcome !== 'succeeded' || !user) {
         request.log.info({ username }, 'login refused');
         throw this.#loginFailed();
       }
@@ -201,11 +237,15 @@ export class Gate {
     });
   }
 
-  #limit(limiter: RateLimiter, key: string, reply: FastifyReply): void {
-    const retryMs = limiter.take(key);
-    if (retryMs === 0) return;
-    reply.header('retry-after', Math.ceil(retryMs / 1000));
-    throw new SwitchboardError('SB_ERR_RATE_LIMITED', 'too many requests; retry later');
+  /** Refuses with 429 unless `retryMs` (what a limit answered) is 0. */
+  #refuseAfter(retryMs: number, reply: FastifyReply): void {
+    if (retryMs > 0) throw this.#rateLimited(retryMs, reply);
+  }
+
+  /** A 429 whose retry-after is whole seconds, at least 1. */
+  #rateLimited(retryMs: number, reply: FastifyReply): SwitchboardError {
+    reply.header('retry-after', Math.max(1, Math.ceil(retryMs / 1000)));
+    return new SwitchboardError('SB_ERR_RATE_LIMITED', 'too many requests; retry later');
   }
 
   /** Runs a password hash within the concurrency bound; beyond it the client is told to retry. */

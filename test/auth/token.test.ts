@@ -189,3 +189,12 @@ t.test('empty secret and empty uid are configuration errors', async (t) => {
   throwsCode(t, () => new TokenSigner(''), 'SB_ERR_CONFIG', 'empty secret');
   throwsCode(t, () => signer.mint({ uid: '', ttlMs: 1000 }), 'SB_ERR_CONFIG', 'empty uid');
 });
+
+t.test('an expiry beyond what a Date holds is a configuration error, not a token', async (t) => {
+  const signer = new TokenSigner(SECRET);
+  for (const ttlMs of [1e15 * 1000, Number.POSITIVE_INFINITY, Number.NaN, 8.64e15]) {
+    t.match(catchError(() => signer.mint({ uid: 'alice', ttlMs, now: 1_000 })), { code: 'SB_ERR_CONFIG' }, `ttlMs ${ttlMs}`);
+  }
+  const longest = signer.mint({ uid: 'alice', ttlMs: 8.64e15 - 1_000, now: 1_000 });
+  t.equal(signer.verify(longest, 2_000).expiresAt, 8.64e15, 'the latest Date is still an expiry');
+});

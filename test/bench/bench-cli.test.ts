@@ -45,3 +45,18 @@ t.test('a tiny relay run: table on stdout, progress on stderr, JSON and HTML wri
   t.match(page, /^<!doctype html>/i);
   t.match(page, /<svg/);
 });
+
+t.test('the reports of a run given --secret contain no trace of it', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'sb-bench-secret-'));
+  const json = join(dir, 'report.json');
+  const html = join(dir, 'report.html');
+  const secret = 'bench-cli-secret-that-no-report-may-contain';
+  const cli = new CliProcess(t, 'bench', ['bench', 'relay', '--connections', '2', '--duration', '0.5', '--warmup', '0', '--secret', secret, '--json', json, '--html', html, '--quiet']);
+  t.match(await cli.exit(30_000), { code: 0 });
+  const written = { json: readFileSync(json, 'utf8'), html: readFileSync(html, 'utf8'), stdout: cli.stdout, stderr: cli.stderr };
+  for (const [what, text] of Object.entries(written)) t.notMatch(text, secret, `${what} does not contain the secret`);
+  const report = JSON.parse(written.json) as BenchReport;
+  t.match(report.command, /--secret \[redacted\] --json/, 'the command line says a secret was given, not which');
+  t.equal(report.options.secret, '[redacted]', 'and so do the options');
+  t.match(written.html, '[redacted]');
+});

@@ -12,7 +12,7 @@ const base: ChatScenarioOptions = {
   workers: 1,
   inbox: 'memory',
   fsync: 'none',
-  secret: 'bench-smoke-secret',
+  secret: 'bench-smoke-secret-at-least-32-characters',
   connections: 8,
   window: 4,
   max: false,

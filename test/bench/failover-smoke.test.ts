@@ -11,7 +11,7 @@ t.test('a worker killed mid-run: its clients come back, nothing lost, nothing tw
     target: 'cluster',
     workers: 2,
     fsync: 'none',
-    secret: 'bench-failover-smoke-secret',
+    secret: 'bench-failover-smoke-secret-at-least-32-chars',
     connections: 20,
     rate: 200,
     durationS: 4,

@@ -11,7 +11,7 @@ const base: IdleScenarioOptions = {
   workers: 1,
   inbox: 'memory',
   fsync: 'none',
-  secret: 'bench-smoke-secret',
+  secret: 'bench-smoke-secret-at-least-32-characters',
   connections: 50,
   durationS: 1,
   warmupS: 0.5,

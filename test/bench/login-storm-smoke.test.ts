@@ -12,7 +12,7 @@ const base: LoginStormOptions = {
   target: 'embedded',
   workers: 1,
   fsync: 'none',
-  secret: 'bench-smoke-secret',
+  secret: 'bench-smoke-secret-at-least-32-characters',
   connections: 4,
   durationS: 1,
   warmupS: 0.3,

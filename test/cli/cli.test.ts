@@ -23,6 +23,9 @@ if (!fs.existsSync(path.join(ROOT, 'dist/cli/main.js'))) throw new Error('dist/ 
 // Each test spawns its own processes and picks its own ports: run a few at once.
 t.jobs = 4;
 
+/** A secret the commands accept outside development mode (at least 32 characters). */
+const SECRET = 'cli-test-secret-of-at-least-32-characters';
+
 /** The environment without any SWITCHBOARD_* variable of the machine running the tests. */
 function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SWITCHBOARD_')));
@@ -76,22 +79,22 @@ function logLines(out: string): { msg?: string; port?: number }[] {
 }
 
 t.test('token prints a token the same secret verifies for that user', async (t) => {
-  const { code, stdout, stderr } = await runCli(t, ['token', '--user', 'alice', '--secret', 's']);
+  const { code, stdout, stderr } = await runCli(t, ['token', '--user', 'alice', '--secret', SECRET]);
   t.equal(code, 0);
   const token = stdout.trim();
   t.match(token, /^sb1\.[\w-]+\.[\w-]+$/);
-  const claims = new TokenSigner('s').verify(token);
+  const claims = new TokenSigner(SECRET).verify(token);
   t.equal(claims.uid, 'alice');
-  t.ok(new TokenSigner('s').verifyFor(token, 'alice', 'any-device'), 'bound to any device by default');
+  t.ok(new TokenSigner(SECRET).verifyFor(token, 'alice', 'any-device'), 'bound to any device by default');
   t.ok(claims.expiresAt > Date.now() + 3_600_000, 'valid for a day by default');
-  t.throws(() => new TokenSigner('other').verify(token), { code: 'SB_ERR_TOKEN_INVALID' }, 'signed with s, not another secret');
+  t.throws(() => new TokenSigner('other').verify(token), { code: 'SB_ERR_TOKEN_INVALID' }, 'signed with SECRET, not another secret');
   t.notMatch(stderr, /development secret/, 'no warning when a secret is given');
 });
 
 t.test('token --device and --ttl-s end up in the claims', async (t) => {
-  const { code, stdout } = await runCli(t, ['token', '--user', 'bob', '--device', 'phone', '--ttl-s', '60', '--secret', 's']);
+  const { code, stdout } = await runCli(t, ['token', '--user', 'bob', '--device', 'phone', '--ttl-s', '60', '--secret', SECRET]);
   t.equal(code, 0);
-  const signer = new TokenSigner('s');
+  const signer = new TokenSigner(SECRET);
   const claims = signer.verify(stdout.trim());
   t.equal(claims.deviceId, 'phone');
   t.ok(claims.expiresAt <= Date.now() + 60_000 && claims.expiresAt > Date.now(), 'expires within 60 s');
@@ -99,7 +102,7 @@ t.test('token --device and --ttl-s end up in the claims', async (t) => {
 });
 
 t.test('token without --user fails with SB_ERR_CONFIG', async (t) => {
-  const { code, stdout, stderr } = await runCli(t, ['token', '--secret', 's']);
+  const { code, stdout, stderr } = await runCli(t, ['token', '--secret', SECRET]);
   t.not(code, 0);
   t.match(stderr, /SB_ERR_CONFIG/);
   t.match(stderr, /--user/);
@@ -120,18 +123,20 @@ t.test('an unknown command fails and shows the commands', async (t) => {
 });
 
 t.test('SWITCHBOARD_SECRET is honoured by token, and --secret wins over it', async (t) => {
-  const fromEnv = await runCli(t, ['token', '--user', 'alice'], { SWITCHBOARD_SECRET: 'env-secret' });
+  const envSecret = 'env-secret-of-at-least-32-characters';
+  const fromEnv = await runCli(t, ['token', '--user', 'alice'], { SWITCHBOARD_SECRET: envSecret });
   t.equal(fromEnv.code, 0);
-  t.equal(new TokenSigner('env-secret').verify(fromEnv.stdout.trim()).uid, 'alice');
+  t.equal(new TokenSigner(envSecret).verify(fromEnv.stdout.trim()).uid, 'alice');
   t.throws(() => new TokenSigner(DEV_SECRET).verify(fromEnv.stdout.trim()), { code: 'SB_ERR_TOKEN_INVALID' }, 'not the development secret');
   t.notMatch(fromEnv.stderr, /development secret/);
 
-  const flagWins = await runCli(t, ['token', '--user', 'alice', '--secret', 'flag-secret'], { SWITCHBOARD_SECRET: 'env-secret' });
-  t.equal(new TokenSigner('flag-secret').verify(flagWins.stdout.trim()).uid, 'alice');
+  const flagSecret = 'flag-secret-of-at-least-32-characters';
+  const flagWins = await runCli(t, ['token', '--user', 'alice', '--secret', flagSecret], { SWITCHBOARD_SECRET: envSecret });
+  t.equal(new TokenSigner(flagSecret).verify(flagWins.stdout.trim()).uid, 'alice');
 
-  const { code, stdout, stderr } = await runCli(t, ['token', '--user', 'alice', '--secret', 's'], { SWITCHBOARD_USER: 'bob' });
+  const { code, stdout, stderr } = await runCli(t, ['token', '--user', 'alice', '--secret', SECRET], { SWITCHBOARD_USER: 'bob' });
   t.equal(code, 0);
-  t.equal(new TokenSigner('s').verify(stdout.trim()).uid, 'alice', '--user wins over SWITCHBOARD_USER');
+  t.equal(new TokenSigner(SECRET).verify(stdout.trim()).uid, 'alice', '--user wins over SWITCHBOARD_USER');
   t.notMatch(stderr, /warning/);
 
   const noSecret = await runCli(t, ['token', '--user', 'alice']);
@@ -216,16 +221,17 @@ async function serveAndLogin(t: Test, args: string[], env: Record<string, string
 
 t.test('worker serves logins with --secret and stops on SIGTERM with exit code 0', async (t) => {
   const port = await freePort();
-  await serveAndLogin(t, ['worker', '--host', '127.0.0.1', '--port', String(port), '--secret', 's'], {}, port, 's');
+  await serveAndLogin(t, ['worker', '--host', '127.0.0.1', '--port', String(port), '--secret', SECRET], {}, port, SECRET);
 });
 
 t.test('worker takes its port and secret from SWITCHBOARD_* variables', async (t) => {
   const port = await freePort();
-  await serveAndLogin(t, ['worker'], { SWITCHBOARD_PORT: String(port), SWITCHBOARD_SECRET: 'env-s', SWITCHBOARD_HOST: '127.0.0.1' }, port, 'env-s');
+  const envSecret = 'env-secret-of-at-least-32-characters';
+  await serveAndLogin(t, ['worker'], { SWITCHBOARD_PORT: String(port), SWITCHBOARD_SECRET: envSecret, SWITCHBOARD_HOST: '127.0.0.1' }, port, envSecret);
 });
 
 t.test('chat: prints what arrived while offline, sends with "@user text", prints what arrives, /quit exits 0', async (t) => {
-  const n = await startNode(t, {}, { secret: 's' });
+  const n = await startNode(t, {}, { secret: SECRET });
   const bob = new ImClient({ host: '127.0.0.1', port: n.port, uid: 'bob', deviceId: 'bob-phone', token: n.token('bob'), retryStrategy: false });
   t.teardown(() => bob.close());
   await bob.connect();
@@ -235,7 +241,7 @@ t.test('chat: prints what arrived while offline, sends with "@user text", prints
   await bob.send('alice', 'and a second one');
   t.equal(n.node.server.sessions.byUser('alice').length, 0, 'alice was offline');
 
-  const chat = spawnCli(t, ['chat', '--user', 'alice', '--device', 'laptop', '--port', String(n.port), '--secret', 's']);
+  const chat = spawnCli(t, ['chat', '--user', 'alice', '--device', 'laptop', '--port', String(n.port), '--secret', SECRET]);
   await until('chat logged in', () => chat.stdout().includes('logged in as alice'), chat);
   await until('chat printed the stored messages', () => chat.stdout().includes('bob: and a second one'), chat);
   const out = chat.stdout();
@@ -272,8 +278,8 @@ t.test('chat: prints what arrived while offline, sends with "@user text", prints
 t.test('worker --redis: messages stored for an offline user survive a worker restart', async (t) => {
   const redis = await startRedis(t);
   const port = await freePort();
-  const args = ['worker', '--port', String(port), '--secret', 's', '--redis', redis.url];
-  const token = (uid: string) => new TokenSigner('s').mint({ uid, ttlMs: 60_000 });
+  const args = ['worker', '--port', String(port), '--secret', SECRET, '--redis', redis.url];
+  const token = (uid: string) => new TokenSigner(SECRET).mint({ uid, ttlMs: 60_000 });
 
   const first = spawnCli(t, args);
   await until('first worker listening', () => logLines(first.stdout()).some((l) => l.msg === 'worker listening'), first);

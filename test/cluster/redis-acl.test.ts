@@ -9,7 +9,7 @@ import t, { type Test } from 'tap';
 import { Redis } from 'ioredis';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 import { SWITCHBOARD_ACL, startRedis, type TestRedis } from '../helpers/redis.js';
-import { CLUSTER_TOKEN_SECRET, CLUSTER_ZK_GATE_AUTH, TestClient, startCluster, until, type WorkerProcess } from '../helpers/cluster.js';
+import { CLUSTER_PEER_SECRET, CLUSTER_TOKEN_SECRET, CLUSTER_ZK_GATE_AUTH, TestClient, startCluster, until, type WorkerProcess } from '../helpers/cluster.js';
 import { CliProcess } from '../helpers/cli-process.js';
 import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
 import { RedisUserStore } from '../../src/users/redis-user-store.js';
@@ -176,7 +176,7 @@ t.test('a refused Redis password never reaches a log line', async (t) => {
   const url = urlOf(redis, 'default', wrong);
   const worker = new CliProcess(t, 'worker with a wrong Redis password', [
     'worker', '--port', '0', '--zk', zk.connect, '--zk-root', `/sb-redis-wrong-${process.pid}`, '--redis', url, '--secret', CLUSTER_TOKEN_SECRET,
-    '--cluster-secret', 'peer-secret-for-tests', '--zk-auth', 'sb-worker:zk-password-for-tests', '--log-level', 'info',
+    '--cluster-secret', CLUSTER_PEER_SECRET, '--zk-auth', 'sb-worker:zk-password-for-tests', '--log-level', 'info',
   ]);
   const line = await worker.waitForLog({ msg: 'redis connection error' });
   t.match(line.err, { message: /WRONGPASS/ }, 'Redis refused it, and the worker logged that');
@@ -196,5 +196,5 @@ t.test('a refused Redis password never reaches a log line', async (t) => {
   const err = Object.assign(new Error(`cannot reach redis://app:${wrong}@10.0.0.1:6379`), { command: { name: 'auth', args: ['app', wrong] } });
   const out = JSON.stringify(errSerializer(err));
   t.notMatch(out, wrong, 'errSerializer drops command arguments and masks URL passwords');
-  t.match(out, 'redis://app:***@10.0.0.1:6379');
+  t.match(out, 'redis://app:[redacted]@10.0.0.1:6379');
 });

@@ -23,7 +23,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 const BIN = path.join(ROOT, 'bin/switchboard.js');
 if (!fs.existsSync(path.join(ROOT, 'dist/cli/main.js'))) throw new Error('dist/ is missing: run `npm run build` (npm test does) first');
 
-const SECRET = 'kill-test-secret';
+const SECRET = 'kill-test-secret-at-least-32-characters';
 const SENDERS = ['s0', 's1', 's2'];
 const RECIPIENTS = ['bob', 'carol']; // bob is offline until the end, carol is online throughout
 /** Sends each sender keeps in flight. */

@@ -9,7 +9,7 @@
 import t, { type Test } from 'tap';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 import { startRedis } from '../helpers/redis.js';
-import { CLUSTER_TOKEN_SECRET, CLUSTER_ZK_GATE_AUTH, CLUSTER_ZK_WORKER, TestClient, startCluster, until, type TestCluster, type WorkerProcess } from '../helpers/cluster.js';
+import { CLUSTER_PEER_SECRET, CLUSTER_TOKEN_SECRET, CLUSTER_ZK_GATE_AUTH, CLUSTER_ZK_WORKER, TestClient, startCluster, until, type TestCluster, type WorkerProcess } from '../helpers/cluster.js';
 import { CliProcess } from '../helpers/cli-process.js';
 import net from 'node:net';
 import type { GateLogin } from '../../src/client/gate-login.js';
@@ -270,6 +270,28 @@ t.test('accounts live in Redis: a second gate logs in users the first registered
   t.equal(wrong.body.error.code, 'SB_ERR_LOGIN_FAILED', 'SB_ERR_LOGIN_FAILED');
 });
 
+t.test('two gate processes on one Redis share the login limits; --trust-proxy names the client behind a proxy', async (t) => {
+  const cluster = await startCluster(t, zk, { workers: 1 });
+  const flags = ['--secret', CLUSTER_TOKEN_SECRET, '--rate-user-ip', '3', '--trust-proxy', 'loopback'];
+  const one = await new GateProcess(t, 'gate-1', gateArgs(cluster, flags)).started();
+  const two = await new GateProcess(t, 'gate-2', gateArgs(cluster, flags)).started();
+  const login = async (gate: GateProcess, password: string, client: string) => {
+    const r = await fetch(new URL('/api/login', gate.url), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-forwarded-for': client },
+      body: JSON.stringify({ username: 'heidi', password, deviceId: 'phone' }),
+    });
+    return r.status;
+  };
+  t.equal((await one.post('/api/users', { username: 'heidi', password: PASSWORD })).status, 201);
+  // The test connects from 127.0.0.1, a trusted proxy: X-Forwarded-For names the client.
+  t.same([await login(one, 'guess 1', '203.0.113.1'), await login(two, 'guess 2', '203.0.113.1'), await login(one, 'guess 3', '203.0.113.1')], [401, 401, 401], 'three failures of client 203.0.113.1, at two gates');
+  t.equal(await login(two, PASSWORD, '203.0.113.1'), 429, 'the second gate counted the first gate\'s failures: 203.0.113.1 is locked out of heidi');
+  t.equal(await login(one, PASSWORD, '203.0.113.1'), 429, 'at the first gate too');
+  t.equal(await login(two, PASSWORD, '203.0.113.2'), 200, 'another client behind the same proxy logs heidi in');
+  t.ok(one.lines.some((l) => l.msg === 'login rate limited' && l.ip === '203.0.113.1' && l.username === 'heidi'), 'the refusal is logged with the client address');
+});
+
 t.test('the gate refuses to start in cluster mode without --secret or --zk-auth unless --dev', async (t) => {
   const redis = await startRedis(t);
   const root = `/sb-gate-secret-${process.pid}`;
@@ -290,7 +312,7 @@ t.test('the gate refuses to start in cluster mode without --secret or --zk-auth 
   // Without a ZooKeeper identity anyone who reaches ZooKeeper could list a worker of their own.
   for (const [what, args] of [
     ['gate', [...base, '--secret', CLUSTER_TOKEN_SECRET]],
-    ['worker', ['worker', '--port', '0', '--zk', zk.connect, '--zk-root', root, '--redis', redis.url, '--secret', CLUSTER_TOKEN_SECRET, '--cluster-secret', 'peer-secret']],
+    ['worker', ['worker', '--port', '0', '--zk', zk.connect, '--zk-root', root, '--redis', redis.url, '--secret', CLUSTER_TOKEN_SECRET, '--cluster-secret', CLUSTER_PEER_SECRET]],
   ] as const) {
     const p = new CliProcess(t, `${what} without --zk-auth`, [...args]);
     t.same(await p.exit(), { code: 1, signal: null }, `${what} without --zk-auth: exit code 1`);
@@ -302,8 +324,8 @@ t.test('the gate refuses to start in cluster mode without --secret or --zk-auth 
   );
 
   for (const [what, args] of [
-    ['without --zk', ['gate', '--redis', redis.url, '--secret', 's', '--port', '0']],
-    ['without --redis', ['gate', '--zk', zk.connect, '--zk-auth', CLUSTER_ZK_GATE_AUTH, '--secret', 's', '--port', '0']],
+    ['without --zk', ['gate', '--redis', redis.url, '--secret', CLUSTER_TOKEN_SECRET, '--port', '0']],
+    ['without --redis', ['gate', '--zk', zk.connect, '--zk-auth', CLUSTER_ZK_GATE_AUTH, '--secret', CLUSTER_TOKEN_SECRET, '--port', '0']],
   ] as const) {
     const p = new CliProcess(t, `gate ${what}`, [...args]);
     t.same(await p.exit(), { code: 1, signal: null }, `${what}: exit code 1`);
@@ -317,7 +339,7 @@ t.test('a gate whose port is taken exits 1 instead of hanging on its ZooKeeper a
   await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
   t.teardown(() => new Promise<void>((resolve) => holder.close(() => resolve())));
   const busy = (holder.address() as net.AddressInfo).port;
-  const gate = new CliProcess(t, 'gate on a busy port', ['gate', '--zk', zk.connect, '--zk-root', `/sb-gate-port-${process.pid}`, '--zk-auth', CLUSTER_ZK_GATE_AUTH, '--redis', redis.url, '--secret', 's', '--port', String(busy)]);
+  const gate = new CliProcess(t, 'gate on a busy port', ['gate', '--zk', zk.connect, '--zk-root', `/sb-gate-port-${process.pid}`, '--zk-auth', CLUSTER_ZK_GATE_AUTH, '--redis', redis.url, '--secret', CLUSTER_TOKEN_SECRET, '--port', String(busy)]);
   t.same(await gate.exit(), { code: 1, signal: null }, 'exit code 1');
   t.match(gate.stderr, /^switchboard gate: EADDRINUSE /m, 'saying why');
 });

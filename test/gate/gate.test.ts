@@ -5,7 +5,7 @@
 // the registry's view from a stopped worker to a newly started one.
 
 import t, { type Test } from 'tap';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { Gate, DEFAULT_GATE_LIMITS, type GateLimits, type GateOptions } from '../../src/gate/gate-server.js';
 import { MemoryUserStore } from '../../src/users/memory-user-store.js';
 import type { NewUser, UserRecord } from '../../src/users/user-store.js';
@@ -200,7 +200,12 @@ interface GateSetup extends Partial<Omit<GateOptions, 'limits'>> {
 }
 
 /** Generous rate limits unless a test sets its own: only the rate-limit tests hit them. */
-const TEST_LIMITS: GateLimits = { ...DEFAULT_GATE_LIMITS, perIp: { max: 10_000, windowMs: 60_000 }, perUser: { max: 10_000, windowMs: 60_000 } };
+const TEST_LIMITS: GateLimits = {
+  ...DEFAULT_GATE_LIMITS,
+  perIp: { max: 10_000, windowMs: 60_000 },
+  perUserIp: { max: 10_000, windowMs: 60_000 },
+  perUser: { max: 10_000, windowMs: 60_000 },
+};
 
 async function startGate(t: Test, registry: Registry, setup: GateSetup = {}): Promise<TestGate> {
   const { limits, ...options } = setup;
@@ -404,16 +409,17 @@ t.test('an expired token from the gate is refused by the worker with SB_ERR_TOKE
   t.equal(w.node.server.sessions.size, 0, 'no session was opened');
 });
 
-t.test('rate limit per user: 429 with retry-after, for that name in any case only', async (t) => {
+t.test('failed logins per name and address: 429 with retry-after, for that name in any case only; successes do not count', async (t) => {
   const w = await startWorker(t);
-  const g = await startGate(t, w.node.registry, { limits: { perUser: { max: 3, windowMs: 60_000 } } });
+  const g = await startGate(t, w.node.registry, { limits: { perUserIp: { max: 3, windowMs: 60_000 } } });
   await g.register('alice');
   await g.register('bob');
   t.equal((await g.login('alice', 'wrong password')).status, 401);
-  t.equal((await g.login('alice')).status, 200);
-  t.equal((await g.login('Alice', 'wrong password')).status, 401, 'the third attempt, under another spelling');
+  for (let i = 0; i < 5; i++) t.equal((await g.login('alice')).status, 200, `success ${i + 1} is not counted`);
+  t.equal((await g.login('Alice', 'wrong password')).status, 401, 'the second failure, under another spelling');
+  t.equal((await g.login('alice', 'wrong password')).status, 401, 'the third');
   const limited = await g.login('alice');
-  t.equal(limited.status, 429, 'the fourth is refused even with the right password');
+  t.equal(limited.status, 429, 'then even the right password is refused from this address');
   t.equal(limited.body.error?.code, 'SB_ERR_RATE_LIMITED');
   const retryAfter = Number(limited.headers.get('retry-after'));
   t.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `retry-after is whole seconds within the window (${retryAfter})`);
@@ -424,7 +430,7 @@ t.test('rate limit per user: 429 with retry-after, for that name in any case onl
   t.same(
     unknown.map((r) => r.status).sort(),
     [401, 401, 401, 429],
-    'unknown names are limited too: guessing costs the same as for a real user',
+    'unknown names are limited too, also when guessed at once: guessing costs the same as for a real user',
   );
 });
 
@@ -530,6 +536,56 @@ t.test('request hygiene: body limit, bad JSON, schema violations, content type: 
   t.equal(await g.users.count(), 1, 'nothing was registered');
   const ok = await g.post('/api/login', { username: 'alice', password: PASSWORD, deviceId: 'd', platform: 2 });
   t.equal(ok.status, 200, 'a valid login with a platform passes');
+});
+
+/**
+ * Sends `head` and then `bodyBytes` body bytes, one every `everyMs` (the header itself one byte
+ * at a time too when `slowHead`). Resolves once the server closed the connection or everything
+ * was sent and answered, with what was sent by then and what came back.
+ */
+function trickle(port: number, { head, bodyBytes, everyMs, slowHead = false }: { head: string; bodyBytes: number; everyMs: number; slowHead?: boolean }) {
+  return new Promise<{ closedByServer: boolean; sent: number; total: number; response: string }>((resolve) => {
+    const bytes = Buffer.concat([Buffer.from(head), Buffer.alloc(bodyBytes, 0x20)]);
+    let sent = slowHead ? 0 : Buffer.byteLength(head);
+    let response = '';
+    const socket = net.connect(port, '127.0.0.1');
+    const done = (closedByServer: boolean) => {
+      clearInterval(timer);
+      socket.destroy();
+      resolve({ closedByServer, sent, total: bytes.length, response });
+    };
+    if (!slowHead) socket.write(head);
+    const timer = setInterval(() => {
+      if (sent < bytes.length) socket.write(bytes.subarray(sent, ++sent));
+    }, everyMs);
+    socket.setEncoding('utf8').on('data', (chunk: string) => {
+      response += chunk;
+      // A complete answer after the whole body: the request got through, the server kept the connection.
+      if (sent === bytes.length) done(false);
+    });
+    socket.on('end', () => done(true));
+    socket.on('close', () => done(true));
+    socket.on('error', () => done(true));
+  });
+}
+
+t.test('a body or a header trickled in slower than the request timeout: the server cuts the connection first', async (t) => {
+  const w = await startWorker(t);
+  // 1 s to send a request; trickling takes 200 × 50 ms = 10 s.
+  const g = await startGate(t, w.node.registry, { limits: { requestTimeoutMs: 1_000 } });
+  const port = Number(new URL(g.url).port);
+  const head = 'POST /api/login HTTP/1.1\r\nhost: gate\r\ncontent-type: application/json\r\ncontent-length: 200\r\n\r\n';
+  const body = await trickle(port, { head, bodyBytes: 200, everyMs: 50 });
+  t.ok(body.closedByServer, 'the server closed the connection of the slow body');
+  t.ok(body.sent < body.total, `before the client had sent it all (${body.sent} of ${body.total} bytes)`);
+  t.match(body.response, /^HTTP\/1\.1 408 /, 'answering 408 Request Timeout');
+
+  const slowHead = `GET /healthz HTTP/1.1\r\nhost: gate\r\nx-padding: ${'p'.repeat(150)}\r\n\r\n`;
+  const header = await trickle(port, { head: slowHead, bodyBytes: 0, everyMs: 50, slowHead: true });
+  t.ok(header.closedByServer, 'the server closed the connection of the slow header');
+  t.ok(header.sent < header.total, `before the client had sent it all (${header.sent} of ${header.total} bytes)`);
+
+  t.equal((await g.get('/healthz')).status, 200, 'a request sent at once is served');
 });
 
 t.test('unknown routes and methods: 404 SB_ERR_NOT_FOUND', async (t) => {

@@ -30,9 +30,11 @@ export class CliProcess {
     t: Test,
     readonly name: string,
     args: string[],
+    /** Variables added to the environment, which has none of the machine's SWITCHBOARD_* ones. */
+    extraEnv: Record<string, string> = {},
   ) {
     if (!fs.existsSync(path.join(ROOT, 'dist/cli/main.js'))) throw new Error('dist/ is missing: run `npm run build` (npm test does) first');
-    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SWITCHBOARD_')));
+    const env = { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SWITCHBOARD_'))), ...extraEnv };
     this.child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env, stdio: 'pipe' });
     this.child.stdout.setEncoding('utf8').on('data', (chunk: string) => this.#onStdout(chunk));
     this.child.stderr.setEncoding('utf8').on('data', (chunk: string) => (this.#stderr += chunk));

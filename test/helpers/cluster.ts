@@ -23,8 +23,8 @@ import type { TestZooKeeper } from './zookeeper.js';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const BIN = path.join(ROOT, 'bin/switchboard.js');
 
-export const CLUSTER_TOKEN_SECRET = 'cluster-test-token-secret';
-export const CLUSTER_PEER_SECRET = 'cluster-test-peer-secret';
+export const CLUSTER_TOKEN_SECRET = 'cluster-test-token-secret-of-32-characters-or-more';
+export const CLUSTER_PEER_SECRET = 'cluster-test-peer-secret-of-32-characters-or-more';
 
 /**
  * The ZooKeeper identities of the harness's clusters: the workers' (--zk-auth), and the gates',

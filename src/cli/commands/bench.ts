@@ -3,7 +3,8 @@
 // stdout, and writes --json / --html reports. Scenarios live in src/bench/scenarios.
 
 import { SwitchboardError } from '../../errors.js';
-import { parseOptions, usage, type OptionSpecs, type OptionValues } from '../options.js';
+import { parseOptions, secretFlags, usage, type OptionSpecs, type OptionValues } from '../options.js';
+import { redactArgv } from '../../redact.js';
 import { chatScenario } from '../../bench/scenarios/chat.js';
 import { loginStormScenario } from '../../bench/scenarios/login-storm.js';
 import { idleScenario } from '../../bench/scenarios/idle.js';
@@ -19,7 +20,7 @@ export const BENCH_OPTIONS = {
   workers: { type: 'number', description: 'cluster: worker processes', default: 2 },
   worker: { type: 'string', description: 'external: worker endpoints, host:port[,host:port...]' },
   gate: { type: 'string', description: 'external: the gate\'s base URL' },
-  secret: { type: 'string', description: 'token secret of the target (external: the deployment\'s; default: SWITCHBOARD_SECRET, else a bench secret)' },
+  secret: { type: 'string', secret: true, description: 'token secret of the target (external: the deployment\'s; default: SWITCHBOARD_SECRET, else a bench secret); never written to a report' },
   inbox: { type: 'string', description: 'embedded: memory or redis (a Redis the bench starts)', default: 'memory' },
   'redis-fsync': { type: 'string', description: 'persistence of a Redis the bench starts: none, everysec or always', default: 'none' },
   connections: { type: 'number', description: 'logged-in connections in total (chat: half send, half receive; login-storm: concurrent login loops)', default: 200 },
@@ -49,7 +50,11 @@ export interface ScenarioContext {
   progress: ProgressSink;
 }
 
-const DEV_BENCH_SECRET = 'switchboard-bench';
+/** What the bench's own targets sign with when no secret is given: as long as the servers require. */
+const DEV_BENCH_SECRET = 'switchboard-bench-secret-for-local-targets';
+
+/** The cluster secret of a cluster target started with token secret `secret` (src/bench/targets.ts). */
+const clusterSecretOf = (secret: string) => `${secret}-cluster`;
 
 export const SCENARIOS: Record<string, { summary: string; run: (o: BenchOptions, c: ScenarioContext) => Promise<BenchReport> }> = {
   chat: { summary: '1:1 chat with acks, next to the bare relay', run: (o, c) => chatScenario(chatOptions(o, c, true)) },
@@ -151,11 +156,14 @@ export async function benchCommand(argv: string[]): Promise<void> {
     return;
   }
   if (o.target !== 'external' && o.worker) throw new SwitchboardError('SB_ERR_CONFIG', '--worker points at a running deployment: use it with --target external');
+  const secret = o.secret ?? process.env.SWITCHBOARD_SECRET ?? DEV_BENCH_SECRET;
   const report = await scenario.run(o, {
-    command: `switchboard bench ${argv.join(' ')}`,
-    secret: o.secret ?? process.env.SWITCHBOARD_SECRET ?? DEV_BENCH_SECRET,
+    command: `switchboard bench ${redactArgv(argv, secretFlags(BENCH_OPTIONS)).join(' ')}`,
+    secret,
     progress: o.quiet ? noProgress : stderrProgress,
   });
-  process.stdout.write(formatReport(report));
-  for (const file of writeReports(report, { json: o.json, html: o.html })) process.stdout.write(`wrote ${file}\n`);
+  // The reports are for sharing: no secret the run used may be in them, wherever it ended up.
+  const secrets = [secret, clusterSecretOf(secret)];
+  process.stdout.write(formatReport(report, secrets));
+  for (const file of writeReports(report, { json: o.json, html: o.html }, secrets)) process.stdout.write(`wrote ${file}\n`);
 }

@@ -15,9 +15,9 @@ const OPTIONS = {
   host: { type: 'string', description: 'worker address', default: '127.0.0.1' },
   port: { type: 'number', description: 'worker port', default: 9000 },
   device: { type: 'string', description: 'device id: the chat resumes where this device left off', default: 'cli' },
-  token: { type: 'string', description: 'login token; unset: minted locally with --secret' },
+  token: { type: 'string', secret: true, description: 'login token; unset: minted locally with --secret' },
   gate: { type: 'string', description: 'gate URL (e.g. http://127.0.0.1:8080): log in with a password instead of a token' },
-  password: { type: 'string', description: 'with --gate: the password (unset: asked for)' },
+  password: { type: 'string', secret: true, description: 'with --gate: the password (unset: asked for)' },
   register: { type: 'boolean', description: 'with --gate: create the account first (an existing one is just logged in to)' },
   ...SECRET_OPTION,
 } as const satisfies OptionSpecs;

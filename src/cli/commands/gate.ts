@@ -11,7 +11,8 @@ import { OnlineCounter } from '../../cluster/online-counter.js';
 import { Gate } from '../../gate/gate-server.js';
 import { SwitchboardError } from '../../errors.js';
 import { parseOptions, usage, type OptionSpecs } from '../options.js';
-import { CLUSTER_OPTIONS, GATE_OPTIONS, INBOX_OPTIONS, LOG_OPTION, SECRET_OPTION, gateLimitsFrom, logRedis, redisPrefixFrom, requireProductionSecret, zooKeeperAccessFrom } from '../common.js';
+import { CLUSTER_OPTIONS, DEV_OPTION, GATE_OPTIONS, INBOX_OPTIONS, LOG_OPTION, SECRET_OPTION, gateLimitsFrom, logRedis, redisPrefixFrom, tokenSecretFrom, trustProxyFrom, zooKeeperAccessFrom } from '../common.js';
+import { RedisRateLimitStore } from '../../gate/redis-rate-limit-store.js';
 
 const OPTIONS = {
   host: { type: 'string', description: 'address to listen on', default: '127.0.0.1' },
@@ -19,9 +20,9 @@ const OPTIONS = {
   zk: { type: 'string', description: 'ZooKeeper connect string of the cluster (required)' },
   'zk-root': { type: 'string', description: 'ZooKeeper path of the cluster', default: '/switchboard' },
   'zk-auth': { ...CLUSTER_OPTIONS['zk-auth'], description: 'ZooKeeper digest identity user:password of the gate, one the workers grant read access (their --zk-readers); required unless --dev' },
-  redis: { type: 'string', description: 'redis://[user:password@]host:port[/db] of the user store (required)' },
+  redis: { type: 'string', secret: true, description: 'redis://[user:password@]host:port[/db] of the user store and the rate-limit counts, shared by every gate (required)' },
   'redis-prefix': INBOX_OPTIONS['redis-prefix'],
-  dev: { type: 'boolean', description: 'development run: allow the built-in development secret, and no --zk-auth' },
+  ...DEV_OPTION,
   ...SECRET_OPTION,
   ...LOG_OPTION,
   ...GATE_OPTIONS,
@@ -37,7 +38,9 @@ export async function gateCommand(argv: string[]): Promise<void> {
   }
   if (!o.zk || !o.redis) throw new SwitchboardError('SB_ERR_CONFIG', '--zk and --redis are required (the embedded gate runs inside `switchboard start`)');
   const log = createLogger({ level: (o['log-level'] ?? 'info') as LevelWithSilent });
-  const secret = requireProductionSecret(o.secret, o.dev, log);
+  const { secret, dev } = tokenSecretFrom(o, false, (message) => log.warn(message));
+  const limits = gateLimitsFrom(o, dev);
+  const trustProxy = trustProxyFrom(o['trust-proxy']);
   const { auth } = zooKeeperAccessFrom(o, o.dev, log);
   const keyPrefix = redisPrefixFrom(o['redis-prefix']);
   const registry = new ZooKeeperRegistry({ connect: o.zk, root: o['zk-root'], auth, log: log.child({ component: 'zookeeper' }) });
@@ -52,6 +55,8 @@ export async function gateCommand(argv: string[]): Promise<void> {
   });
   const users = new RedisUserStore({ url: o.redis, keyPrefix });
   logRedis(users.redis, log.child({ component: 'redis', store: 'users' }));
+  // Every gate on this Redis counts in the same windows: the limits hold for the whole fleet.
+  const rateLimits = new RedisRateLimitStore({ url: o.redis, keyPrefix: `${keyPrefix}rl:` });
   const gate = new Gate({
     host: o.host,
     port: o.port,
@@ -61,7 +66,9 @@ export async function gateCommand(argv: string[]): Promise<void> {
     hasher: new PasswordHasher(),
     online: () => online.read(),
     registration: !o['no-registration'],
-    limits: gateLimitsFrom(o),
+    limits,
+    rateLimits,
+    trustProxy,
     log: log.child({ component: 'gate' }),
   });
   const shutdown = async () => {
@@ -69,6 +76,7 @@ export async function gateCommand(argv: string[]): Promise<void> {
     await online.close();
     await registry.close();
     await users.close();
+    await rateLimits.close();
   };
   try {
     await registry.observe();

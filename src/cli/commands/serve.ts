@@ -12,13 +12,15 @@ import {
   LIMIT_OPTIONS,
   LOG_OPTION,
   SECRET_OPTION,
+  DEV_OPTION,
+  checkSecret,
+  tokenSecretFrom,
+  trustProxyFrom,
   gateLimitsFrom,
   inboxLimitsFrom,
   limitsFrom,
   logRedis,
   redisPrefixFrom,
-  requireProductionSecret,
-  secretFrom,
   zooKeeperAccessFrom,
 } from '../common.js';
 import { Gate } from '../../gate/gate-server.js';
@@ -38,7 +40,7 @@ function serveOptions(port: number) {
     'announce-host': { type: 'string', description: 'address clients and peers should use to reach this worker (default: --host)' },
     'gate-port': { type: 'number', description: 'start only: HTTP port of the embedded gate', default: 8080 },
     'no-gate': { type: 'boolean', description: 'start only: run without the embedded gate' },
-    dev: { type: 'boolean', description: 'development run: allow the built-in development secret, and no --zk-auth, in cluster mode' },
+    ...DEV_OPTION,
     ...SECRET_OPTION,
     ...LOG_OPTION,
     ...INBOX_OPTIONS,
@@ -70,7 +72,11 @@ async function serve(command: string, summary: string, defaultPort: number, argv
   if (o.zk && (!o.redis || !o['cluster-secret'])) {
     throw new SwitchboardError('SB_ERR_CONFIG', '--zk (cluster mode) needs --redis (shared inboxes and sessions) and --cluster-secret');
   }
-  const secret = o.zk ? requireProductionSecret(o.secret, o.dev, log) : secretFrom(o.secret, log);
+  // Without --zk a worker may run on the development secret (a development run); a cluster may not.
+  const { secret, dev } = tokenSecretFrom(o, !o.zk, (message) => log.warn(message));
+  const clusterSecret = o.zk ? checkSecret('cluster-secret', o['cluster-secret']!, dev) : undefined;
+  const gateLimits = command === 'start' && !o['no-gate'] ? gateLimitsFrom(o, dev) : undefined;
+  const trustProxy = trustProxyFrom(o['trust-proxy']);
   const zkAccess = o.zk ? zooKeeperAccessFrom(o, o.dev, log) : undefined;
   const keyPrefix = redisPrefixFrom(o['redis-prefix']);
   const inboxLimits = inboxLimitsFrom(o);
@@ -89,7 +95,7 @@ async function serve(command: string, summary: string, defaultPort: number, argv
           log: log.child({ component: 'zookeeper' }),
         }),
         settings: {
-          secret: o['cluster-secret']!,
+          secret: clusterSecret!,
           peerHost: o['peer-host'],
           peerPort: o['peer-port'],
           peerHandshakeTimeoutMs: o['peer-handshake-timeout-ms'],
@@ -125,21 +131,21 @@ async function serve(command: string, summary: string, defaultPort: number, argv
     throw err;
   }
   // `start` is a complete system: the gate runs in the same process, on the same stores.
-  const gate =
-    command === 'start' && !o['no-gate']
-      ? new Gate({
-          host: o.host,
-          port: o['gate-port'],
-          registry: node.registry,
-          users: new MemoryUserStore(),
-          signer: node.signer,
-          hasher: new PasswordHasher(),
-          online: async () => ({ users: node.server.sessions.users, sessions: node.server.sessions.size }),
-          registration: !o['no-registration'],
-          limits: gateLimitsFrom(o),
-          log: log.child({ component: 'gate' }),
-        })
-      : undefined;
+  const gate = gateLimits
+    ? new Gate({
+        host: o.host,
+        port: o['gate-port'],
+        registry: node.registry,
+        users: new MemoryUserStore(),
+        signer: node.signer,
+        hasher: new PasswordHasher(),
+        online: async () => ({ users: node.server.sessions.users, sessions: node.server.sessions.size }),
+        registration: !o['no-registration'],
+        limits: gateLimits,
+        trustProxy,
+        log: log.child({ component: 'gate' }),
+      })
+    : undefined;
   let gateAddress: AddressInfo | undefined;
   try {
     gateAddress = await gate?.listen();
