@@ -53,6 +53,22 @@ export interface RunningTarget {
 
 const LOOPBACK = '127.0.0.1';
 
+/**
+ * The bench measures the server, not its abuse limits: every worker it starts (and the
+ * embedded node) runs without the message rate and the connection caps (its drivers open
+ * thousands of connections per source address and send far above a client's rate), accepts
+ * any recipient (its users have tokens, not accounts) and has room for the memory inboxes of a
+ * long run. A scenario's own workerArgs come after these and win.
+ */
+export const BENCH_WORKER_ARGS: readonly string[] = Object.freeze([
+  '--msg-rate', '0',
+  '--user-msg-rate', '0',
+  '--max-connections-per-ip', '0',
+  '--max-unauthenticated', '0',
+  '--allow-unknown-recipients',
+  '--inbox-memory-mb', '16384',
+]);
+
 export async function startTarget(o: TargetOptions): Promise<RunningTarget> {
   if (o.kind === 'external') return externalTarget(o);
   const stops: (() => Promise<void>)[] = [];
@@ -93,7 +109,7 @@ async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: 
     gateFailed = reject;
   });
   const node = await startProcess(
-    ['bin/switchboard.js', 'start', '--port', '0', '--gate-port', '0', '--secret', o.secret, '--log-level', 'info', ...extra, ...(o.workerArgs ?? []), ...(o.gateArgs ?? [])],
+    ['bin/switchboard.js', 'start', '--port', '0', '--gate-port', '0', '--secret', o.secret, '--log-level', 'info', ...extra, ...BENCH_WORKER_ARGS, ...(o.workerArgs ?? []), ...(o.gateArgs ?? [])],
     (line) => {
       const entry = parseLog(line);
       if (entry?.msg === 'gate listening') gateListening(entry.port!);
@@ -131,7 +147,7 @@ async function cluster(o: TargetOptions, stops: (() => Promise<void>)[], stop: (
   const workers: WorkerEndpoint[] = [];
   const addWorker = async () => {
     const name = `worker-${workers.length}`;
-    const worker = await startWorkerProcess(name, o.secret, [...clusterArgs, ...(o.workerArgs ?? [])]);
+    const worker = await startWorkerProcess(name, o.secret, [...clusterArgs, ...BENCH_WORKER_ARGS, ...(o.workerArgs ?? [])]);
     stops.push(worker.stop);
     o.sampler?.add(name, 'worker', worker.child.pid);
     const endpoint = { name, host: LOOPBACK, port: worker.port, process: worker };

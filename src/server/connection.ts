@@ -44,6 +44,8 @@ export interface ConnectionHandler {
   onClosing(conn: Connection): void;
   /** Called once, after the socket has closed (always after onClosing). */
   onClose(conn: Connection): void;
+  /** Called once, when the connection becomes `authenticated`. */
+  onAuthenticated?(conn: Connection): void;
 }
 
 export class Connection implements Outbound {
@@ -54,8 +56,8 @@ export class Connection implements Outbound {
   drainingSince = 0;
   /** Why the server closed the connection; undefined when the client closed it. */
   closeReason: Failure | undefined;
-  /** Logged in as a client, or proven a peer: exempt from the login timeout. */
-  authenticated = false;
+  /** The client address this connection counts under (ConnectionCaps), when the per-address cap is on. */
+  addressKey: string | undefined;
 
   readonly #limits: WorkerLimits;
   readonly #handler: ConnectionHandler;
@@ -71,6 +73,7 @@ export class Connection implements Outbound {
   /** Asynchronous work started by handlers that has not finished (e.g. inbox appends). */
   #tasks = 0;
   #paused = false;
+  #authenticated = false;
 
   constructor(
     readonly id: number,
@@ -130,6 +133,17 @@ export class Connection implements Outbound {
     // Made again from the worker's logger when next needed: a child of a child would turn the
     // first into a prototype, which V8 gives a map of its own.
     this.#log = undefined;
+  }
+
+  /** Logged in as a client, or proven a peer: exempt from the login timeout and the cap on connections not logged in. */
+  get authenticated(): boolean {
+    return this.#authenticated;
+  }
+
+  set authenticated(value: boolean) {
+    if (!value || this.#authenticated) return;
+    this.#authenticated = true;
+    this.#handler.onAuthenticated?.(this);
   }
 
   get state(): ConnectionState {
