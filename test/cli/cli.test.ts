@@ -162,6 +162,17 @@ const SERVE_FLAGS = [
   'inbox-max-messages',
   'inbox-max-age-s',
   'dedupe-window-s',
+  'inbox-memory-mb',
+  'allow-unknown-recipients',
+  'msg-rate',
+  'msg-burst',
+  'user-msg-rate',
+  'user-msg-burst',
+  'flood-refusals',
+  'flood-window-ms',
+  'max-connections-per-ip',
+  'max-unauthenticated',
+  'recipient-cache-size',
 ];
 
 const HELP: Record<string, string[]> = {
