@@ -14,6 +14,9 @@ import type { Failure } from '../protocol/messages.js';
 import type { LocalSessionMap } from '../session/local-session-map.js';
 import type { LocalSession, RateState } from '../session/local-session.js';
 
+/** How often the users' buckets are walked to forget the refilled ones. */
+const SWEEP_MS = 5_000;
+
 export class MessageRate {
   /** Buckets of users who sent on this worker: those online, and those gone until refilled. */
   readonly #users = new Map<string, RateState>();
@@ -28,6 +31,7 @@ export class MessageRate {
   readonly #userRefusal: Failure;
   /** Why a flooding connection is closed. */
   readonly flood: Failure;
+  #sweptAt = Number.NEGATIVE_INFINITY;
 
   constructor(limits: WorkerLimits) {
     this.#perMs = limits.messageRate / 1000;
@@ -93,8 +97,13 @@ export class MessageRate {
     return this.#floodRefusals > 0 && session.refusals >= this.#floodRefusals;
   }
 
-  /** Forgets the buckets of users with no session here that have refilled. Called by the worker's sweep. */
+  /**
+   * Forgets the buckets of users with no session here that have refilled. Called by the
+   * worker's sweep; walks the buckets at most every SWEEP_MS (they take seconds to refill).
+   */
   sweep(now: number, sessions: LocalSessionMap): void {
+    if (now - this.#sweptAt < SWEEP_MS && now >= this.#sweptAt) return;
+    this.#sweptAt = now;
     for (const [uid, user] of this.#users) {
       if (sessions.byUser(uid).length > 0) continue;
       if (refill(user.tokens, user.at, now, this.#userPerMs, this.#userBurst) >= this.#userBurst) this.#users.delete(uid);

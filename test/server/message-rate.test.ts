@@ -90,11 +90,14 @@ t.test("a user's bucket outlives the last session until it has refilled", async 
   rate.sweep(T0 + 1000 + 9_999, map);
   t.equal(rate.users, 1, 'not quite refilled');
   rate.sweep(T0 + 1000 + 10_000, map);
+  t.equal(rate.users, 1, 'refilled, but the buckets were walked less than 5 s ago');
+  rate.sweep(T0 + 1000 + 15_000, map);
   t.equal(rate.users, 0, 'refilled: forgotten');
   const online = session('hank');
   map.add(online);
   rate.take(online, T0);
   rate.sweep(T0 + 3_600_000, map);
+  rate.sweep(T0 + 7_200_000, map);
   t.equal(rate.users, 1, 'a user with a session keeps the bucket');
 });
 
