@@ -2,7 +2,8 @@
 // messages, cleans up after them, registers the worker in the Registry and keeps its balance
 // and its SessionStore records current (refreshed every sessionRefreshMs, re-published after a
 // re-registration). One periodic sweep enforces the login, idle and drain timeouts of all
-// connections and drives Delivery's resends and position saves.
+// connections and drives Delivery's resends and position saves. The connection caps are
+// checked at accept, before a socket becomes a Connection.
 
 import net from 'node:net';
 import { once } from 'node:events';
@@ -167,7 +168,8 @@ export class WorkerServer {
     const conn = new Connection(this.#nextConnId++, socket, this.#options.limits, this.#handler, this.#log);
     conn.addressKey = addressKey;
     this.#connections.add(conn);
-    // Guarded: reading remoteAddress makes the socket keep its peer address object.
+    // Guarded: reading remoteAddress makes the socket keep its peer address object (about 130
+    // bytes; the per-address cap pays them when it is on).
     if (this.#log.isLevelEnabled('debug')) {
       this.#log.debug({ ...conn.logFields, remote: `${socket.remoteAddress}:${socket.remotePort}` }, 'connection accepted');
     }
