@@ -72,6 +72,14 @@ if [[ ! -f "$credentials" ]]; then
 fi
 # shellcheck source=/dev/null
 source "$credentials"
+# The token and cluster secrets of this run (32 or more characters, as workers and gates require),
+# kept beside the identities so every terminal of the run uses the same.
+if [[ -z "${token_secret:-}" ]]; then
+  hex() { node -e "console.log(require('crypto').randomBytes(32).toString('hex'))"; }
+  (umask 077 && printf 'token_secret=%s\ncluster_secret=%s\n' "$(hex)" "$(hex)" >>"$credentials")
+  # shellcheck source=/dev/null
+  source "$credentials"
+fi
 # user:base64(sha1("user:password")), the id ZooKeeper gives that identity.
 digest_id() { node -e "const a = process.argv[1]; console.log(a.slice(0, a.indexOf(':')) + ':' + require('crypto').createHash('sha1').update(a).digest('base64'))" "$1"; }
 zk_gate_id=$(digest_id "$zk_gate")
@@ -144,9 +152,10 @@ ZooKeeper identities for this run (OPERATIONS.md, ZooKeeper authentication):
   gate:    --zk-auth '$zk_gate'
 
 e.g.
-  export SWITCHBOARD_SECRET=dev-token-secret SWITCHBOARD_CLUSTER_SECRET=dev-cluster-secret
+  export SWITCHBOARD_SECRET=$token_secret SWITCHBOARD_CLUSTER_SECRET=$cluster_secret
   export SWITCHBOARD_ZK=127.0.0.1:$zk_port SWITCHBOARD_REDIS=redis://127.0.0.1:$redis_port
   SWITCHBOARD_ZK_AUTH='$zk_worker' SWITCHBOARD_ZK_READERS='$zk_gate_id' npx switchboard worker --port 9001
+  SWITCHBOARD_ZK_AUTH='$zk_worker' SWITCHBOARD_ZK_READERS='$zk_gate_id' npx switchboard worker --port 9002
   SWITCHBOARD_ZK_AUTH='$zk_gate' npx switchboard gate --port 8080
 Ctrl-C stops both.
 EOF

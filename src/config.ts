@@ -30,6 +30,24 @@ export interface WorkerLimits {
   syncBatchSize: number;
   /** How often a worker rewrites its sessions' SessionStore records (their TTL). */
   sessionRefreshMs: number;
+  /** Messages per second one connection may send (token bucket refill); 0: no per-connection limit. */
+  messageRate: number;
+  /** Messages one connection may send at once (the bucket's size; at least 1). */
+  messageBurst: number;
+  /** Messages per second one user's sessions on this worker may send together; 0: no per-user limit. */
+  userMessageRate: number;
+  /** Messages one user's sessions on this worker may send at once. */
+  userMessageBurst: number;
+  /** Rate refusals within floodWindowMs that close the connection with SB_ERR_FLOOD; 0: never closed. */
+  floodRefusals: number;
+  /** The window floodRefusals are counted in: it starts at a refusal and lasts this long. */
+  floodWindowMs: number;
+  /** Connections one client address may hold (IPv6: one /64); a further one is refused at accept; 0: no cap. */
+  maxConnectionsPerIp: number;
+  /** Connections that have not logged in (or proven a peer); a further one is refused at accept; 0: no cap. */
+  maxUnauthenticated: number;
+  /** Recipients remembered as existing users, when recipients are checked against a UserStore. */
+  recipientCacheSize: number;
 }
 
 export const DEFAULT_LIMITS: Readonly<WorkerLimits> = Object.freeze({
@@ -46,6 +64,23 @@ export const DEFAULT_LIMITS: Readonly<WorkerLimits> = Object.freeze({
   ackTimeoutMs: 10_000,
   syncBatchSize: 100,
   sessionRefreshMs: 30_000,
+  // Far above a person typing and above what most bots need (a bot that needs more raises
+  // them); the burst covers the SDK's queue of 1000 sends flushed after a reconnect.
+  messageRate: 100,
+  messageBurst: 1000,
+  userMessageRate: 200,
+  userMessageBurst: 2000,
+  // A client twice over the rate is closed after about 10 s; a flood within milliseconds.
+  floodRefusals: 1000,
+  floodWindowMs: 10_000,
+  // Carrier-grade NAT puts many devices behind one address, and the gate spreads them over the
+  // workers: 1000 per worker holds a large NAT's share and stops one host from taking the
+  // worker's file descriptors.
+  maxConnectionsPerIp: 1000,
+  // A login takes milliseconds, so even a reconnect storm after a restart holds a few hundred
+  // at once; keep this well below the process's file limit minus the sessions it serves.
+  maxUnauthenticated: 5000,
+  recipientCacheSize: 100_000,
 });
 
 export function idleTimeoutMs(limits: WorkerLimits): number {

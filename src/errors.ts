@@ -26,6 +26,8 @@ export const ERROR_CODES = {
   SB_ERR_SLOW_CONSUMER: 'connection did not drain its output in time',
   SB_ERR_SERVER_SHUTDOWN: 'server is shutting down',
   SB_ERR_INBOX_RESET: "the inbox was reset (its epoch changed): this session's position is void; log in again",
+  SB_ERR_TOO_MANY_CONNECTIONS: 'this address has the maximum number of connections open',
+  SB_ERR_SERVER_BUSY: 'too many connections are waiting to log in',
   SB_ERR_INTERNAL: 'internal server error',
 
   // Cluster.
@@ -41,6 +43,9 @@ export const ERROR_CODES = {
   SB_ERR_SENDER_MISMATCH: 'from differs from the logged-in user',
   SB_ERR_MESSAGE_TOO_LARGE: 'the message would not fit in a frame once delivered',
   SB_ERR_STORE_UNAVAILABLE: 'the message could not be stored; send it again with the same msg_id',
+  SB_ERR_STORE_FULL: 'the inbox store is at its memory bound; send it again later with the same msg_id',
+  SB_ERR_UNKNOWN_RECIPIENT: 'no user with this name exists',
+  SB_ERR_FLOOD: 'too many messages were refused for exceeding the message rate',
 
   // Client SDK.
   SB_ERR_CLIENT_CLOSED: 'client was closed',
@@ -62,6 +67,7 @@ export const ERROR_CODES = {
   // Gate (HTTP).
   SB_ERR_LOGIN_FAILED: 'wrong username or password',
   SB_ERR_REGISTRATION_CLOSED: 'registration is switched off',
+  // Also a chat refusal: the sender is over its message rate.
   SB_ERR_RATE_LIMITED: 'too many requests',
   SB_ERR_NO_WORKER: 'no worker is available',
   SB_ERR_NOT_FOUND: 'no such route',

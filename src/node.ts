@@ -16,6 +16,7 @@ import { WorkerServer } from './server/worker-server.js';
 import { createCluster, type ClusterSettings } from './cluster/cluster.js';
 import { OnlineCounter } from './cluster/online-counter.js';
 import type { ZooKeeperDigestAuth } from './registry/zookeeper-client.js';
+import type { UserStore } from './users/user-store.js';
 
 export const VERSION: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
 
@@ -32,6 +33,12 @@ export interface NodeOptions {
   registry?: Registry;
   /** Defaults to an in-memory inbox (embedded mode). */
   inbox?: InboxStore;
+  /**
+   * Where the accounts live (the gate's store): messages to a user without one are refused,
+   * recipient names are folded to lower case. Unset: any id is a recipient, as written.
+   * Closed by stop().
+   */
+  users?: UserStore;
   /** Cluster mode: a peer port and links to the other workers of `registry`, routing through `store`. */
   cluster?: ClusterSettings;
   /** Cluster mode: where the cluster-wide OnlineCounter lives in ZooKeeper. */
@@ -43,6 +50,7 @@ export interface SwitchboardNode {
   readonly registry: Registry;
   readonly store: SessionStore;
   readonly inbox: InboxStore;
+  readonly users: UserStore | undefined;
   readonly signer: TokenSigner;
   /** Cluster mode only. */
   readonly online: OnlineCounter | undefined;
@@ -56,7 +64,8 @@ export function createNode(options: NodeOptions): SwitchboardNode {
   const limits: WorkerLimits = { ...DEFAULT_LIMITS, ...options.limits };
   const store = options.store ?? new MemorySessionStore();
   const registry = options.registry ?? new StaticRegistry();
-  const inbox = options.inbox ?? new MemoryInboxStore();
+  const inbox = options.inbox ?? new MemoryInboxStore({}, Date.now, log.child({ component: 'inbox' }));
+  const users = options.users;
   const signer = new TokenSigner(options.secret);
   const host = options.host ?? '127.0.0.1';
   const server = new WorkerServer({
@@ -68,6 +77,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
     store,
     inbox,
     registry,
+    users,
     log: log.child({ component: 'worker' }),
     version: VERSION,
     cluster: options.cluster && createCluster(options.cluster, { registry, store, host, limits, log }),
@@ -85,6 +95,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
     registry,
     store,
     inbox,
+    users,
     signer,
     online,
     async start() {
@@ -100,6 +111,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
       await server.stop();
       await store.close();
       await inbox.close();
+      await users?.close();
     },
   };
 }

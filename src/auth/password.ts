@@ -92,6 +92,24 @@ export function checkUsername(name: unknown): string {
   return name.toLowerCase();
 }
 
+/**
+ * The uid `name` addresses: checkUsername's result, or undefined where it would throw. For the
+ * chat hot path: one pass over the characters, no exception, and no new string unless the name
+ * has an upper-case letter.
+ */
+export function normalizeUsername(name: string): string | undefined {
+  const length = name.length;
+  if (length < MIN_USERNAME_LENGTH || length > MAX_USERNAME_LENGTH) return undefined;
+  let upper = false;
+  for (let i = 0; i < length; i++) {
+    const c = name.charCodeAt(i);
+    if ((c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c === 0x5f || c === 0x2e || c === 0x2d) continue; // a-z 0-9 _ . -
+    if (c >= 0x41 && c <= 0x5a) upper = true; // A-Z
+    else return undefined;
+  }
+  return upper ? name.toLowerCase() : name;
+}
+
 /** Hashes and verifies passwords with fixed scrypt parameters. */
 export class PasswordHasher {
   readonly params: Readonly<Required<ScryptParams>>;

@@ -55,6 +55,26 @@ export interface RunningTarget {
 
 const LOOPBACK = '127.0.0.1';
 
+/**
+ * The bench measures the server, not its abuse limits: every worker it starts (and the
+ * embedded node) runs with the message rate and the connection caps raised out of reach (its
+ * drivers send far above a client's rate and open thousands of connections per source
+ * address), so what they cost per message and per connection is measured while they refuse
+ * nothing; it accepts any recipient (its users have tokens, not accounts) and has room for the
+ * memory inboxes of a long run. A scenario's own workerArgs come after these and win.
+ */
+const OUT_OF_REACH = '1000000000';
+export const BENCH_WORKER_ARGS: readonly string[] = Object.freeze([
+  '--msg-rate', OUT_OF_REACH,
+  '--msg-burst', OUT_OF_REACH,
+  '--user-msg-rate', OUT_OF_REACH,
+  '--user-msg-burst', OUT_OF_REACH,
+  '--max-connections-per-ip', OUT_OF_REACH,
+  '--max-unauthenticated', OUT_OF_REACH,
+  '--allow-unknown-recipients',
+  '--inbox-memory-mb', '16384',
+]);
+
 export async function startTarget(o: TargetOptions): Promise<RunningTarget> {
   if (o.kind === 'external') return externalTarget(o);
   const stops: (() => Promise<void>)[] = [];
@@ -95,7 +115,7 @@ async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: 
     gateFailed = reject;
   });
   const node = await startProcess(
-    ['bin/switchboard.js', 'start', '--port', '0', '--gate-port', '0', '--secret', o.secret, '--log-level', 'info', ...extra, ...(o.workerArgs ?? []), ...(o.gateArgs ?? [])],
+    ['bin/switchboard.js', 'start', '--port', '0', '--gate-port', '0', '--secret', o.secret, '--log-level', 'info', ...extra, ...BENCH_WORKER_ARGS, ...(o.workerArgs ?? []), ...(o.gateArgs ?? [])],
     (line) => {
       const entry = parseLog(line);
       if (entry?.msg === 'gate listening') gateListening(entry.port!);
@@ -139,7 +159,7 @@ async function cluster(o: TargetOptions, stops: (() => Promise<void>)[], stop: (
   const workers: WorkerEndpoint[] = [];
   const addWorker = async () => {
     const name = `worker-${workers.length}`;
-    const worker = await startWorkerProcess(name, o.secret, [...clusterArgs, ...(o.workerArgs ?? [])]);
+    const worker = await startWorkerProcess(name, o.secret, [...clusterArgs, ...BENCH_WORKER_ARGS, ...(o.workerArgs ?? [])]);
     stops.push(worker.stop);
     o.sampler?.add(name, 'worker', worker.child.pid);
     const endpoint = { name, host: LOOPBACK, port: worker.port, process: worker };

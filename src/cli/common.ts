@@ -3,6 +3,7 @@
 import { DEFAULT_LIMITS, type WorkerLimits } from '../config.js';
 import { DEV_SECRET } from '../auth/token.js';
 import { DEFAULT_INBOX_LIMITS, type InboxLimits } from '../inbox/inbox-store.js';
+import { DEFAULT_MEMORY_INBOX_BYTES } from '../inbox/memory-inbox-store.js';
 import { DEFAULT_CLUSTER_SETTINGS } from '../cluster/cluster.js';
 import { DEFAULT_SESSION_TTL_MS } from '../session/session-store.js';
 import { DEFAULT_GATE_LIMITS, type GateLimits } from '../gate/gate-server.js';
@@ -40,6 +41,22 @@ export const LIMIT_OPTIONS = {
   'ack-timeout-ms': { type: 'number', description: 'resend deliveries a device has not acknowledged after this long', default: DEFAULT_LIMITS.ackTimeoutMs },
   'sync-batch': { type: 'number', description: 'messages per inbox read when replaying', default: DEFAULT_LIMITS.syncBatchSize },
   'session-refresh-ms': { type: 'number', description: 'how often a worker refreshes its session records', default: DEFAULT_LIMITS.sessionRefreshMs },
+  'msg-rate': { type: 'number', description: 'chat messages per second one connection may send; 0: no limit', default: DEFAULT_LIMITS.messageRate },
+  'msg-burst': { type: 'number', description: 'chat messages one connection may send at once above --msg-rate', default: DEFAULT_LIMITS.messageBurst },
+  'user-msg-rate': { type: 'number', description: "chat messages per second one user's sessions on this worker may send together; 0: no limit", default: DEFAULT_LIMITS.userMessageRate },
+  'user-msg-burst': { type: 'number', description: "chat messages one user's sessions on this worker may send at once", default: DEFAULT_LIMITS.userMessageBurst },
+  'flood-refusals': { type: 'number', description: 'rate refusals within --flood-window-ms that close the connection (SB_ERR_FLOOD); 0: never', default: DEFAULT_LIMITS.floodRefusals },
+  'flood-window-ms': { type: 'number', description: 'the window --flood-refusals are counted in', default: DEFAULT_LIMITS.floodWindowMs },
+  'max-connections-per-ip': { type: 'number', description: 'connections one client address (IPv6: one /64) may hold; 0: no cap', default: DEFAULT_LIMITS.maxConnectionsPerIp },
+  'max-unauthenticated': { type: 'number', description: 'connections not logged in yet; more are refused at accept; 0: no cap', default: DEFAULT_LIMITS.maxUnauthenticated },
+  'recipient-cache-size': { type: 'number', description: 'recipients remembered as existing users', default: DEFAULT_LIMITS.recipientCacheSize },
+} as const satisfies OptionSpecs;
+
+export const RECIPIENT_OPTIONS = {
+  'allow-unknown-recipients': {
+    type: 'boolean',
+    description: 'accept any recipient id, unchecked and as written (users live outside switchboard); default: recipients must have an account, names in lower case',
+  },
 } as const satisfies OptionSpecs;
 
 export const INBOX_OPTIONS = {
@@ -48,6 +65,7 @@ export const INBOX_OPTIONS = {
   'inbox-max-messages': { type: 'number', description: 'messages kept per user inbox', default: DEFAULT_INBOX_LIMITS.maxMessages },
   'inbox-max-age-s': { type: 'number', description: 'messages older than this are pruned (seconds)', default: DEFAULT_INBOX_LIMITS.maxAgeMs / 1000 },
   'dedupe-window-s': { type: 'number', description: 'a resent msg_id within this window is stored once (seconds)', default: DEFAULT_INBOX_LIMITS.dedupeWindowMs / 1000 },
+  'inbox-memory-mb': { type: 'number', description: 'in-memory inbox only: accounted MiB of all inboxes; appends past it are refused (SB_ERR_STORE_FULL)', default: DEFAULT_MEMORY_INBOX_BYTES / (1024 * 1024) },
 } as const satisfies OptionSpecs;
 
 export const CLUSTER_OPTIONS = {
@@ -77,6 +95,13 @@ export function inboxLimitsFrom(v: OptionValues<typeof INBOX_OPTIONS>): InboxLim
   };
 }
 
+/** --inbox-memory-mb in bytes; at least one MiB (there is no unbounded memory inbox). */
+export function memoryInboxBytesFrom(v: OptionValues<typeof INBOX_OPTIONS>): number {
+  const mb = v['inbox-memory-mb'];
+  if (mb < 1) throw new SwitchboardError('SB_ERR_CONFIG', `--inbox-memory-mb must be at least 1, got ${mb}`);
+  return Math.floor(mb * 1024 * 1024);
+}
+
 export function limitsFrom(v: OptionValues<typeof LIMIT_OPTIONS>): WorkerLimits {
   return {
     maxFrameLength: v['max-frame-length'],
@@ -92,6 +117,15 @@ export function limitsFrom(v: OptionValues<typeof LIMIT_OPTIONS>): WorkerLimits 
     ackTimeoutMs: v['ack-timeout-ms'],
     syncBatchSize: v['sync-batch'],
     sessionRefreshMs: v['session-refresh-ms'],
+    messageRate: v['msg-rate'],
+    messageBurst: v['msg-burst'],
+    userMessageRate: v['user-msg-rate'],
+    userMessageBurst: v['user-msg-burst'],
+    floodRefusals: v['flood-refusals'],
+    floodWindowMs: v['flood-window-ms'],
+    maxConnectionsPerIp: v['max-connections-per-ip'],
+    maxUnauthenticated: v['max-unauthenticated'],
+    recipientCacheSize: v['recipient-cache-size'],
   };
 }
 

@@ -3,13 +3,53 @@
 // most maxMessages of them). Nothing here waits, so appendNow() offers the append synchronously.
 // Message bodies live in a MessageLog per user (slabs and typed arrays, not an object each),
 // dedupe entries in a DedupeWindow per user (ascending runs of ids per sender).
+//
+// And bounded as a whole: every inbox's memory is accounted (see `bytes`), and an append that
+// would take the total past maxBytes is refused with SB_ERR_STORE_FULL, before anything is
+// stored or any inbox made. Pruning gives its memory back to the total. A sweep prunes by age
+// the inboxes nobody touches and shrinks one left with nothing in it to its sequence alone, so
+// retention frees room even after a flood to recipients who never come.
+//
 // Epochs: every inbox of one store starts in the store's own random epoch (so reading an inbox
 // that does not exist yet allocates nothing, and a restarted process, whose inboxes are all new,
 // has a new one); resetEpoch() gives that one inbox a fresh epoch.
 
+import { SwitchboardError } from '../errors.js';
+import type { Logger } from '../log.js';
 import { DedupeWindow, dedupeKey } from './dedupe-window.js';
 import { MessageLog } from './message-log.js';
 import { DEFAULT_INBOX_LIMITS, hasDedupeId, newEpoch, type AppendRequest, type AppendResult, type InboxLimits, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
+
+export interface MemoryInboxLimits extends InboxLimits {
+  /** Accounted bytes of all inboxes together; an append past it is refused (SB_ERR_STORE_FULL). */
+  maxBytes: number;
+}
+
+/** Sized for an embedded node: a quarter of a GiB of inboxes. */
+export const DEFAULT_MEMORY_INBOX_BYTES = 256 * 1024 * 1024;
+
+// The accounting's estimates of what the objects cost (measured with V8's heap statistics on
+// Node 20, rounded up; test/inbox/memory-inbox-bound.test.ts checks them): an inbox (its entry
+// in the Map, the Inbox, MessageLog, DedupeWindow and cursor Map objects, the typed arrays' and
+// slab's object headers), plus its uid's characters; an emptied inbox shrunk to its sequence
+// (a Map entry), plus its uid's characters; a device position (its Map entry and number), plus
+// the device id's characters. The typed arrays' and slabs' own bytes are counted exactly
+// (MessageLog.bytes), dedupe entries by DedupeWindow.bytes.
+const INBOX_BYTES = 2048;
+const HEAD_BYTES = 64;
+const CURSOR_BYTES = 64;
+
+/**
+ * A new inbox is made only while the total is below this share of the bound: the rest is kept
+ * for the inboxes that exist, so a flood to new recipients cannot stop conversations under way.
+ */
+const NEW_INBOX_SHARE = 7 / 8;
+
+/** The sweep visits this many inboxes per run, one run a second. */
+const SWEEP_BATCH = 10_000;
+const SWEEP_MS = 1000;
+/** At most one log line a minute about refused appends. */
+const FULL_LOG_MS = 60_000;
 
 interface Inbox {
   head: number;
@@ -18,18 +58,64 @@ interface Inbox {
   log: MessageLog;
   dedupe: DedupeWindow;
   cursors: Map<string, number>;
+  /** What this inbox's cursors are accounted at (CURSOR_BYTES and the device ids). */
+  cursorBytes: number;
+  /** INBOX_BYTES and the uid's characters. */
+  fixedBytes: number;
 }
 
 export class MemoryInboxStore implements InboxStore {
   readonly #inboxes = new Map<string, Inbox>();
-  readonly #limits: InboxLimits;
-  readonly #now: () => number;
   /** The epoch of every inbox this store creates. */
   readonly #epoch = newEpoch();
+  /**
+   * Inboxes with nothing retained, no dedupe entry and no device position, in the store's epoch:
+   * their head alone.
+   */
+  readonly #heads = new Map<string, number>();
+  readonly #limits: MemoryInboxLimits;
+  /** Up to where a new inbox may be made. */
+  readonly #newInboxBytes: number;
+  readonly #now: () => number;
+  readonly #log: Logger | undefined;
+  #bytes = 0;
+  #sweepAt: Iterator<[string, Inbox]> | undefined;
+  readonly #sweep: NodeJS.Timeout;
+  #refused = 0;
+  #lastFullLog = Number.NEGATIVE_INFINITY;
 
-  constructor(limits: Partial<InboxLimits> = {}, now: () => number = Date.now) {
-    this.#limits = { ...DEFAULT_INBOX_LIMITS, ...limits };
+  constructor(limits: Partial<MemoryInboxLimits> = {}, now: () => number = Date.now, log?: Logger) {
+    this.#limits = { ...DEFAULT_INBOX_LIMITS, maxBytes: DEFAULT_MEMORY_INBOX_BYTES, ...limits };
+    this.#newInboxBytes = Math.floor(this.#limits.maxBytes * NEW_INBOX_SHARE);
     this.#now = now;
+    this.#log = log;
+    this.#sweep = setInterval(() => this.sweep(), SWEEP_MS);
+    this.#sweep.unref();
+  }
+
+  /**
+   * The accounted memory of every inbox: bodies and their slabs, the typed arrays, dedupe
+   * entries, device positions, and a per-inbox estimate of the objects. Never above maxBytes.
+   */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  get maxBytes(): number {
+    return this.#limits.maxBytes;
+  }
+
+  /** Inboxes held, the ones shrunk to their sequence included. */
+  get inboxes(): number {
+    return this.#inboxes.size + this.#heads.size;
+  }
+
+  /** `bytes` recomputed from every inbox, for tests of the bookkeeping. */
+  audit(): number {
+    let total = 0;
+    for (const inbox of this.#inboxes.values()) total += bytesOf(inbox);
+    for (const uid of this.#heads.keys()) total += HEAD_BYTES + uid.length;
+    return total;
   }
 
   async append(request: AppendRequest): Promise<AppendResult> {
@@ -38,24 +124,47 @@ export class MemoryInboxStore implements InboxStore {
 
   appendNow({ uid, sender, msgId, body }: AppendRequest): AppendResult {
     const now = this.#now();
-    const inbox = this.#inbox(uid);
     const key = hasDedupeId(msgId) ? dedupeKey(msgId) : undefined;
-    if (key !== undefined) {
-      inbox.dedupe.expire(now);
-      const seen = inbox.dedupe.find(sender, key);
-      if (seen !== undefined) return { seq: seen, duplicate: true, epoch: inbox.epoch };
+    const dedupeCost = key === undefined ? 0 : DedupeWindow.MAX_ADD_BYTES;
+    let inbox = this.#inboxes.get(uid);
+    let before = 0;
+    if (inbox === undefined) {
+      // Refused before the inbox exists: a flood of new recipients leaves nothing behind.
+      inbox = this.#open(uid, MessageLog.firstPushCost(body.length) + dedupeCost, now);
+    } else {
+      before = bytesOf(inbox);
+      if (key !== undefined) {
+        inbox.dedupe.expire(now);
+        const seen = inbox.dedupe.find(sender, key);
+        if (seen !== undefined) {
+          this.#settle(inbox, before);
+          return { seq: seen, duplicate: true, epoch: inbox.epoch };
+        }
+      }
+      // What retention drops anyway makes room first.
+      this.#pruneAge(inbox, now);
+      this.#settle(inbox, before);
+      this.#reserve(inbox.log.pushCost(body.length) + dedupeCost, now, this.#limits.maxBytes);
+      before = bytesOf(inbox);
     }
     const seq = ++inbox.head;
     inbox.log.push(seq, now, body);
     if (key !== undefined) inbox.dedupe.add(sender, key, seq, now + this.#limits.dedupeWindowMs);
-    this.#prune(inbox, now);
+    const { log } = inbox;
+    while (log.length > this.#limits.maxMessages) log.shift();
+    this.#settle(inbox, before);
     return { seq, duplicate: false, epoch: inbox.epoch };
   }
 
   async range(uid: string, after: number, limit: number): Promise<InboxRange> {
     const inbox = this.#inboxes.get(uid);
-    if (!inbox) return { head: 0, oldest: 1, epoch: this.#epoch, messages: [] };
-    this.#prune(inbox, this.#now());
+    if (!inbox) {
+      const head = this.#heads.get(uid) ?? 0;
+      return { head, oldest: head + 1, epoch: this.#epoch, messages: [] };
+    }
+    const before = bytesOf(inbox);
+    this.#pruneAge(inbox, this.#now());
+    this.#settle(inbox, before);
     const { log, head, epoch } = inbox;
     const oldest = log.length > 0 ? log.firstSeq : head + 1;
     const messages: StoredMessage[] = [];
@@ -67,35 +176,142 @@ export class MemoryInboxStore implements InboxStore {
     return this.#inboxes.get(uid)?.cursors.get(deviceId);
   }
 
+  /**
+   * A device seen before always has its position updated; a new one's position is not kept
+   * while the store is at its bound (its next login replays what is retained, or from the
+   * `last_seq` it sends). A position is clamped to the head, and one of another epoch ignored.
+   */
   async saveCursor(uid: string, deviceId: string, seq: number, epoch: number): Promise<void> {
-    const inbox = this.#inbox(uid);
-    if (epoch !== inbox.epoch) return;
-    const position = Math.min(seq, inbox.head);
-    if (position > (inbox.cursors.get(deviceId) ?? -1)) inbox.cursors.set(deviceId, position);
+    let inbox = this.#inboxes.get(uid);
+    if (epoch !== (inbox?.epoch ?? this.#epoch)) return;
+    seq = Math.min(seq, inbox?.head ?? this.#heads.get(uid) ?? 0);
+    const saved = inbox?.cursors.get(deviceId);
+    if (saved !== undefined) {
+      if (seq > saved) inbox!.cursors.set(deviceId, seq);
+      return;
+    }
+    const cost = CURSOR_BYTES + deviceId.length;
+    let before = 0;
+    try {
+      // A position refused is not logged: positions are saved in the background, again and again.
+      if (inbox === undefined) inbox = this.#open(uid, cost, undefined);
+      else {
+        before = bytesOf(inbox);
+        this.#reserve(cost, undefined, this.#limits.maxBytes);
+      }
+    } catch {
+      return;
+    }
+    inbox.cursors.set(deviceId, seq);
+    inbox.cursorBytes += cost;
+    this.#settle(inbox, before);
   }
 
+  /**
+   * Gives the inbox a new epoch, and forgets its device positions, if it is still in `from`;
+   * resolves its epoch. A store at its bound cannot make an inbox that does not exist: the
+   * epoch then stays.
+   */
   async resetEpoch(uid: string, from: number): Promise<number> {
-    const inbox = this.#inbox(uid);
-    if (inbox.epoch === from) {
-      inbox.epoch = newEpoch();
-      inbox.cursors.clear();
+    let inbox = this.#inboxes.get(uid);
+    if ((inbox?.epoch ?? this.#epoch) !== from) return inbox?.epoch ?? this.#epoch;
+    if (inbox === undefined) {
+      try {
+        inbox = this.#open(uid, 0, undefined);
+      } catch {
+        return this.#epoch;
+      }
     }
+    const before = bytesOf(inbox);
+    inbox.epoch = newEpoch();
+    inbox.cursors.clear();
+    inbox.cursorBytes = 0;
+    this.#settle(inbox, before);
     return inbox.epoch;
   }
 
-  async close(): Promise<void> {
-    this.#inboxes.clear();
+  /**
+   * In the next SWEEP_BATCH inboxes (all of them in turn, a batch a second): prunes by age,
+   * forgets expired dedupe entries, and shrinks an inbox left with nothing to its sequence.
+   * Memory of inboxes nobody reads or writes goes back too.
+   */
+  sweep(): void {
+    const now = this.#now();
+    for (let n = 0; n < SWEEP_BATCH; n++) {
+      this.#sweepAt ??= this.#inboxes.entries();
+      const next = this.#sweepAt.next();
+      if (next.done) {
+        this.#sweepAt = undefined;
+        return;
+      }
+      const [uid, inbox] = next.value;
+      const before = bytesOf(inbox);
+      this.#pruneAge(inbox, now);
+      inbox.dedupe.expire(now);
+      if (inbox.log.length === 0 && inbox.dedupe.size === 0 && inbox.cursors.size === 0 && inbox.epoch === this.#epoch) {
+        this.#inboxes.delete(uid);
+        this.#heads.set(uid, inbox.head);
+        this.#bytes += HEAD_BYTES + uid.length - before;
+      } else {
+        this.#settle(inbox, before);
+      }
+    }
   }
 
-  #inbox(uid: string): Inbox {
-    let inbox = this.#inboxes.get(uid);
-    if (!inbox) this.#inboxes.set(uid, (inbox = { head: 0, epoch: this.#epoch, log: new MessageLog(), dedupe: new DedupeWindow(this.#limits.maxMessages), cursors: new Map() }));
+  async close(): Promise<void> {
+    clearInterval(this.#sweep);
+    this.#inboxes.clear();
+    this.#heads.clear();
+    this.#bytes = 0;
+  }
+
+  /**
+   * Makes `uid`'s inbox, with room for `cost` more bytes, or throws SB_ERR_STORE_FULL. A new
+   * recipient's inbox must fit in NEW_INBOX_SHARE of the bound; one shrunk to its head is an
+   * existing inbox, and comes back with its sequence.
+   */
+  #open(uid: string, cost: number, now: number | undefined): Inbox {
+    const head = this.#heads.get(uid);
+    const fixedBytes = INBOX_BYTES + uid.length;
+    const made = fixedBytes + MessageLog.EMPTY_BYTES;
+    if (head === undefined) this.#reserve(made + cost, now, this.#newInboxBytes);
+    else this.#reserve(made + cost - (HEAD_BYTES + uid.length), now, this.#limits.maxBytes);
+    const inbox: Inbox = { head: head ?? 0, epoch: this.#epoch, log: new MessageLog(), dedupe: new DedupeWindow(this.#limits.maxMessages), cursors: new Map(), cursorBytes: 0, fixedBytes };
+    if (head !== undefined) {
+      this.#heads.delete(uid);
+      this.#bytes -= HEAD_BYTES + uid.length;
+    }
+    this.#inboxes.set(uid, inbox);
     return inbox;
   }
 
-  #prune(inbox: Inbox, now: number): void {
+  /** Throws SB_ERR_STORE_FULL unless `cost` more bytes fit under `bound`; logs it (at most once a minute) when `now` is given. */
+  #reserve(cost: number, now: number | undefined, bound: number): void {
+    if (this.#bytes + cost <= bound) return;
+    if (now !== undefined) {
+      this.#refused++;
+      if (this.#log && now - this.#lastFullLog >= FULL_LOG_MS) {
+        this.#lastFullLog = now;
+        this.#log.warn({ bytes: this.#bytes, maxBytes: this.#limits.maxBytes, inboxes: this.inboxes, refused: this.#refused }, 'inbox memory full: appends refused');
+        this.#refused = 0;
+      }
+    }
+    throw new SwitchboardError('SB_ERR_STORE_FULL', `the inbox store holds ${this.#bytes} of its ${this.#limits.maxBytes} bytes; send it again later with the same msg_id`);
+  }
+
+  /** Books the change of `inbox`'s bytes since they were `before`. */
+  #settle(inbox: Inbox, before: number): void {
+    this.#bytes += bytesOf(inbox) - before;
+  }
+
+  #pruneAge(inbox: Inbox, now: number): void {
     const cutoff = now - this.#limits.maxAgeMs;
     const { log } = inbox;
-    while (log.length > 0 && (log.length > this.#limits.maxMessages || log.oldestStoredAt() < cutoff)) log.shift();
+    while (log.length > 0 && log.oldestStoredAt() < cutoff) log.shift();
   }
+}
+
+/** An inbox's accounted bytes. */
+function bytesOf(inbox: Inbox): number {
+  return inbox.fixedBytes + inbox.log.bytes + inbox.dedupe.bytes + inbox.cursorBytes;
 }

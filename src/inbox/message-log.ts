@@ -9,6 +9,8 @@ import type { StoredMessage } from './inbox-store.js';
 const FIRST_SLAB = 512;
 const MAX_SLAB = 64 * 1024;
 const FIRST_CAPACITY = 16;
+/** Bytes of one place in the ring: storedAt and slabOf (8 each), offset and length (4 each). */
+const RING_ENTRY_BYTES = 24;
 
 export class MessageLog {
   /** Seq of the oldest retained message; seqs are dense from it. */
@@ -26,6 +28,14 @@ export class MessageLog {
   #slabBase = 0;
   /** Bytes used in the newest slab. */
   #fill = 0;
+  /** The ring's and the slabs' bytes (see `bytes`). */
+  #bytes = FIRST_CAPACITY * RING_ENTRY_BYTES;
+
+  /** What an empty log costs, and what a first push of `length` bytes adds to it. */
+  static readonly EMPTY_BYTES = FIRST_CAPACITY * RING_ENTRY_BYTES;
+  static firstPushCost(length: number): number {
+    return Math.max(length, FIRST_SLAB);
+  }
 
   get length(): number {
     return this.#count;
@@ -41,6 +51,23 @@ export class MessageLog {
     let bytes = 0;
     for (const slab of this.#slabs) bytes += slab.length;
     return bytes;
+  }
+
+  /**
+   * The memory this log holds in typed arrays and slabs (the slabs' free room included), kept
+   * up to date as they are allocated and dropped; not the objects themselves (see
+   * MemoryInboxStore's per-inbox estimate).
+   */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** How much `bytes` grows if a body of `length` bytes is pushed now (before any pruning). */
+  pushCost(length: number): number {
+    let cost = this.#count === this.#storedAt.length ? this.#storedAt.length * RING_ENTRY_BYTES : 0;
+    const newest = this.#slabs[this.#slabs.length - 1];
+    if (!newest || newest.length - this.#fill < length) cost += this.#slabSize(length, newest);
+    return cost;
   }
 
   /** Appends `body` (copied) as `seq`, which must follow the newest retained seq. */
@@ -71,17 +98,23 @@ export class MessageLog {
     this.#count--;
     this.#firstSeq++;
     if (this.#count === 0) {
-      // Nothing retained: no slab either (an idle user's emptied inbox costs no body memory).
+      // Nothing retained: no slab either (an idle user's emptied inbox costs no body memory),
+      // and the ring back to its first size.
       this.#slabBase += this.#slabs.length;
       this.#slabs = [];
       this.#fill = 0;
+      if (this.#storedAt.length > FIRST_CAPACITY) this.#resize(FIRST_CAPACITY);
+      this.#bytes = this.#storedAt.length * RING_ENTRY_BYTES;
       return;
     }
     const oldestSlab = this.#slabOf[this.#start]!;
     while (this.#slabBase < oldestSlab) {
-      this.#slabs.shift();
+      this.#bytes -= this.#slabs.shift()!.length;
       this.#slabBase++;
     }
+    // Pruned to a quarter of the ring: half of it goes back (amortised, like the doubling).
+    const capacity = this.#storedAt.length;
+    if (capacity > FIRST_CAPACITY && this.#count <= capacity / 4) this.#resize(capacity / 2);
   }
 
   /** The message `seq` (a fresh object; its body a view of the slab), or undefined. */
@@ -98,16 +131,26 @@ export class MessageLog {
   #room(bytes: number): Buffer {
     const newest = this.#slabs[this.#slabs.length - 1];
     if (newest && newest.length - this.#fill >= bytes) return newest;
-    const size = Math.max(bytes, newest ? Math.min(newest.length * 2, MAX_SLAB) : FIRST_SLAB);
+    const size = this.#slabSize(bytes, newest);
     // Unpooled: a slab must not share (and keep alive) Buffer's pool with unrelated buffers.
     const slab = Buffer.allocUnsafeSlow(size);
     this.#slabs.push(slab);
+    this.#bytes += size;
     this.#fill = 0;
     return slab;
   }
 
+  #slabSize(bytes: number, newest: Buffer | undefined): number {
+    return Math.max(bytes, newest ? Math.min(newest.length * 2, MAX_SLAB) : FIRST_SLAB);
+  }
+
   #grow(): void {
-    const capacity = this.#storedAt.length * 2;
+    this.#resize(this.#storedAt.length * 2);
+  }
+
+  /** Moves the ring into arrays of `capacity` places (at least the count). */
+  #resize(capacity: number): void {
+    this.#bytes += (capacity - this.#storedAt.length) * RING_ENTRY_BYTES;
     this.#storedAt = unwrap(this.#storedAt, new Float64Array(capacity), this.#start, this.#count);
     this.#slabOf = unwrap(this.#slabOf, new Float64Array(capacity), this.#start, this.#count);
     this.#offset = unwrap(this.#offset, new Int32Array(capacity), this.#start, this.#count);

@@ -123,11 +123,14 @@ export function encodeMessageRequest(request: MessageRequest): Uint8Array {
  * A received request as stored: `from` set to the sender, `seq` left out (the inbox assigns
  * it), byte for byte what encodeMessageRequest() writes for it. A request the hand decoder read
  * is spliced from its wire bytes; any other is changed in place (`from`, `seq`) and encoded.
+ * `to`, when given and different, replaces the recipient as written (its normalised form), and
+ * the request is encoded afresh.
  */
-export function storedRequestBody(request: MessageRequest, from: string): Uint8Array {
+export function storedRequestBody(request: MessageRequest, from: string, to?: string): Uint8Array {
   const wire = (request as WithWire)[REQUEST_WIRE];
-  if (!wire || from === '') {
+  if (!wire || from === '' || (to !== undefined && to !== request.to)) {
     request.from = from;
+    if (to !== undefined) request.to = to;
     delete request.seq;
     return encodeMessageRequest(request);
   }

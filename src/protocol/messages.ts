@@ -22,6 +22,12 @@ export function resultCodeFor(code: ErrorCode): ResultCode {
       return ResultCode.TOO_MANY_DEVICES;
     case 'SB_ERR_NOT_LOGGED_IN':
       return ResultCode.NOT_LOGGED_IN;
+    case 'SB_ERR_RATE_LIMITED':
+      return ResultCode.RATE_LIMITED;
+    case 'SB_ERR_STORE_FULL':
+      return ResultCode.STORE_FULL;
+    case 'SB_ERR_UNKNOWN_RECIPIENT':
+      return ResultCode.UNKNOWN_RECIPIENT;
     default:
       return ResultCode.UNKNOWN_ERROR;
   }

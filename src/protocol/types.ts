@@ -39,6 +39,12 @@ export const ResultCode = {
   RECIPIENT_OFFLINE: 6,
   TOO_MANY_DEVICES: 7,
   NOT_LOGGED_IN: 8,
+  /** MessageResponse: over the message rate; nothing stored. */
+  RATE_LIMITED: 9,
+  /** MessageResponse: the inbox store is at its memory bound; nothing stored. */
+  STORE_FULL: 10,
+  /** MessageResponse: the recipient has no account; nothing stored. */
+  UNKNOWN_RECIPIENT: 11,
 } as const;
 export type ResultCode = (typeof ResultCode)[keyof typeof ResultCode];
 

@@ -53,6 +53,8 @@ export interface ConnectionHandler {
   onClosing(conn: Connection): void;
   /** Called once, after the socket has closed (always after onClosing). */
   onClose(conn: Connection): void;
+  /** Called once, when the connection becomes `authenticated`. */
+  onAuthenticated?(conn: Connection): void;
 }
 
 export class Connection implements Outbound {
@@ -63,8 +65,8 @@ export class Connection implements Outbound {
   drainingSince = 0;
   /** Why the server closed the connection; undefined when the client closed it. */
   closeReason: Failure | undefined;
-  /** Logged in, or authenticated otherwise by whoever owns the connection: exempt from the login timeout. */
-  authenticated = false;
+  /** The client address this connection counts under (ConnectionCaps), when the per-address cap is on. */
+  addressKey: string | undefined;
 
   readonly #limits: WorkerLimits;
   readonly #handler: ConnectionHandler;
@@ -84,6 +86,7 @@ export class Connection implements Outbound {
   #queuedBytes = 0;
   /** The most the kernel was known to have taken of them. */
   #handedOff = 0;
+  #authenticated = false;
 
   constructor(
     readonly id: number,
@@ -146,6 +149,17 @@ export class Connection implements Outbound {
     // Made again from the worker's logger when next needed: a child of a child would turn the
     // first into a prototype, which V8 gives a map of its own.
     this.#log = undefined;
+  }
+
+  /** Logged in as a client, or proven a peer: exempt from the login timeout and the cap on connections not logged in. */
+  get authenticated(): boolean {
+    return this.#authenticated;
+  }
+
+  set authenticated(value: boolean) {
+    if (!value || this.#authenticated) return;
+    this.#authenticated = true;
+    this.#handler.onAuthenticated?.(this);
   }
 
   get state(): ConnectionState {

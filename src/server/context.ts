@@ -8,6 +8,8 @@ import type { SessionStore } from '../session/session-store.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import type { Delivery } from './delivery.js';
 import type { MessageRouter } from './router.js';
+import type { MessageRate } from './message-rate.js';
+import type { RecipientCheck } from './recipients.js';
 
 export interface ServerContext {
   readonly limits: WorkerLimits;
@@ -16,6 +18,10 @@ export interface ServerContext {
   readonly inbox: InboxStore;
   readonly delivery: Delivery;
   readonly router: MessageRouter;
+  /** The senders' message rate. */
+  readonly rate: MessageRate;
+  /** Where the accounts are known: recipients must exist. Undefined: any id is a recipient. */
+  readonly recipients: RecipientCheck | undefined;
   readonly signer: TokenSigner;
   readonly log: Logger;
   /** Resolves this worker's registry id once it is registered. */

@@ -2,7 +2,8 @@
 // messages, cleans up after them, registers the worker in the Registry and keeps its balance
 // and its SessionStore records current (refreshed every sessionRefreshMs, re-published after a
 // re-registration). One periodic sweep enforces the login, idle and drain timeouts of all
-// connections and drives Delivery's resends and position saves.
+// connections and drives Delivery's resends and position saves. The connection caps are
+// checked at accept, before a socket becomes a Connection.
 
 import net from 'node:net';
 import { once } from 'node:events';
@@ -20,6 +21,10 @@ import type { LocalSession } from '../session/local-session.js';
 import { Connection, SESSION, type ConnectionHandler } from './connection.js';
 import type { ServerContext } from './context.js';
 import { dispatch } from './dispatch.js';
+import { MessageRate } from './message-rate.js';
+import { RecipientCheck } from './recipients.js';
+import { ConnectionCaps } from './connection-caps.js';
+import type { UserStore } from '../users/user-store.js';
 
 export interface WorkerServerOptions {
   host: string;
@@ -32,6 +37,8 @@ export interface WorkerServerOptions {
   store: SessionStore;
   inbox: InboxStore;
   registry: Registry;
+  /** Where the accounts are: recipients must exist there. Unset: any id is a recipient. */
+  users?: UserStore;
   log: Logger;
   version: string;
   /** Cluster mode: builds the router and the cluster's own listeners around this worker's LocalPort. */
@@ -49,6 +56,8 @@ export class WorkerServer {
   readonly #ctx: ServerContext;
   readonly #handler: ConnectionHandler;
   readonly #cluster: WorkerCluster | undefined;
+  readonly #caps: ConnectionCaps;
+  #lastRefusalLog = 0;
   #resolveNodeId!: (id: string) => void;
   #sweep: NodeJS.Timeout | undefined;
   #refresh: NodeJS.Timeout | undefined;
@@ -79,6 +88,8 @@ export class WorkerServer {
       inbox: options.inbox,
       delivery,
       router: cluster?.router ?? new LocalRouter(local),
+      rate: new MessageRate(options.limits),
+      recipients: options.users && new RecipientCheck(options.users, options.limits.recipientCacheSize),
       signer: options.signer,
       log: options.log,
       nodeId,
@@ -88,7 +99,9 @@ export class WorkerServer {
       onMessage: (conn, message) => dispatch(this.#ctx, conn, message),
       onClosing: (conn) => this.#release(conn),
       onClose: (conn) => this.#onClose(conn),
+      onAuthenticated: () => this.#caps.authenticated(),
     };
+    this.#caps = new ConnectionCaps(options.limits);
     this.#server = net.createServer((socket) => this.#accept(socket));
     this.#server.on('error', (err) => this.#log.error({ err }, 'server error'));
   }
@@ -151,10 +164,19 @@ export class WorkerServer {
     this.#log.info('worker stopped');
   }
 
+  /** The connection caps' counts (for tests). */
+  get caps(): ConnectionCaps {
+    return this.#caps;
+  }
+
   #accept(socket: net.Socket): void {
+    const addressKey = this.#caps.admit(socket);
+    if (addressKey === null) return;
     const conn = new Connection(this.#nextConnId++, socket, this.#options.limits, this.#handler, this.#log);
+    conn.addressKey = addressKey;
     this.#connections.add(conn);
-    // Guarded: reading remoteAddress makes the socket keep its peer address object.
+    // Guarded: reading remoteAddress makes the socket keep its peer address object (about 130
+    // bytes; the per-address cap pays them when it is on).
     if (this.#log.isLevelEnabled('debug')) {
       this.#log.debug({ ...conn.logFields, remote: `${socket.remoteAddress}:${socket.remotePort}` }, 'connection accepted');
     }
@@ -162,6 +184,7 @@ export class WorkerServer {
 
   #onClose(conn: Connection): void {
     this.#connections.delete(conn);
+    this.#caps.closed(conn.addressKey, conn.authenticated);
     if (this.#log.isLevelEnabled('debug')) this.#log.debug({ ...conn.logFields, code: conn.closeReason?.code }, 'connection closed');
     this.#release(conn);
     if (this.#connections.size === 0) this.#onAllClosed?.();
@@ -208,8 +231,20 @@ export class WorkerServer {
       }
     }
     this.#ctx.delivery.sweep(this.sessions, now);
+    this.#ctx.rate.sweep(now, this.sessions);
+    // Refused sockets are counted, not logged one by one: an attack would flood the log.
+    if (now - this.#lastRefusalLog >= REFUSAL_LOG_MS) {
+      const refused = this.#caps.takeRefusals();
+      if (refused) {
+        this.#lastRefusalLog = now;
+        this.#log.warn({ ...refused, unauthenticatedOpen: this.#caps.unauthenticated }, 'connections refused at accept');
+      }
+    }
   }
 }
+
+/** At most one summary of refused connections per minute. */
+const REFUSAL_LOG_MS = 60_000;
 
 function recordOf(session: LocalSession, nodeId: string): SessionRecord {
   return { sessionId: session.sessionId, uid: session.uid, deviceId: session.deviceId, nodeId, platform: session.platform, loginAt: session.loginAt };

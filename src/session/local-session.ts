@@ -4,6 +4,12 @@
 import type { Failure } from '../protocol/messages.js';
 import type { HandoffRing } from './handoff-ring.js';
 
+/** A token bucket's state: `tokens` as of `at` (ms); the owner knows the rate and size. */
+export interface RateState {
+  tokens: number;
+  at: number;
+}
+
 /** What a session needs of its connection. */
 export interface Outbound {
   /** Queues one complete frame for writing. Never throws; a closed connection drops it. */
@@ -56,6 +62,16 @@ export class LocalSession {
   unackedSince = 0;
   /** Position last written to the InboxStore. */
   savedPosition = 0;
+
+  // Message rate state, owned by the server's MessageRate (see src/server/message-rate.ts).
+  /** This device's token bucket, as of `rateAt` (ms); 0 means never used: the first check fills it. */
+  rateTokens = 0;
+  rateAt = 0;
+  /** The bucket this user's sessions on this worker share; found on the first message. */
+  userRate: RateState | undefined;
+  /** Rate refusals in the current flood window, and when that window started. */
+  refusals = 0;
+  refusalsSince = 0;
 
   constructor(
     readonly sessionId: string,

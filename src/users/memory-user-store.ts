@@ -17,6 +17,10 @@ export class MemoryUserStore implements UserStore {
     return user && { ...user };
   }
 
+  async exists(username: string): Promise<boolean> {
+    return this.#users.has(username);
+  }
+
   async count(): Promise<number> {
     return this.#users.size;
   }

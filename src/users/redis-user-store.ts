@@ -59,6 +59,11 @@ export class RedisUserStore implements UserStore {
     return { uid: username, username, passwordHash: fields.passwordHash, createdAt: Number(fields.createdAt) };
   }
 
+  async exists(username: string): Promise<boolean> {
+    // The field get() requires: create() writes every field in one script, so this is the same test.
+    return (await this.#redis.hexists(this.#userKey(username), 'passwordHash')) === 1;
+  }
+
   async count(): Promise<number> {
     return Number((await this.#redis.get(this.#countKey())) ?? 0);
   }

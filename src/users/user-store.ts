@@ -32,6 +32,11 @@ export interface UserStore {
   create(user: NewUser): Promise<boolean>;
   /** The account, or undefined when there is none. The record is a copy. */
   get(username: string): Promise<UserRecord | undefined>;
+  /**
+   * True when the account exists: what a worker asks before storing a message for a recipient
+   * (cheaper than get(), which reads the whole record).
+   */
+  exists(username: string): Promise<boolean>;
   /** The number of accounts created. */
   count(): Promise<number>;
   close(): Promise<void>;

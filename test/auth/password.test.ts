@@ -1,9 +1,10 @@
 // Password hashing (scrypt, self-describing encoding) and the user name and password rules.
 // Most tests use cheap parameters (N=2^14); one hashes at the OWASP defaults.
 
+import fc from 'fast-check';
 import t, { type Test } from 'tap';
 import { scryptSync } from 'node:crypto';
-import { checkPassword, checkUsername, hashPassword, OWASP_SCRYPT_PARAMS, PasswordHasher, verifyPassword, type ScryptParams } from '../../src/auth/password.js';
+import { checkPassword, checkUsername, hashPassword, normalizeUsername, OWASP_SCRYPT_PARAMS, PasswordHasher, verifyPassword, type ScryptParams } from '../../src/auth/password.js';
 import { SwitchboardError, type ErrorCode } from '../../src/errors.js';
 
 const CHEAP: ScryptParams = { N: 2 ** 14, r: 8, p: 1 };
@@ -239,4 +240,22 @@ t.test('user name rule: 3 to 32 of [a-z0-9_.-], folded to lower case', async (t)
     null: null,
   };
   for (const [name, input] of Object.entries(bad)) throwsCode(t, () => checkUsername(input), 'SB_ERR_BAD_USERNAME', name);
+  for (const [input, normalised] of good) t.equal(normalizeUsername(input), normalised, `normalizeUsername: ${input} → ${normalised}`);
+  for (const [name, input] of Object.entries(bad)) if (typeof input === 'string') t.equal(normalizeUsername(input), undefined, `normalizeUsername refuses: ${name}`);
+});
+
+t.test('normalizeUsername is checkUsername without the throw, on any string', async (t) => {
+  const agrees = (name: string) => {
+    let expected: string | undefined;
+    try {
+      expected = checkUsername(name);
+    } catch {
+      expected = undefined;
+    }
+    return normalizeUsername(name) === expected;
+  };
+  // Names near the rule (its alphabet, a few neighbours, any length around the bounds) and any string.
+  const near = fc.string({ unit: fc.constantFrom(...'aZz09_.-@AÅ\u212A \u0130'.split('')), minLength: 0, maxLength: 35 });
+  fc.assert(fc.property(fc.oneof(near, fc.string({ maxLength: 40 }), fc.string({ unit: 'binary', maxLength: 40 })), agrees), { numRuns: 5000 });
+  t.pass('5000 names agree');
 });

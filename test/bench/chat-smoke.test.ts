@@ -6,6 +6,7 @@ import t, { type Test } from 'tap';
 import { chatScenario, type ChatScenarioOptions } from '../../src/bench/scenarios/chat.js';
 import type { BenchReport, RunReport } from '../../src/bench/report.js';
 import { startWorkerProcess } from '../../src/bench/processes.js';
+import { BENCH_WORKER_ARGS } from '../../src/bench/targets.js';
 
 const base: ChatScenarioOptions = {
   target: 'embedded',
@@ -96,7 +97,8 @@ t.test('a delivery dropped on purpose is reported lost, with its id', async (t) 
 });
 
 t.test('two runs against one running worker: the second is neither deduped nor fed the first one\'s leftovers', async (t) => {
-  const worker = await startWorkerProcess('worker', base.secret);
+  // An external target keeps its own limits: this one is started as the bench starts its own.
+  const worker = await startWorkerProcess('worker', base.secret, [...BENCH_WORKER_ARGS]);
   t.teardown(() => worker.stop());
   const external: ChatScenarioOptions = { ...base, target: 'external', workerEndpoints: [`127.0.0.1:${worker.port}`], relay: false, drivers: 1, drainMs: 0 };
   // No drain: the first run leaves messages in the inboxes, unacknowledged.
@@ -132,7 +134,7 @@ t.test('--max: a closed-loop probe, then open-loop steps bisecting below 1.1 × 
 
 t.test('refused sends: counted by code, not as acked, and the closed loop keeps sending', async (t) => {
   // A 250-byte message fits a 300-byte frame, its delivery (with the inbox seq) does not.
-  const worker = await startWorkerProcess('worker', base.secret, ['--max-frame-length', '300']);
+  const worker = await startWorkerProcess('worker', base.secret, [...BENCH_WORKER_ARGS, '--max-frame-length', '300']);
   t.teardown(() => worker.stop());
   const report = await chatScenario({ ...base, target: 'external', workerEndpoints: [`127.0.0.1:${worker.port}`], relay: false, drivers: 1, connections: 2, payloadBytes: 250, drainMs: 2000 });
   const run = runOf(report, 'switchboard');

@@ -10,6 +10,7 @@ import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:c
 import { fileURLToPath } from 'node:url';
 import { TokenSigner, DEV_SECRET } from '../../src/auth/token.js';
 import { ImClient, type IncomingMessage } from '../../src/client/im-client.js';
+import { RedisUserStore } from '../../src/users/redis-user-store.js';
 import { startNode } from '../helpers/node.js';
 import { startRedis } from '../helpers/redis.js';
 import { freePort } from '../helpers/free-port.js';
@@ -166,6 +167,17 @@ const SERVE_FLAGS = [
   'inbox-max-messages',
   'inbox-max-age-s',
   'dedupe-window-s',
+  'inbox-memory-mb',
+  'allow-unknown-recipients',
+  'msg-rate',
+  'msg-burst',
+  'user-msg-rate',
+  'user-msg-burst',
+  'flood-refusals',
+  'flood-window-ms',
+  'max-connections-per-ip',
+  'max-unauthenticated',
+  'recipient-cache-size',
 ];
 
 const HELP: Record<string, string[]> = {
@@ -277,6 +289,11 @@ t.test('chat: prints what arrived while offline, sends with "@user text", prints
 
 t.test('worker --redis: messages stored for an offline user survive a worker restart', async (t) => {
   const redis = await startRedis(t);
+  // With --redis the worker refuses recipients without an account in the Redis user store,
+  // where `switchboard gate` would have made them.
+  const users = new RedisUserStore({ url: redis.url });
+  t.teardown(() => users.close());
+  for (const username of ['alice', 'bob']) await users.create({ username, passwordHash: 'not-a-login-test', createdAt: Date.now() });
   const port = await freePort();
   const args = ['worker', '--port', String(port), '--secret', SECRET, '--redis', redis.url];
   const token = (uid: string) => new TokenSigner(SECRET).mint({ uid, ttlMs: 60_000 });
@@ -287,6 +304,7 @@ t.test('worker --redis: messages stored for an offline user survive a worker res
   t.teardown(() => alice.close());
   await alice.connect();
   t.match(await alice.send('bob', 'kept in redis'), { seq: 1, duplicate: false });
+  await t.rejects(alice.send('mallory', 'to nobody'), { code: 'SB_ERR_UNKNOWN_RECIPIENT' }, 'a recipient without an account is refused');
   first.child.kill('SIGTERM');
   t.equal((await first.exited).code, 0, 'the first worker stopped cleanly');
 

@@ -1,7 +1,7 @@
 // What a new user does first, with the real command: `switchboard start` (a worker and its
 // embedded gate), then two `switchboard chat --gate ... --register` terminals (stdin piped):
 // both sign up, log in with their passwords, alice's "@bob hello" shows up in bob's terminal,
-// and /quit exits 0. Also: coming back with --register, a wrong password, and a gate port that
+// "@Bob" is bob too, "@nobody" is refused, and /quit exits 0. Also: coming back with --register, a wrong password, and a gate port that
 // is taken.
 
 import t, { type Test } from 'tap';
@@ -54,6 +54,13 @@ t.test('two new users sign up through the embedded gate and chat', async (t) => 
   await alice.waitFor('alice is shown bob\'s answer', () => /bob: hi, welcome$/m.test(alice.stdout));
   t.pass('and alice\'s shows bob\'s answer');
   t.notMatch(alice.stdout + bob.stdout, /not sent/, 'nothing failed to send');
+
+  // Names are accounts: `@Bob` is bob, and a name without an account is refused, not stored.
+  alice.write('@Bob by any case\n');
+  await bob.waitFor('bob is shown the message to Bob', () => /alice: by any case$/m.test(bob.stdout));
+  alice.write('@nobody are you there\n');
+  await alice.waitFor('alice is told nobody has no account', () => /not sent: SB_ERR_UNKNOWN_RECIPIENT/.test(alice.stdout));
+  t.pass('@Bob reached bob; @nobody was refused with SB_ERR_UNKNOWN_RECIPIENT');
 
   await quit(t, alice);
   await quit(t, bob);

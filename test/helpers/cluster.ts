@@ -52,14 +52,24 @@ export const DEFAULT_WAIT_MS = 15_000;
  * cache TTL is short too: a new session re-reads its inbox 1 s and TTL + 1 s after login, and a
  * test that checks live forwarding waits those rechecks out, so they cannot hide a lost frame.
  */
-export const CLUSTER_FLAGS: Readonly<Record<string, string | number>> = Object.freeze({
+export const CLUSTER_FLAGS: Readonly<Record<string, WorkerFlag>> = Object.freeze({
   'zk-session-timeout-ms': ZK_SESSION_TIMEOUT_MS,
   'peer-reconnect-ms': 100,
   'session-refresh-ms': 500,
   'reconcile-ms': 1_000,
   'route-cache-ttl-ms': 1_000,
   'close-grace-ms': 200,
+  // The tests' users have tokens, not accounts; the recipient check has tests of its own.
+  'allow-unknown-recipients': true,
 });
+
+/** A worker flag's value: true for a boolean flag that is given, false for one left out. */
+export type WorkerFlag = string | number | boolean;
+
+/** `--name value` per flag; a boolean flag is `--name` alone, or nothing when false. */
+export function flagArgs(flags: Readonly<Record<string, WorkerFlag>>): string[] {
+  return Object.entries(flags).flatMap(([k, v]) => (v === true ? [`--${k}`] : v === false ? [] : [`--${k}`, String(v)]));
+}
 
 /** The rechecks a login schedules are over once this long has passed since it. */
 export const LOGIN_RECHECKS_MS = 1_000 + Number(CLUSTER_FLAGS['route-cache-ttl-ms']) + 500;
@@ -219,11 +229,11 @@ export class WorkerProcess {
  * Starts `switchboard worker` with `flags` on a free port (killed on teardown) and resolves once
  * it listens, its nodeId known.
  */
-export async function spawnWorker(t: Test, name: string, flags: Record<string, string | number>): Promise<WorkerProcess> {
+export async function spawnWorker(t: Test, name: string, flags: Readonly<Record<string, WorkerFlag>>): Promise<WorkerProcess> {
   // freePort() cannot reserve the port: if another process takes it first, try another.
   for (let attempt = 1; ; attempt++) {
     const port = await freePort();
-    const args = ['--port', String(port), ...Object.entries(flags).flatMap(([k, v]) => [`--${k}`, String(v)])];
+    const args = ['--port', String(port), ...flagArgs(flags)];
     const worker = new WorkerProcess(name, port, args);
     t.teardown(() => worker.kill());
     try {
@@ -245,16 +255,16 @@ export async function spawnWorker(t: Test, name: string, flags: Record<string, s
  * One worker process on its own (no ZooKeeper, no peers) keeping its inboxes in `redis`: what a
  * test of the inbox against a real Redis and a real worker needs. Tokens as for a cluster.
  */
-export async function startRedisWorker(t: Test, redis: TestRedis, flags: Record<string, string | number> = {}): Promise<WorkerProcess> {
+export async function startRedisWorker(t: Test, redis: TestRedis, flags: Readonly<Record<string, WorkerFlag>> = {}): Promise<WorkerProcess> {
   if (!fs.existsSync(path.join(ROOT, 'dist/cli/main.js'))) throw new Error('dist/ is missing: run `npm run build` (npm test does) first');
-  return spawnWorker(t, 'worker', { redis: redis.url, secret: CLUSTER_TOKEN_SECRET, 'log-level': 'info', 'close-grace-ms': 200, ...flags });
+  return spawnWorker(t, 'worker', { redis: redis.url, secret: CLUSTER_TOKEN_SECRET, 'log-level': 'info', 'close-grace-ms': 200, 'allow-unknown-recipients': true, ...flags });
 }
 
 export interface StartWorkerOptions {
   /** ZooKeeper connect string for this worker (e.g. a ZooKeeperProxy's); default the cluster's. */
   zk?: string;
   /** Flags replacing or adding to CLUSTER_FLAGS, e.g. { 'route-cache-ttl-ms': 5000 }. */
-  flags?: Record<string, string | number>;
+  flags?: Record<string, WorkerFlag>;
 }
 
 export interface ClientOptions extends Partial<ImClientOptions> {
@@ -291,7 +301,7 @@ export class TestCluster {
 
   /** Starts a worker process and resolves once it listens and is registered (its nodeId known). */
   async startWorker(options: StartWorkerOptions = {}): Promise<WorkerProcess> {
-    const flags: Record<string, string | number> = {
+    const flags: Record<string, WorkerFlag> = {
       zk: options.zk ?? this.zk.connect,
       'zk-root': this.root,
       redis: this.redis.url,

@@ -80,6 +80,13 @@ export function u64(value: Long | number | undefined | null): string {
   return value === undefined || value === null ? '' : Long.fromValue(value, true).toString();
 }
 
+export interface ConnectOptions {
+  host?: string;
+  allowHalfOpen?: boolean;
+  /** The source address, e.g. another loopback address (127.0.0.2) to appear as another host. */
+  localAddress?: string;
+}
+
 export class RawClient {
   readonly socket: net.Socket;
   /** Every decoded message, in arrival order (including the ones next() consumed). */
@@ -141,8 +148,8 @@ export class RawClient {
    * `allowHalfOpen` keeps this side writable after the server's FIN, as a client that is slow to
    * notice the close would, so the server's socket stays half-open until it gives up.
    */
-  static async connect(port: number, { host = '127.0.0.1', allowHalfOpen = false } = {}): Promise<RawClient> {
-    const socket = net.connect({ port, host, allowHalfOpen });
+  static async connect(port: number, { host = '127.0.0.1', allowHalfOpen = false, localAddress }: ConnectOptions = {}): Promise<RawClient> {
+    const socket = net.connect({ port, host, allowHalfOpen, ...(localAddress ? { localAddress } : {}) });
     await once(socket, 'connect');
     socket.setNoDelay(true);
     return new RawClient(socket);
@@ -298,6 +305,14 @@ export class RawClient {
     return taken;
   }
 
+  /** Removes and returns the MESSAGE_RESPONSEs received but not yet consumed. */
+  takeResponses(): ImMessage[] {
+    const isResponse = isType(HeadType.MESSAGE_RESPONSE);
+    const taken = this.#inbox.filter(isResponse);
+    for (let i = this.#inbox.length - 1; i >= 0; i--) if (isResponse(this.#inbox[i]!)) this.#inbox.splice(i, 1);
+    return taken;
+  }
+
   /** Resolves the CLOSING notification (waiting for it if needed). */
   async nextClosing(timeoutMs?: number): Promise<Closing> {
     return closingOf(await this.next((m) => closingOf(m) !== undefined, timeoutMs))!;
@@ -368,11 +383,7 @@ export class RawClient {
 }
 
 /** Connects a RawClient that the test destroys on teardown. */
-export async function connect(
-  t: { teardown(fn: () => unknown): void },
-  port: number,
-  options: { allowHalfOpen?: boolean } = {},
-): Promise<RawClient> {
+export async function connect(t: { teardown(fn: () => unknown): void }, port: number, options: ConnectOptions = {}): Promise<RawClient> {
   const client = await RawClient.connect(port, options);
   t.teardown(() => client.destroy());
   return client;
@@ -385,7 +396,7 @@ export async function connectLoggedIn(
   uid: string,
   token: string,
   deviceId = 'dev-1',
-  options: { allowHalfOpen?: boolean } & SyncOptions = {},
+  options: ConnectOptions & SyncOptions = {},
 ): Promise<RawClient> {
   const { acks, lastSeq, inboxEpoch, ...socketOptions } = options;
   const client = await connect(t, port, socketOptions);

@@ -83,3 +83,38 @@ t.test('memory follows what is retained: slabs of shifted messages are released'
   log.push(log.firstSeq, 0, body);
   t.equal(log.get(log.firstSeq)!.body.length, 1000, 'and a new message starts a new one');
 });
+
+t.test('bytes: what pushCost said, what the slabs and the ring hold, and back to empty', async (t) => {
+  fc.assert(
+    fc.property(fc.array(fc.tuple(fc.integer({ min: 0, max: 70_000 }), fc.integer({ min: 0, max: 3 })), { minLength: 1, maxLength: 300 }), (steps) => {
+      const log = new MessageLog();
+      let seq = 1;
+      for (const [size, shifts] of steps) {
+        const before = log.bytes;
+        const cost = log.pushCost(size);
+        log.push(seq++, 0, Buffer.alloc(size));
+        if (log.bytes - before !== cost) return false;
+        for (let i = 0; i < shifts; i++) log.shift();
+        // The ring: 24 bytes a place, at least one place per message.
+        const ring = log.bytes - log.slabBytes;
+        if (ring % 24 !== 0 || ring < 24 * log.length) return false;
+      }
+      while (log.length > 0) log.shift();
+      return log.bytes === MessageLog.EMPTY_BYTES;
+    }),
+    { numRuns: 200 },
+  );
+  t.pass('200 random histories');
+});
+
+t.test('a ring pruned to a quarter gives half back', async (t) => {
+  const log = new MessageLog();
+  for (let seq = 1; seq <= 4096; seq++) log.push(seq, 0, Buffer.alloc(1));
+  const grown = log.bytes - log.slabBytes;
+  t.equal(grown, 4096 * 24);
+  while (log.length > 16) log.shift();
+  t.ok(log.bytes - log.slabBytes <= 64 * 24, `${log.bytes - log.slabBytes} bytes of ring for 16 messages`);
+  let intact = 0;
+  for (let s = log.firstSeq; s < log.firstSeq + log.length; s++) if (log.get(s)?.seq === s) intact++;
+  t.equal(intact, 16, 'the messages kept survive the move');
+});

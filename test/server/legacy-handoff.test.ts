@@ -28,7 +28,7 @@ async function flood(sender: RawClient, to: string, count: number): Promise<void
 }
 
 t.test('a legacy device cut as a slow consumer: its next login replays all that the kernel had not taken', async (t) => {
-  const tn = await startNode(t, { maxOutboundBytes: 64 * 1024 });
+  const tn = await startNode(t, { maxOutboundBytes: 64 * 1024, messageRate: 0, userMessageRate: 0 });
   const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
   const bob = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'legacy');
   bob.pause();
@@ -61,7 +61,7 @@ t.test('a legacy device cut as a slow consumer: its next login replays all that 
 });
 
 t.test('a legacy device that resets its connection: the position stays at the last reading of the kernel', async (t) => {
-  const tn = await startNode(t);
+  const tn = await startNode(t, { messageRate: 0, userMessageRate: 0 });
   const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
   const bob = await connect(t, tn.port);
   await bob.login('bob', tn.token('bob'), 'legacy');

@@ -34,6 +34,16 @@ export function userStoreConformance(t: Test, makeStore: () => Promise<UserStore
     t.equal(await store.get('alice2'), undefined);
   });
 
+  t.test('exists says whether get would find the account', async (t) => {
+    const store = await fresh(t);
+    t.equal(await store.exists('alice'), false, 'before it is created');
+    await store.create(newUser('alice'));
+    t.equal(await store.exists('alice'), true, 'at once after create');
+    t.equal(await store.exists('Alice'), false, 'an exact key: stores do not normalise');
+    t.equal(await store.exists('alic'), false, 'no prefix match');
+    t.equal(await store.exists('__proto__'), false, 'an ordinary name');
+  });
+
   t.test('a taken name: create resolves false and changes nothing', async (t) => {
     const store = await fresh(t);
     const first = newUser('alice');

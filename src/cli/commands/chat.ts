@@ -9,6 +9,7 @@ import { gateEndpoint, registerThroughGate } from '../../client/gate-login.js';
 import { SwitchboardError, isSwitchboardError } from '../../errors.js';
 import { parseOptions, usage, type OptionSpecs } from '../options.js';
 import { SECRET_OPTION } from '../common.js';
+import { normalizeUsername } from '../../auth/password.js';
 
 const OPTIONS = {
   user: { type: 'string', description: 'your user id (required)' },
@@ -92,7 +93,10 @@ export async function chatCommand(argv: string[]): Promise<void> {
       else rl.prompt();
       return;
     }
-    client.send(match[1]!, match[2]!).then(
+    // Through the gate the names are switchboard accounts: `@Alice` is alice, as the gate
+    // folds names. With a token the server decides (it folds them where it checks accounts).
+    const to = o.gate ? (normalizeUsername(match[1]!) ?? match[1]!) : match[1]!;
+    client.send(to, match[2]!).then(
       () => rl.prompt(),
       (err: unknown) => print(`* not sent: ${isSwitchboardError(err) ? `${err.code} ${err.message}` : String(err)}`),
     );

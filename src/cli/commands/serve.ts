@@ -11,6 +11,7 @@ import {
   INBOX_OPTIONS,
   LIMIT_OPTIONS,
   LOG_OPTION,
+  RECIPIENT_OPTIONS,
   SECRET_OPTION,
   DEV_OPTION,
   checkSecret,
@@ -19,12 +20,15 @@ import {
   gateLimitsFrom,
   inboxLimitsFrom,
   limitsFrom,
+  memoryInboxBytesFrom,
   logRedis,
   redisPrefixFrom,
   zooKeeperAccessFrom,
 } from '../common.js';
 import { Gate } from '../../gate/gate-server.js';
 import { MemoryUserStore } from '../../users/memory-user-store.js';
+import { RedisUserStore } from '../../users/redis-user-store.js';
+import type { UserStore } from '../../users/user-store.js';
 import { PasswordHasher } from '../../auth/password.js';
 import { MemoryInboxStore } from '../../inbox/memory-inbox-store.js';
 import { RedisInboxStore } from '../../inbox/redis-inbox-store.js';
@@ -44,6 +48,7 @@ function serveOptions(port: number) {
     ...SECRET_OPTION,
     ...LOG_OPTION,
     ...INBOX_OPTIONS,
+    ...RECIPIENT_OPTIONS,
     ...CLUSTER_OPTIONS,
     ...GATE_OPTIONS,
     ...LIMIT_OPTIONS,
@@ -80,8 +85,19 @@ async function serve(command: string, summary: string, defaultPort: number, argv
   const zkAccess = o.zk ? zooKeeperAccessFrom(o, o.dev, log) : undefined;
   const keyPrefix = redisPrefixFrom(o['redis-prefix']);
   const inboxLimits = inboxLimitsFrom(o);
-  const inbox = o.redis ? new RedisInboxStore({ url: o.redis, keyPrefix, limits: inboxLimits }) : new MemoryInboxStore(inboxLimits);
+  const inbox = o.redis
+    ? new RedisInboxStore({ url: o.redis, keyPrefix, limits: inboxLimits })
+    : new MemoryInboxStore({ ...inboxLimits, maxBytes: memoryInboxBytesFrom(o) }, Date.now, log.child({ component: 'inbox' }));
   if (inbox instanceof RedisInboxStore) logRedis(inbox.redis, log.child({ component: 'redis', store: 'inbox' }));
+  // Accounts live where the inboxes do, so no inbox outlives the account it belongs to (else
+  // after a restart anyone could sign up with a stored user's name and read their messages):
+  // in Redis with --redis (where `switchboard gate` keeps them too), else in the embedded
+  // gate's memory; a worker without --redis and `start --no-gate` know no accounts. Where
+  // there are accounts, the worker refuses recipients without one.
+  const withGate = command === 'start' && !o['no-gate'];
+  const checkRecipients = !o['allow-unknown-recipients'];
+  const users: UserStore | undefined = o.redis && (withGate || checkRecipients) ? new RedisUserStore({ url: o.redis, keyPrefix }) : withGate ? new MemoryUserStore() : undefined;
+  if (users instanceof RedisUserStore) logRedis(users.redis, log.child({ component: 'redis', store: 'users' }));
   const cluster = o.zk
     ? {
         store: new RedisSessionStore({ url: o.redis!, keyPrefix, ttlMs: o['session-ttl-ms'] }),
@@ -110,6 +126,8 @@ async function serve(command: string, summary: string, defaultPort: number, argv
   if (cluster) logRedis(cluster.store.redis, log.child({ component: 'redis', store: 'sessions' }));
   const node = createNode({
     inbox,
+    // The node closes it on stop.
+    users: checkRecipients ? users : undefined,
     store: cluster?.store,
     registry: cluster?.registry,
     cluster: cluster?.settings,
@@ -121,37 +139,42 @@ async function serve(command: string, summary: string, defaultPort: number, argv
     limits: limitsFrom(o),
     log,
   });
+  const stopNode = async () => {
+    await node.stop();
+    if (!checkRecipients) await users?.close();
+  };
   let info;
   try {
     info = await node.start();
   } catch (err) {
     // Listening already, and connected to Redis: without this a worker that could not register
     // (e.g. SB_ERR_REGISTRY_ACL) would print its error and keep running.
-    await node.stop().catch((stopErr: unknown) => log.error({ err: stopErr }, 'shutdown failed'));
+    await stopNode().catch((stopErr: unknown) => log.error({ err: stopErr }, 'shutdown failed'));
     throw err;
   }
   // `start` is a complete system: the gate runs in the same process, on the same stores.
-  const gate = gateLimits
-    ? new Gate({
-        host: o.host,
-        port: o['gate-port'],
-        registry: node.registry,
-        users: new MemoryUserStore(),
-        signer: node.signer,
-        hasher: new PasswordHasher(),
-        online: async () => ({ users: node.server.sessions.users, sessions: node.server.sessions.size }),
-        registration: !o['no-registration'],
-        limits: gateLimits,
-        trustProxy,
-        log: log.child({ component: 'gate' }),
-      })
-    : undefined;
+  const gate =
+    gateLimits && users
+      ? new Gate({
+          host: o.host,
+          port: o['gate-port'],
+          registry: node.registry,
+          users,
+          signer: node.signer,
+          hasher: new PasswordHasher(),
+          online: async () => ({ users: node.server.sessions.users, sessions: node.server.sessions.size }),
+          registration: !o['no-registration'],
+          limits: gateLimits,
+          trustProxy,
+          log: log.child({ component: 'gate' }),
+        })
+      : undefined;
   let gateAddress: AddressInfo | undefined;
   try {
     gateAddress = await gate?.listen();
   } catch (err) {
     // The worker is up already: without this, a busy gate port left it running after the error.
-    await node.stop();
+    await stopNode();
     throw err;
   }
   if (command === 'start') {
@@ -160,7 +183,8 @@ async function serve(command: string, summary: string, defaultPort: number, argv
       `\nswitchboard is running on ${info.host}:${info.port} (node ${info.id})${gateUrl ? `, gate ${gateUrl}` : ''}.\n` +
         (gateUrl
           ? `Chat from two terminals (register a password on first use):\n  npx switchboard chat --gate ${gateUrl} --user alice --register\n  npx switchboard chat --gate ${gateUrl} --user bob --register\n`
-          : `Chat from two terminals:\n  npx switchboard chat --user alice --port ${info.port}\n  npx switchboard chat --user bob --port ${info.port}\n`) +
+          : `Chat from two terminals:\n  npx switchboard chat --user alice --port ${info.port}\n  npx switchboard chat --user bob --port ${info.port}\n` +
+            (node.users ? 'Recipients need an account in the Redis user store (made by a gate on it), unless the node runs with --allow-unknown-recipients.\n' : '')) +
         `Native clients log in through POST ${gateUrl ?? '(gate off)'}/api/login, or with a token from: npx switchboard token --user alice\n\n`,
     );
   }
@@ -170,7 +194,7 @@ async function serve(command: string, summary: string, defaultPort: number, argv
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
       Promise.resolve(gate?.close())
-        .then(() => node.stop())
+        .then(stopNode)
         .then(resolve, (err: unknown) => {
         log.error({ err }, 'shutdown failed');
         resolve();

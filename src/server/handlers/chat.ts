@@ -4,20 +4,33 @@
 // it live. Appends are issued in arrival order and confirmed in that order, so one sender's
 // messages keep their order without waiting for each other. A store that can append
 // synchronously (the memory one) is used so, and the whole message is handled in one go.
+//
+// Before the append: the sender's message rate (MessageRate), and, where the worker knows the
+// accounts (RecipientCheck), that the recipient exists. A recipient not yet known to exist is
+// looked up asynchronously; the returned promise makes the connection hold its later frames,
+// so their responses keep their order.
 
 import { storedRequestBody, uint64String } from '../../protocol/codec.js';
 import { DELIVERY_OVERHEAD, storedResponseFrame } from '../../protocol/chat-frames.js';
 import { messageResponse } from '../../protocol/messages.js';
-import type { ImMessage, UInt64 } from '../../protocol/types.js';
+import type { ImMessage, MessageRequest, UInt64 } from '../../protocol/types.js';
 import type { AppendResult } from '../../inbox/inbox-store.js';
+import { isSwitchboardError } from '../../errors.js';
 import type { LocalSession } from '../../session/local-session.js';
 import type { Connection } from '../connection.js';
 import type { ServerContext } from '../context.js';
 
-export function handleChat(ctx: ServerContext, conn: Connection, session: LocalSession, message: ImMessage): void {
+export function handleChat(ctx: ServerContext, conn: Connection, session: LocalSession, message: ImMessage): void | Promise<void> {
   const request = message.messageRequest;
   const sequence = message.sequence;
   const sessionId = session.sessionId;
+  // First, so that a flood costs the least: a few operations on the session's numbers.
+  const refusal = ctx.rate.take(session, conn.lastInboundAt);
+  if (refusal !== undefined) {
+    conn.send(messageResponse(sequence, sessionId, refusal));
+    if (ctx.rate.flooded(session)) conn.close(ctx.rate.flood);
+    return;
+  }
   if (!request || !request.to) {
     conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_BAD_REQUEST', reason: 'MESSAGE_REQUEST needs messageRequest.to' }));
     return;
@@ -26,9 +39,39 @@ export function handleChat(ctx: ServerContext, conn: Connection, session: LocalS
     conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_SENDER_MISMATCH', reason: `from must be ${session.uid} or empty` }));
     return;
   }
-  const to = request.to;
+  const recipients = ctx.recipients;
+  if (recipients === undefined) {
+    store(ctx, conn, session, sequence, request, request.to);
+    return;
+  }
+  const to = recipients.uidOf(request.to);
+  if (to === undefined) {
+    unknownRecipient(conn, sequence, sessionId, request.to);
+    return;
+  }
+  if (recipients.known(to)) {
+    store(ctx, conn, session, sequence, request, to);
+    return;
+  }
+  return recipients.exists(to).then(
+    (exists) => {
+      // Closed meanwhile: nothing was stored, and no answer can reach the sender.
+      if (conn.state !== 'open') return;
+      if (exists) store(ctx, conn, session, sequence, request, to);
+      else unknownRecipient(conn, sequence, sessionId, to);
+    },
+    (err: unknown) => {
+      conn.log.error({ err }, 'recipient lookup failed');
+      conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_STORE_UNAVAILABLE', reason: 'the recipient could not be looked up; send it again with the same msg_id' }));
+    },
+  );
+}
+
+/** Appends the message to `to`'s inbox, then answers and delivers. */
+function store(ctx: ServerContext, conn: Connection, session: LocalSession, sequence: UInt64 | undefined, request: MessageRequest, to: string): void {
+  const sessionId = session.sessionId;
   // `from` is the sender's own; `seq` is assigned by the inbox, never by the sender.
-  const body = storedRequestBody(request, session.uid);
+  const body = storedRequestBody(request, session.uid, to);
   // The delivery must fit a frame, and so must the forward to another worker (which adds `to`).
   if (body.length + DELIVERY_OVERHEAD + Buffer.byteLength(to) > ctx.limits.maxFrameLength) {
     conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_MESSAGE_TOO_LARGE', reason: `the delivered message would exceed ${ctx.limits.maxFrameLength} bytes` }));
@@ -70,6 +113,17 @@ function stored(ctx: ServerContext, conn: Connection, sequence: UInt64 | undefin
 }
 
 function storeFailed(conn: Connection, sequence: UInt64 | undefined, sessionId: string, err: unknown): void {
+  // At its memory bound the store refuses: an answer for the sender, not a fault (the store
+  // logs the bound being reached, not every refusal).
+  if (isSwitchboardError(err) && err.code === 'SB_ERR_STORE_FULL') {
+    conn.send(messageResponse(sequence, sessionId, { code: err.code, reason: err.message }));
+    return;
+  }
   conn.log.error({ err }, 'inbox append failed');
   conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_STORE_UNAVAILABLE', reason: 'the message could not be stored; send it again with the same msg_id' }));
+}
+
+function unknownRecipient(conn: Connection, sequence: UInt64 | undefined, sessionId: string, to: string): void {
+  const name = to.length > 40 ? `${to.slice(0, 40)}...` : to;
+  conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_UNKNOWN_RECIPIENT', reason: `no user ${JSON.stringify(name)}; nothing stored` }));
 }

@@ -1,0 +1,135 @@
+// The file-descriptor attack: connections that never log in, from one host or from many, held
+// until the worker can accept nothing else and fresh logins fail. With the caps, a connection
+// over one is refused at accept with a CLOSING naming the cap and closed; logged-in users are
+// not touched; a fresh login succeeds as soon as the count is under the cap again.
+
+import t, { type Test } from 'tap';
+import { pino } from 'pino';
+import { startNode, type TestNode } from '../helpers/node.js';
+import { RawClient, connect, connectLoggedIn, isType, waitFor } from '../helpers/raw-client.js';
+import { HeadType } from '../../src/protocol/types.js';
+import { addressKey } from '../../src/server/connection-caps.js';
+
+async function chattingPair(t: Test, tn: TestNode, localAddress?: string) {
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'), 'dev-1', { localAddress });
+  const bob = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'dev-1', { localAddress });
+  let n = 0;
+  return async function exchange(what: string): Promise<void> {
+    const i = n++;
+    t.equal((await alice.chatAndWait('bob', `ping ${i}`)).messageResponse?.result, true, `${what}: alice -> bob`);
+    t.equal((await bob.next(isType(HeadType.MESSAGE_REQUEST))).messageRequest?.content, `ping ${i}`, `${what}: bob got it`);
+  };
+}
+
+/** Connects and expects to be refused at once with `code`: a CLOSING and nothing else, then the close. */
+async function refused(t: Test, tn: TestNode, code: string, localAddress?: string): Promise<void> {
+  const client = await RawClient.connect(tn.port, { localAddress });
+  t.teardown(() => client.destroy());
+  const closing = await client.nextClosing();
+  await client.waitClosed();
+  t.equal(closing.code, code, `refused at accept: ${code}`);
+  t.equal(client.received.length, 1, 'the CLOSING is all it got');
+}
+
+async function loginWorks(t: Test, tn: TestNode, uid: string, localAddress?: string): Promise<RawClient> {
+  const client = await connect(t, tn.port, { localAddress });
+  const response = await client.login(uid, tn.token(uid), 'dev-1');
+  t.equal(response.loginResponse?.result, true, `a fresh login of ${uid}${localAddress ? ` from ${localAddress}` : ''} succeeds`);
+  return client;
+}
+
+function captureLog() {
+  const lines: Record<string, unknown>[] = [];
+  return { log: pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) }), lines };
+}
+
+t.test('connections per address: one host cannot take the worker', async (t) => {
+  const { log, lines } = captureLog();
+  const tn = await startNode(t, { maxConnectionsPerIp: 4, maxUnauthenticated: 0 }, { log });
+  const caps = tn.node.server.caps;
+  const exchange = await chattingPair(t, tn);
+  const idle = [await connect(t, tn.port), await connect(t, tn.port)];
+  await waitFor('four counted', () => caps.connectionsOf('127.0.0.1') === 4);
+
+  // The attack: an attacker's host keeps opening connections.
+  for (let i = 0; i < 20; i++) await refused(t, tn, 'SB_ERR_TOO_MANY_CONNECTIONS');
+  t.equal(caps.connectionsOf('127.0.0.1'), 4, 'refused sockets are not counted');
+  t.equal(tn.node.server.connectionCount, 4, 'and never became connections');
+  await exchange('the logged-in users of that address');
+  const other = await loginWorks(t, tn, 'carol', '127.0.0.2');
+  t.equal(caps.connectionsOf('127.0.0.2'), 1, 'another address counts on its own');
+
+  idle[0]!.destroy();
+  await waitFor('one fewer', () => caps.connectionsOf('127.0.0.1') === 3);
+  await loginWorks(t, tn, 'dave');
+  await refused(t, tn, 'SB_ERR_TOO_MANY_CONNECTIONS');
+  await exchange('still');
+  t.equal(other.isClosed, false);
+
+  // The sweep (once a second) summarises them; the next summary comes a minute later at most.
+  const summaries = () => lines.filter((l) => l.msg === 'connections refused at accept');
+  await waitFor('the refusals summarised in the log', () => summaries().length > 0);
+  t.same(summaries().length, 1, 'one warning, not one line per socket');
+  t.match(summaries()[0], { level: 40, unauthenticated: 0, lastAddress: '127.0.0.1' });
+  // 20, or 21 when no sweep ran before the last refusal.
+  t.ok([20, 21].includes(summaries()[0]!.perIp as number), `counting the refused sockets (${summaries()[0]!.perIp})`);
+});
+
+t.test('connections not logged in: idle sockets from many hosts cannot keep fresh logins out for long', async (t) => {
+  const tn = await startNode(t, { maxConnectionsPerIp: 0, maxUnauthenticated: 5, loginTimeoutMs: 1_000 });
+  const caps = tn.node.server.caps;
+  const exchange = await chattingPair(t, tn);
+  t.equal(caps.unauthenticated, 0, 'logged-in connections do not count');
+
+  // The attack: connections from many addresses that never log in.
+  const idle: RawClient[] = [];
+  for (let i = 0; i < 5; i++) idle.push(await connect(t, tn.port, { localAddress: `127.0.1.${i + 1}` }));
+  await waitFor('five waiting to log in', () => caps.unauthenticated === 5);
+  for (let i = 0; i < 10; i++) await refused(t, tn, 'SB_ERR_SERVER_BUSY', `127.0.2.${i + 1}`);
+  t.equal(caps.unauthenticated, 5);
+  await exchange('logged-in users are unaffected');
+
+  // Under the cap again (one left), a fresh login gets in, and stops counting once logged in.
+  idle[0]!.destroy();
+  await waitFor('four waiting', () => caps.unauthenticated === 4);
+  await loginWorks(t, tn, 'carol', '127.0.3.1');
+  t.equal(caps.unauthenticated, 4, 'carol logged in: she no longer counts');
+  await loginWorks(t, tn, 'dave', '127.0.3.2');
+
+  // The login timeout closes the idle ones, and then everyone gets in.
+  for (const client of idle.slice(1)) t.equal((await client.nextClosing(5_000)).code, 'SB_ERR_LOGIN_TIMEOUT');
+  await waitFor('none waiting', () => caps.unauthenticated === 0);
+  for (let i = 0; i < 5; i++) await connect(t, tn.port);
+  await waitFor('five waiting again', () => caps.unauthenticated === 5);
+  await refused(t, tn, 'SB_ERR_SERVER_BUSY');
+  await exchange('still');
+});
+
+t.test('address keys: IPv4 as is, IPv4-mapped as IPv4, IPv6 per /64', async (t) => {
+  const cases: [string | undefined, string | undefined][] = [
+    ['203.0.113.7', '203.0.113.7'],
+    ['::ffff:203.0.113.7', '203.0.113.7'],
+    ['::FFFF:203.0.113.7', '203.0.113.7'],
+    ['2001:db8:1:2:3:4:5:6', '2001:db8:1:2::/64'],
+    ['2001:db8:1:2::9', '2001:db8:1:2::/64'],
+    ['2001:0DB8:0001:0002:ffff::1', '2001:db8:1:2::/64'],
+    ['2001:db8::1', '2001:db8:0:0::/64'],
+    ['::1', '0:0:0:0::/64'],
+    ['fe80::1%eth0', 'fe80:0:0:0::/64'],
+    ['2001:db8:1::', '2001:db8:1:0::/64'],
+    [undefined, undefined],
+    ['', undefined],
+  ];
+  for (const [address, key] of cases) t.equal(addressKey(address), key, `${address} → ${key}`);
+  t.equal(addressKey('2001:db8:1:2:aaaa::1'), addressKey('2001:db8:1:2:bbbb::2'), 'one /64, one key');
+  t.not(addressKey('2001:db8:1:2::1'), addressKey('2001:db8:1:3::1'), 'another /64, another key');
+});
+
+t.test('caps of 0 are off', async (t) => {
+  const tn = await startNode(t, { maxConnectionsPerIp: 0, maxUnauthenticated: 0 });
+  const clients: RawClient[] = [];
+  for (let i = 0; i < 50; i++) clients.push(await connect(t, tn.port));
+  await waitFor('all fifty', () => tn.node.server.connectionCount === 50);
+  t.equal(tn.node.server.caps.connectionsOf('127.0.0.1'), 0, 'addresses are not even read');
+  await loginWorks(t, tn, 'alice');
+});
