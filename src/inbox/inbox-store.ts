@@ -67,6 +67,8 @@ export interface InboxStore {
   cursor(uid: string, deviceId: string): Promise<number | undefined>;
   /** Saves the device's position; a position lower than the saved one is ignored. */
   saveCursor(uid: string, deviceId: string, seq: number): Promise<void>;
+  /** Resolves once the store answers; rejects with SB_ERR_STORE_UNAVAILABLE, in bounded time. */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -66,6 +66,9 @@ export class MemoryInboxStore implements InboxStore {
     if (seq > (cursors.get(deviceId) ?? -1)) cursors.set(deviceId, seq);
   }
 
+  /** Memory always answers. */
+  async ping(): Promise<void> {}
+
   async close(): Promise<void> {
     this.#inboxes.clear();
   }

@@ -9,7 +9,8 @@
 // Append (dedupe check, sequence, store, prune) is one script: one round trip, atomic. The
 // client auto-pipelines, so concurrent appends share round trips.
 
-import { Redis, type RedisOptions } from 'ioredis';
+import type { Redis, RedisOptions } from 'ioredis';
+import { createRedisClient, pingRedis, storeUnavailable } from '../redis/redis-client.js';
 import { DEFAULT_INBOX_LIMITS, hasDedupeId, type AppendRequest, type AppendResult, type InboxLimits, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
 
 // The limits are written into the scripts (fewer arguments per call is measurably faster).
@@ -82,6 +83,8 @@ export interface RedisInboxStoreOptions {
   limits?: Partial<InboxLimits>;
   /** Prefix of every key, default "sb:". */
   keyPrefix?: string;
+  /** Bound on every command (SB_ERR_STORE_UNAVAILABLE after it); default 2 s. */
+  timeoutMs?: number;
   redisOptions?: RedisOptions;
 }
 
@@ -93,7 +96,7 @@ export class RedisInboxStore implements InboxStore {
   constructor(options: RedisInboxStoreOptions) {
     this.#limits = { ...DEFAULT_INBOX_LIMITS, ...options.limits };
     this.#prefix = options.keyPrefix ?? 'sb:';
-    const redis = new Redis(options.url, { enableAutoPipelining: true, maxRetriesPerRequest: 3, ...options.redisOptions });
+    const redis = createRedisClient(options.url, options);
     const lua = scripts(this.#limits);
     redis.defineCommand('sbAppend', { numberOfKeys: 3, lua: lua.append });
     redis.defineCommand('sbRange', { numberOfKeys: 2, lua: lua.range });
@@ -109,30 +112,54 @@ export class RedisInboxStore implements InboxStore {
   async append({ uid, sender, msgId, body }: AppendRequest): Promise<AppendResult> {
     const dedupe = hasDedupeId(msgId);
     const k = this.#keys(uid);
-    const [seq, duplicate] = await this.#redis.sbAppend(
-      k.seq,
-      k.log,
-      dedupe ? `${k.base}:dd:${sender}\0${msgId}` : `${k.base}:dd`,
-      Buffer.from(body.buffer, body.byteOffset, body.byteLength),
-      Date.now(),
-      dedupe ? '1' : '0',
-    );
-    return { seq: Number(seq), duplicate: duplicate === 1 };
+    let reply: [number, number];
+    try {
+      reply = await this.#redis.sbAppend(
+        k.seq,
+        k.log,
+        dedupe ? `${k.base}:dd:${sender}\0${msgId}` : `${k.base}:dd`,
+        Buffer.from(body.buffer, body.byteOffset, body.byteLength),
+        Date.now(),
+        dedupe ? '1' : '0',
+      );
+    } catch (err) {
+      throw storeUnavailable('inbox', err);
+    }
+    return { seq: Number(reply[0]), duplicate: reply[1] === 1 };
   }
 
   async range(uid: string, after: number, limit: number): Promise<InboxRange> {
     const k = this.#keys(uid);
-    const [head, oldest, members] = await this.#redis.sbRangeBuffer(k.seq, k.log, after, limit, Date.now());
+    let reply: [number, number, Buffer[]];
+    try {
+      reply = await this.#redis.sbRangeBuffer(k.seq, k.log, after, limit, Date.now());
+    } catch (err) {
+      throw storeUnavailable('inbox', err);
+    }
+    const [head, oldest, members] = reply;
     return { head: Number(head), oldest: Number(oldest), messages: members.map(parseMember) };
   }
 
   async cursor(uid: string, deviceId: string): Promise<number | undefined> {
-    const value = await this.#redis.hget(this.#keys(uid).cur, deviceId);
+    let value: string | null;
+    try {
+      value = await this.#redis.hget(this.#keys(uid).cur, deviceId);
+    } catch (err) {
+      throw storeUnavailable('inbox', err);
+    }
     return value === null ? undefined : Number(value);
   }
 
   async saveCursor(uid: string, deviceId: string, seq: number): Promise<void> {
-    await this.#redis.sbSaveCursor(this.#keys(uid).cur, deviceId, seq);
+    try {
+      await this.#redis.sbSaveCursor(this.#keys(uid).cur, deviceId, seq);
+    } catch (err) {
+      throw storeUnavailable('inbox', err);
+    }
+  }
+
+  ping(): Promise<void> {
+    return pingRedis(this.#redis, 'inbox');
   }
 
   async close(): Promise<void> {

@@ -34,5 +34,7 @@ export interface UserStore {
   get(username: string): Promise<UserRecord | undefined>;
   /** The number of accounts created. */
   count(): Promise<number>;
+  /** Resolves once the store answers; rejects with SB_ERR_STORE_UNAVAILABLE, in bounded time. */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }

@@ -10,6 +10,13 @@ const body = (text: string) => Buffer.from(text, 'utf8');
 const texts = (messages: { body: Buffer }[]) => messages.map((m) => m.body.toString('utf8'));
 
 export function inboxStoreConformance(t: Test, make: MakeInbox): void {
+  t.test('ping resolves while the store answers', async (t) => {
+    const inbox = await make();
+    t.teardown(() => inbox.close());
+    await inbox.ping();
+    t.pass('answered');
+  });
+
   t.test('a new inbox is empty', async (t) => {
     const inbox = await make();
     t.teardown(() => inbox.close());
