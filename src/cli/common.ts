@@ -6,6 +6,8 @@ import { DEFAULT_INBOX_LIMITS, type InboxLimits } from '../inbox/inbox-store.js'
 import { DEFAULT_CLUSTER_SETTINGS } from '../cluster/cluster.js';
 import { DEFAULT_SESSION_TTL_MS } from '../session/session-store.js';
 import { DEFAULT_GATE_LIMITS, type GateLimits } from '../gate/gate-server.js';
+import { DEFAULT_HEALTH_SETTINGS, type HealthSettings } from '../server/store-health.js';
+import { DEFAULT_REDIS_TIMEOUT_MS } from '../redis/redis-client.js';
 import { SwitchboardError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { OptionSpecs, OptionValues } from './options.js';
@@ -53,6 +55,29 @@ export const CLUSTER_OPTIONS = {
   'session-ttl-ms': { type: 'number', description: 'a session record not refreshed this long expires', default: DEFAULT_SESSION_TTL_MS },
   'reconcile-ms': { type: 'number', description: 'full registry re-read that repairs a missed watch', default: 30_000 },
 } as const satisfies OptionSpecs;
+
+export const REDIS_TIMEOUT_OPTION = {
+  'redis-timeout-ms': { type: 'number', description: 'a Redis command not answered within this fails with SB_ERR_STORE_UNAVAILABLE', default: DEFAULT_REDIS_TIMEOUT_MS },
+} as const satisfies OptionSpecs;
+
+export const HEALTH_OPTIONS = {
+  'health-interval-ms': { type: 'number', description: 'how often a worker checks that its stores answer', default: DEFAULT_HEALTH_SETTINGS.intervalMs },
+  'health-failures': { type: 'number', description: 'failed store checks in a row that make a worker unready (no new logins)', default: DEFAULT_HEALTH_SETTINGS.failures },
+} as const satisfies OptionSpecs;
+
+/** Checked before any connection is opened: a refused flag must not leave one behind. */
+export function redisTimeoutFrom(v: OptionValues<typeof REDIS_TIMEOUT_OPTION>): number {
+  return atLeastOne('redis-timeout-ms', v['redis-timeout-ms']);
+}
+
+export function healthFrom(v: OptionValues<typeof HEALTH_OPTIONS>): HealthSettings {
+  return { intervalMs: atLeastOne('health-interval-ms', v['health-interval-ms']), failures: Math.floor(atLeastOne('health-failures', v['health-failures'])) };
+}
+
+function atLeastOne(flag: string, value: number): number {
+  if (value < 1) throw new SwitchboardError('SB_ERR_CONFIG', `--${flag} must be at least 1, got ${value}`);
+  return value;
+}
 
 export function inboxLimitsFrom(v: OptionValues<typeof INBOX_OPTIONS>): InboxLimits {
   return {

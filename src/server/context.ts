@@ -8,6 +8,7 @@ import type { SessionStore } from '../session/session-store.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import type { Delivery } from './delivery.js';
 import type { MessageRouter, ServerExtension } from './router.js';
+import type { StoreHealth } from './store-health.js';
 
 export interface ServerContext {
   readonly limits: WorkerLimits;
@@ -18,6 +19,8 @@ export interface ServerContext {
   readonly router: MessageRouter;
   readonly extension: ServerExtension | undefined;
   readonly signer: TokenSigner;
+  /** Logins are refused while the stores do not answer. */
+  readonly health: StoreHealth;
   readonly log: Logger;
   /** Resolves this worker's registry id once it is registered. */
   readonly nodeId: Promise<string>;

@@ -1,8 +1,9 @@
 // The worker's TCP server: accepts client sockets, wraps each in a Connection, dispatches their
 // messages, cleans up after them, registers the worker in the Registry and keeps its balance
 // and its SessionStore records current (refreshed every sessionRefreshMs, re-published after a
-// re-registration). One periodic sweep enforces the login, idle and drain timeouts of all
-// connections and drives Delivery's resends and position saves.
+// re-registration). It registers only once its stores answer (StoreHealth), and publishes its
+// readiness as they stop and start answering. One periodic sweep enforces the login, idle and
+// drain timeouts of all connections and drives Delivery's resends and position saves.
 
 import net from 'node:net';
 import { once } from 'node:events';
@@ -20,6 +21,7 @@ import type { LocalSession } from '../session/local-session.js';
 import { Connection, SESSION, type ConnectionHandler } from './connection.js';
 import type { ServerContext } from './context.js';
 import { dispatch } from './dispatch.js';
+import type { StoreHealth } from './store-health.js';
 
 export interface WorkerServerOptions {
   host: string;
@@ -32,6 +34,8 @@ export interface WorkerServerOptions {
   store: SessionStore;
   inbox: InboxStore;
   registry: Registry;
+  /** Checked before listening and registering, then periodically. */
+  health: StoreHealth;
   log: Logger;
   version: string;
   /** Cluster mode: builds the router and the peer extension around this worker's LocalPort. */
@@ -77,6 +81,7 @@ export class WorkerServer {
       router: cluster?.router ?? new LocalRouter(local),
       extension: cluster?.extension,
       signer: options.signer,
+      health: options.health,
       log: options.log,
       nodeId,
       sessionsChanged: () => options.registry.setBalance(this.sessions.size),
@@ -99,9 +104,14 @@ export class WorkerServer {
     return this.#connections.size;
   }
 
-  /** Listens, then registers; resolves the registered worker info. */
+  /**
+   * Checks the stores, listens, then registers; resolves the registered worker info. Rejects
+   * with SB_ERR_STORE_UNAVAILABLE before listening when a store does not answer: a registered
+   * worker is one the gate hands out.
+   */
   async start(): Promise<WorkerInfo> {
-    const { host, port, registry, version } = this.#options;
+    const { host, port, registry, version, health } = this.#options;
+    await health.check();
     this.#server.listen(port, host);
     await once(this.#server, 'listening');
     const address = this.#server.address() as net.AddressInfo;
@@ -111,6 +121,7 @@ export class WorkerServer {
       balance: this.sessions.size,
       startedAt: Date.now(),
       version,
+      ready: health.ready,
     });
     this.#resolveNodeId(this.#info.id);
     // After a re-registration other workers may have purged our sessions: publish them again.
@@ -119,6 +130,7 @@ export class WorkerServer {
     this.#refresh.unref();
     this.#sweep = setInterval(() => this.#sweepConnections(), sweepIntervalMs(this.#options.limits));
     this.#sweep.unref();
+    health.start((ready) => registry.setReady(ready));
     this.#log.info({ nodeId: this.#info.id, host, port: address.port }, 'worker listening');
     return this.#info;
   }
@@ -128,6 +140,7 @@ export class WorkerServer {
    * `closeGraceMs` for the sockets to close, then destroys the rest.
    */
   async stop(): Promise<void> {
+    this.#options.health.stop();
     clearInterval(this.#sweep);
     clearInterval(this.#refresh);
     this.#unsubscribe?.();

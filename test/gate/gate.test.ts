@@ -60,6 +60,11 @@ class SharedRegistry {
         self = { ...self, balance };
         this.#put(self);
       },
+      setReady: (ready: boolean) => {
+        if (!self || self.ready === ready) return;
+        self = { ...self, ready };
+        this.#put(self);
+      },
       registered: () => self !== undefined,
       workers: () => this.view,
       onChange: (listener) => {
@@ -87,6 +92,7 @@ class SharedRegistry {
         throw new SwitchboardError('SB_ERR_CONFIG', 'an observer does not register');
       },
       setBalance: () => {},
+      setReady: () => {},
       registered: () => false,
       workers: () => this.view,
       onChange: (listener) => this.#subscribe(listener),

@@ -5,7 +5,23 @@ import { createNode } from '../../node.js';
 import { createLogger } from '../../log.js';
 import type { LevelWithSilent } from 'pino';
 import { parseOptions, usage, type OptionSpecs } from '../options.js';
-import { CLUSTER_OPTIONS, GATE_OPTIONS, INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION, SECRET_OPTION, gateLimitsFrom, inboxLimitsFrom, limitsFrom, requireProductionSecret, secretFrom } from '../common.js';
+import {
+  CLUSTER_OPTIONS,
+  GATE_OPTIONS,
+  HEALTH_OPTIONS,
+  INBOX_OPTIONS,
+  LIMIT_OPTIONS,
+  LOG_OPTION,
+  REDIS_TIMEOUT_OPTION,
+  SECRET_OPTION,
+  gateLimitsFrom,
+  healthFrom,
+  inboxLimitsFrom,
+  limitsFrom,
+  redisTimeoutFrom,
+  requireProductionSecret,
+  secretFrom,
+} from '../common.js';
 import { Gate } from '../../gate/gate-server.js';
 import { MemoryUserStore } from '../../users/memory-user-store.js';
 import { PasswordHasher } from '../../auth/password.js';
@@ -14,6 +30,7 @@ import { RedisInboxStore } from '../../inbox/redis-inbox-store.js';
 import { RedisSessionStore } from '../../session/redis-session-store.js';
 import { ZooKeeperRegistry } from '../../registry/zk-registry.js';
 import { SwitchboardError } from '../../errors.js';
+import { redactRedisError } from '../../redis/redis-client.js';
 import type { Logger } from '../../log.js';
 import type { Redis } from 'ioredis';
 import type { AddressInfo } from 'node:net';
@@ -29,6 +46,8 @@ function serveOptions(port: number) {
     ...SECRET_OPTION,
     ...LOG_OPTION,
     ...INBOX_OPTIONS,
+    ...REDIS_TIMEOUT_OPTION,
+    ...HEALTH_OPTIONS,
     ...CLUSTER_OPTIONS,
     ...GATE_OPTIONS,
     ...LIMIT_OPTIONS,
@@ -47,7 +66,8 @@ export function workerCommand(argv: string[]): Promise<void> {
 }
 
 function logRedis(redis: Redis, log: Logger): void {
-  redis.on('error', (err: Error) => log.warn({ err }, 'redis connection error'));
+  // Redacted: ioredis attaches the failed command to its errors, and AUTH's argument is the password.
+  redis.on('error', (err: Error) => log.warn({ err: redactRedisError(err) }, 'redis connection error'));
   redis.on('ready', () => log.info('redis ready'));
 }
 
@@ -63,11 +83,13 @@ async function serve(command: string, summary: string, defaultPort: number, argv
     throw new SwitchboardError('SB_ERR_CONFIG', '--zk (cluster mode) needs --redis (shared inboxes and sessions) and --cluster-secret');
   }
   const inboxLimits = inboxLimitsFrom(o);
-  const inbox = o.redis ? new RedisInboxStore({ url: o.redis, limits: inboxLimits }) : new MemoryInboxStore(inboxLimits);
+  const timeoutMs = redisTimeoutFrom(o);
+  const health = healthFrom(o);
+  const inbox = o.redis ? new RedisInboxStore({ url: o.redis, limits: inboxLimits, timeoutMs }) : new MemoryInboxStore(inboxLimits);
   if (inbox instanceof RedisInboxStore) logRedis(inbox.redis, log.child({ component: 'redis', store: 'inbox' }));
   const cluster = o.zk
     ? {
-        store: new RedisSessionStore({ url: o.redis!, ttlMs: o['session-ttl-ms'] }),
+        store: new RedisSessionStore({ url: o.redis!, ttlMs: o['session-ttl-ms'], timeoutMs }),
         registry: new ZooKeeperRegistry({
           connect: o.zk,
           root: o['zk-root'],
@@ -96,6 +118,7 @@ async function serve(command: string, summary: string, defaultPort: number, argv
     announceHost: o['announce-host'],
     secret: o.zk ? requireProductionSecret(o.secret, o.dev, log) : secretFrom(o.secret, log),
     limits: limitsFrom(o),
+    health,
     log,
   });
   const info = await node.start();
