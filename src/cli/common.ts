@@ -6,6 +6,7 @@ import { DEFAULT_INBOX_LIMITS, type InboxLimits } from '../inbox/inbox-store.js'
 import { DEFAULT_CLUSTER_SETTINGS } from '../cluster/cluster.js';
 import { DEFAULT_SESSION_TTL_MS } from '../session/session-store.js';
 import { DEFAULT_GATE_LIMITS, type GateLimits } from '../gate/gate-server.js';
+import { DEFAULT_PROBE_SETTINGS, type ProbeSettings } from '../gate/worker-probe.js';
 import { DEFAULT_HEALTH_SETTINGS, type HealthSettings } from '../server/store-health.js';
 import { DEFAULT_REDIS_TIMEOUT_MS } from '../redis/redis-client.js';
 import { SwitchboardError } from '../errors.js';
@@ -65,6 +66,11 @@ export const HEALTH_OPTIONS = {
   'health-failures': { type: 'number', description: 'failed store checks in a row that make a worker unready (no new logins)', default: DEFAULT_HEALTH_SETTINGS.failures },
 } as const satisfies OptionSpecs;
 
+export const PROBE_OPTIONS = {
+  'probe-interval-ms': { type: 'number', description: 'how often the gate probes each worker (connect, heartbeat, echo)', default: DEFAULT_PROBE_SETTINGS.intervalMs },
+  'probe-timeout-ms': { type: 'number', description: 'a worker whose probe is not answered within this is not handed out', default: DEFAULT_PROBE_SETTINGS.timeoutMs },
+} as const satisfies OptionSpecs;
+
 /** Checked before any connection is opened: a refused flag must not leave one behind. */
 export function redisTimeoutFrom(v: OptionValues<typeof REDIS_TIMEOUT_OPTION>): number {
   return atLeastOne('redis-timeout-ms', v['redis-timeout-ms']);
@@ -72,6 +78,10 @@ export function redisTimeoutFrom(v: OptionValues<typeof REDIS_TIMEOUT_OPTION>): 
 
 export function healthFrom(v: OptionValues<typeof HEALTH_OPTIONS>): HealthSettings {
   return { intervalMs: atLeastOne('health-interval-ms', v['health-interval-ms']), failures: Math.floor(atLeastOne('health-failures', v['health-failures'])) };
+}
+
+export function probeFrom(v: OptionValues<typeof PROBE_OPTIONS>): ProbeSettings {
+  return { ...DEFAULT_PROBE_SETTINGS, intervalMs: atLeastOne('probe-interval-ms', v['probe-interval-ms']), timeoutMs: atLeastOne('probe-timeout-ms', v['probe-timeout-ms']) };
 }
 
 function atLeastOne(flag: string, value: number): number {

@@ -12,6 +12,7 @@ import type { Registry, WorkerInfo } from '../registry/registry.js';
 import type { UserStore } from '../users/user-store.js';
 import { checkPassword, checkUsername, type PasswordHasher } from '../auth/password.js';
 import { chooseWorker } from './load-balance.js';
+import type { WorkerProbe } from './worker-probe.js';
 import { RateLimiter, type RateLimit } from './rate-limiter.js';
 
 export interface GateLimits {
@@ -49,6 +50,8 @@ export interface GateOptions {
   online?: () => Promise<{ users: number; sessions: number }>;
   registration: boolean;
   limits: GateLimits;
+  /** Which workers answered the gate's last probe; default: every registered worker. */
+  probe?: Pick<WorkerProbe, 'reachable'>;
   log: Logger;
 }
 
@@ -185,7 +188,8 @@ export class Gate {
         request.log.info({ username }, 'login refused');
         throw this.#loginFailed();
       }
-      const choice = chooseWorker(this.#o.registry.workers());
+      const probe = this.#o.probe;
+      const choice = chooseWorker(this.#o.registry.workers(), Math.random, probe && ((w) => probe.reachable(w)));
       if (!choice) throw new SwitchboardError('SB_ERR_NO_WORKER', 'no worker is available; try again shortly');
       const ttlMs = this.#o.limits.tokenTtlMs;
       const now = Date.now();
@@ -231,6 +235,13 @@ export class Gate {
   }
 
   #fail(err: Error & { statusCode?: number; validation?: unknown }, request: FastifyRequest, reply: FastifyReply): void {
+    if (isSwitchboardError(err) && err.code === 'SB_ERR_STORE_UNAVAILABLE') {
+      // The cause names hosts and ports: for the log, not for the client.
+      request.log.error({ err }, 'gate request failed');
+      reply.header('retry-after', 1);
+      reply.code(503).send({ error: { code: err.code, message: 'the user store is unavailable; try again shortly' } });
+      return;
+    }
     if (isSwitchboardError(err)) {
       reply.code(HTTP_STATUS[err.code] ?? 500).send({ error: { code: err.code, message: err.message } });
       return;

@@ -8,8 +8,9 @@
 import t, { type Test } from 'tap';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 import { startRedis } from '../helpers/redis.js';
-import { CLUSTER_TOKEN_SECRET, TestClient, startCluster, until, type TestCluster, type WorkerProcess } from '../helpers/cluster.js';
+import { TestClient, startCluster, until, type WorkerProcess } from '../helpers/cluster.js';
 import { CliProcess } from '../helpers/cli-process.js';
+import { GateProcess, startGate } from '../helpers/gate-process.js';
 import net from 'node:net';
 import type { GateLogin } from '../../src/client/gate-login.js';
 
@@ -19,80 +20,6 @@ t.setTimeout(180_000);
 const zk = await startZooKeeper(t);
 const PASSWORD = 'correct horse battery staple';
 const WAIT_MS = 20_000;
-
-interface PublicWorker {
-  id: string;
-  host: string;
-  port: number;
-  balance: number;
-}
-
-interface Stats {
-  online: { users: number; sessions: number };
-  workers: { id: string; balance: number }[];
-}
-
-class GateProcess extends CliProcess {
-  url = '';
-
-  async started(): Promise<this> {
-    const listening = await this.waitForLog({ msg: 'gate listening' }, WAIT_MS);
-    this.url = `http://127.0.0.1:${String(listening.port)}`;
-    return this;
-  }
-
-  async get<T>(path: string): Promise<T> {
-    const response = await fetch(new URL(path, this.url));
-    if (!response.ok) throw new Error(`GET ${path}: ${response.status} ${await response.text()}`);
-    return (await response.json()) as T;
-  }
-
-  async post<T>(path: string, body: unknown): Promise<{ status: number; body: T }> {
-    const response = await fetch(new URL(path, this.url), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-    return { status: response.status, body: (await response.json()) as T };
-  }
-
-  async workers(): Promise<PublicWorker[]> {
-    return (await this.get<{ workers: PublicWorker[] }>('/api/workers')).workers;
-  }
-
-  /** Waits until /api/workers lists exactly these workers with these balances. */
-  async waitForBalances(expected: Map<WorkerProcess, number>, when: string): Promise<PublicWorker[]> {
-    const want = [...expected].map(([w, balance]) => `${w.nodeId}=${balance}`).sort();
-    let seen: string[] = [];
-    await this.waitFor(
-      `${when}: /api/workers shows ${want.join(' ')} (last seen ${seen.join(' ')})`,
-      async () => {
-        seen = (await this.workers()).map((w) => `${w.id}=${w.balance}`).sort();
-        return JSON.stringify(seen) === JSON.stringify(want);
-      },
-      WAIT_MS,
-    );
-    return this.workers();
-  }
-
-  /** Waits until /api/stats counts this many sessions (and as many users: every uid here has one device). */
-  async waitForOnline(sessions: number, when: string): Promise<Stats> {
-    let last: Stats | undefined;
-    await this.waitFor(
-      `${when}: /api/stats shows ${sessions} sessions (last ${JSON.stringify(last?.online)})`,
-      async () => {
-        last = await this.get<Stats>('/api/stats');
-        return last.online.sessions === sessions && last.online.users === sessions;
-      },
-      WAIT_MS,
-    );
-    return last!;
-  }
-}
-
-function gateArgs(cluster: TestCluster, extra: string[] = []): string[] {
-  return ['gate', '--zk', zk.connect, '--zk-root', cluster.root, '--redis', cluster.redis.url, '--port', '0', '--log-level', 'info', ...extra];
-}
-
-async function startGate(t: Test, cluster: TestCluster, name = 'gate'): Promise<GateProcess> {
-  return new GateProcess(t, name, gateArgs(cluster, ['--secret', CLUSTER_TOKEN_SECRET])).started();
-}
 
 t.test('logins go to the least-loaded worker; stats follow logins and logouts; a stopped worker is dropped', async (t) => {
   const cluster = await startCluster(t, zk, { workers: 3 });
@@ -203,6 +130,64 @@ t.test('logins go to the least-loaded worker; stats follow logins and logouts; a
   }
 
   t.same(await gate.stop(), { code: 0, signal: null }, 'the gate exits 0 on SIGTERM');
+});
+
+/** Two workers, the victim idle and the other with two sessions: without health, logins go to the victim. */
+async function victimAndSurvivor(t: Test, flags: Record<string, number> = {}) {
+  const cluster = await startCluster(t, zk, { workers: 2, flags });
+  const [victim, survivor] = cluster.workers as [WorkerProcess, WorkerProcess];
+  for (const uid of ['s1', 's2']) await cluster.client(survivor, uid);
+  return { cluster, victim, survivor };
+}
+
+/** Logs `uid` in through `gate`: the worker it was handed, or the error code and status. */
+async function gateLogin(gate: GateProcess, uid: string): Promise<{ status: number; worker?: string; fallbacks?: string[]; code?: string }> {
+  const r = await gate.post<GateLogin & { error?: { code: string } }>('/api/login', { username: uid, password: PASSWORD, deviceId: `${uid}-phone` });
+  return r.status === 200 ? { status: 200, worker: r.body.worker.id, fallbacks: r.body.workers.map((w) => w.id) } : { status: r.status, code: r.body.error?.code };
+}
+
+t.test('a SIGKILLed worker is not handed out once a probe failed, long before its znode expires; none left is a 503', async (t) => {
+  // Its znode would stay 30 s: only the gate's probe can tell the gate it is gone.
+  const { cluster, victim, survivor } = await victimAndSurvivor(t, { 'zk-session-timeout-ms': 30_000 });
+  const gate = await startGate(t, cluster);
+  await gate.waitForBalances(new Map([[victim, 0], [survivor, 2]]), 'before the kill');
+  for (const uid of ['kim', 'lee', 'max', 'ned']) t.equal((await gate.post('/api/users', { username: uid, password: PASSWORD })).status, 201, `${uid} registered`);
+  t.equal((await gateLogin(gate, 'kim')).worker, victim.nodeId, 'while it lives, the idle worker is the choice');
+
+  const from = gate.lines.length;
+  await victim.kill();
+  await gate.waitFor(`the gate's probe of ${victim.name} fails`, () =>
+    gate.lines.slice(from).some((l) => l.msg === 'worker probe failed: not handed out' && l.worker === victim.nodeId && l.level === 40),
+  );
+  t.ok((await gate.workers()).some((w) => w.id === victim.nodeId), `${victim.name}'s znode is still registered`);
+  for (const uid of ['lee', 'max', 'ned']) {
+    const login = await gateLogin(gate, uid);
+    t.equal(login.worker, survivor.nodeId, `${uid} is handed the live worker`);
+    t.same(login.fallbacks, [victim.nodeId], 'the dead one only as the last fallback');
+  }
+  t.ok((await gate.workers()).some((w) => w.id === victim.nodeId), 'all of that before the znode expired');
+
+  await survivor.kill();
+  await gate.waitFor(`the gate's probe of ${survivor.name} fails`, () => gate.lines.slice(from).some((l) => l.msg === 'worker probe failed: not handed out' && l.worker === survivor.nodeId));
+  t.same(await gateLogin(gate, 'kim'), { status: 503, code: 'SB_ERR_NO_WORKER' }, 'no reachable worker: 503 SB_ERR_NO_WORKER');
+  t.same(
+    survivor.lines.filter((l) => l.level >= 30 && l.connId !== undefined && l.uid === undefined && l.peer === undefined),
+    [],
+    'the probes (connections of no user and no peer) left no line above debug in the worker\'s log',
+  );
+});
+
+t.test('a gracefully stopped worker leaves the gate\'s choice as soon as its stop returns', async (t) => {
+  const { cluster, victim, survivor } = await victimAndSurvivor(t);
+  // Probes too rare to notice anything within the test: what removes the worker is its znode.
+  const gate = await startGate(t, cluster, { flags: ['--probe-interval-ms', '600000', '--probe-timeout-ms', '600000'] });
+  await gate.waitForBalances(new Map([[victim, 0], [survivor, 2]]), 'before the stop');
+  for (const uid of ['oda', 'pia']) t.equal((await gate.post('/api/users', { username: uid, password: PASSWORD })).status, 201, `${uid} registered`);
+  t.equal((await gateLogin(gate, 'oda')).worker, victim.nodeId, 'while it runs, the idle worker is the choice');
+  t.same(await victim.stop(), { code: 0, signal: null }, `${victim.name} stopped on SIGTERM`);
+  const login = await gateLogin(gate, 'pia');
+  t.equal(login.worker, survivor.nodeId, 'the next login, at once, is handed the other worker');
+  t.same(login.fallbacks, [], 'and not the stopped one as a fallback');
 });
 
 t.test('accounts live in Redis: a second gate logs in users the first registered', async (t) => {

@@ -11,7 +11,8 @@ import { OnlineCounter } from '../../cluster/online-counter.js';
 import { Gate } from '../../gate/gate-server.js';
 import { SwitchboardError } from '../../errors.js';
 import { parseOptions, usage, type OptionSpecs } from '../options.js';
-import { GATE_OPTIONS, LOG_OPTION, SECRET_OPTION, gateLimitsFrom, requireProductionSecret } from '../common.js';
+import { GATE_OPTIONS, LOG_OPTION, PROBE_OPTIONS, REDIS_TIMEOUT_OPTION, SECRET_OPTION, gateLimitsFrom, probeFrom, redisTimeoutFrom, requireProductionSecret } from '../common.js';
+import { WorkerProbe } from '../../gate/worker-probe.js';
 
 const OPTIONS = {
   host: { type: 'string', description: 'address to listen on', default: '127.0.0.1' },
@@ -23,6 +24,8 @@ const OPTIONS = {
   ...SECRET_OPTION,
   ...LOG_OPTION,
   ...GATE_OPTIONS,
+  ...REDIS_TIMEOUT_OPTION,
+  ...PROBE_OPTIONS,
 } as const satisfies OptionSpecs;
 
 const SUMMARY = 'Runs the HTTP gate: registration, login (token + least-loaded worker), stats.';
@@ -36,9 +39,12 @@ export async function gateCommand(argv: string[]): Promise<void> {
   if (!o.zk || !o.redis) throw new SwitchboardError('SB_ERR_CONFIG', '--zk and --redis are required (the embedded gate runs inside `switchboard start`)');
   const log = createLogger({ level: (o['log-level'] ?? 'info') as LevelWithSilent });
   const secret = requireProductionSecret(o.secret, o.dev, log);
+  const timeoutMs = redisTimeoutFrom(o);
+  const probeSettings = probeFrom(o);
   const registry = new ZooKeeperRegistry({ connect: o.zk, root: o['zk-root'], log: log.child({ component: 'zookeeper' }) });
   const online = new OnlineCounter({ connect: o.zk, root: o['zk-root'], sessionTimeoutMs: 10_000, selfId: () => '', local: () => ({ users: 0, sessions: 0 }), log: log.child({ component: 'online' }) });
-  const users = new RedisUserStore({ url: o.redis });
+  const users = new RedisUserStore({ url: o.redis, timeoutMs });
+  const probe = new WorkerProbe({ registry, ...probeSettings, log: log.child({ component: 'probe' }) });
   const gate = new Gate({
     host: o.host,
     port: o.port,
@@ -49,9 +55,11 @@ export async function gateCommand(argv: string[]): Promise<void> {
     online: () => online.read(),
     registration: !o['no-registration'],
     limits: gateLimitsFrom(o),
+    probe,
     log: log.child({ component: 'gate' }),
   });
   const shutdown = async () => {
+    probe.close();
     await gate.close();
     await online.close();
     await registry.close();
@@ -59,6 +67,7 @@ export async function gateCommand(argv: string[]): Promise<void> {
   };
   try {
     await registry.observe();
+    probe.start();
     await gate.listen();
   } catch (err) {
     // The ZooKeeper session and the Redis connection would keep the process alive forever.
