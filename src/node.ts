@@ -86,6 +86,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
       local: () => ({ users: server.sessions.users, sessions: server.sessions.size }),
       log: log.child({ component: 'online' }),
     });
+  let stopping: Promise<void> | undefined;
   const node: SwitchboardNode = {
     server,
     registry,
@@ -120,6 +121,5 @@ export function createNode(options: NodeOptions): SwitchboardNode {
       return stopping;
     },
   };
-  let stopping: Promise<void> | undefined;
   return node;
 }

@@ -10,6 +10,7 @@
 // A probe is one short connection that never logs in: the worker logs it at debug level only.
 
 import net from 'node:net';
+import { SwitchboardError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Registry, WorkerInfo } from '../registry/registry.js';
 import { FrameDecoder } from '../protocol/frame.js';
@@ -61,7 +62,11 @@ export class WorkerProbe {
 
   constructor(options: WorkerProbeOptions) {
     this.#registry = options.registry;
-    this.#settings = { ...DEFAULT_PROBE_SETTINGS, ...options };
+    const settings = { ...DEFAULT_PROBE_SETTINGS, ...options };
+    if (!(settings.intervalMs >= 1) || !(settings.timeoutMs >= 1) || !(settings.concurrency >= 1)) {
+      throw new SwitchboardError('SB_ERR_CONFIG', 'worker probes need an interval, a timeout and a concurrency of at least 1');
+    }
+    this.#settings = { intervalMs: settings.intervalMs, timeoutMs: settings.timeoutMs, concurrency: settings.concurrency };
     this.#log = options.log;
   }
 

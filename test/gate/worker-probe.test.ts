@@ -114,3 +114,10 @@ t.test('a worker that leaves the view is forgotten; one never probed counts as r
   t.equal(s.probe.reachable(gone), true, 'its verdict is forgotten with it: nothing is kept for workers that left');
   t.equal(s.probe.reachable({ ...gone, id: 'never-seen' }), true, 'a worker not probed yet is reachable');
 });
+
+t.test('an interval, timeout or concurrency below 1 is refused with SB_ERR_CONFIG', async (t) => {
+  const observer = registry(t, `/sb-probe-${process.pid}-config`);
+  for (const settings of [{ intervalMs: 0 }, { timeoutMs: 0 }, { concurrency: 0 }]) {
+    t.throws(() => new WorkerProbe({ registry: observer, log: silentLogger(), ...settings }), { code: 'SB_ERR_CONFIG' }, JSON.stringify(settings));
+  }
+});
