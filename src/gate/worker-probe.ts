@@ -26,7 +26,11 @@ export interface ProbeSettings {
   concurrency: number;
 }
 
-export const DEFAULT_PROBE_SETTINGS: Readonly<ProbeSettings> = Object.freeze({ intervalMs: 1_000, timeoutMs: 1_000, concurrency: 32 });
+/**
+ * A refused connection (a crashed worker) fails a probe at once; the timeout only catches a
+ * stalled worker or host, and is long enough that a busy but working one is not mistaken for it.
+ */
+export const DEFAULT_PROBE_SETTINGS: Readonly<ProbeSettings> = Object.freeze({ intervalMs: 1_000, timeoutMs: 2_000, concurrency: 32 });
 
 export interface WorkerProbeOptions extends Partial<ProbeSettings> {
   registry: Registry;
@@ -73,7 +77,9 @@ export class WorkerProbe {
   start(): void {
     this.#unsubscribe = this.#registry.onChange((workers) => this.#follow(workers));
     this.#follow(this.#registry.workers());
-    this.#timer = setInterval(() => this.#tick(), this.#settings.intervalMs);
+    // In the check phase, after the poll phase: when the gate's own loop was held up, echoes
+    // that arrived meanwhile are read before their probes are judged overdue.
+    this.#timer = setInterval(() => setImmediate(() => this.#tick()), this.#settings.intervalMs);
     this.#timer.unref();
   }
 
@@ -85,6 +91,7 @@ export class WorkerProbe {
 
   close(): void {
     clearInterval(this.#timer);
+    this.#timer = undefined;
     this.#unsubscribe?.();
     for (const target of this.#targets.values()) target.probe?.socket.destroy();
     this.#targets.clear();
@@ -107,6 +114,7 @@ export class WorkerProbe {
   }
 
   #tick(): void {
+    if (this.#timer === undefined) return; // closed
     const now = Date.now();
     const due: [string, Target][] = [];
     for (const entry of this.#targets) {
