@@ -42,7 +42,7 @@ export const ERROR_CODES = {
   SB_ERR_BAD_REQUEST: 'request is missing a required field',
   SB_ERR_SENDER_MISMATCH: 'from differs from the logged-in user',
   SB_ERR_MESSAGE_TOO_LARGE: 'the message would not fit in a frame once delivered',
-  SB_ERR_STORE_UNAVAILABLE: 'the message could not be stored; send it again with the same msg_id',
+  SB_ERR_STORE_UNAVAILABLE: 'a store (Redis) did not answer in time or refused; try again later (a message: with the same msg_id)',
   SB_ERR_STORE_FULL: 'the inbox store is at its memory bound; send it again later with the same msg_id',
   SB_ERR_UNKNOWN_RECIPIENT: 'no user with this name exists',
   SB_ERR_FLOOD: 'too many messages were refused for exceeding the message rate',

@@ -17,6 +17,7 @@ import { createCluster, type ClusterSettings } from './cluster/cluster.js';
 import { OnlineCounter } from './cluster/online-counter.js';
 import type { ZooKeeperDigestAuth } from './registry/zookeeper-client.js';
 import type { UserStore } from './users/user-store.js';
+import { StoreHealth, type HealthSettings } from './server/store-health.js';
 
 export const VERSION: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
 
@@ -43,6 +44,8 @@ export interface NodeOptions {
   cluster?: ClusterSettings;
   /** Cluster mode: where the cluster-wide OnlineCounter lives in ZooKeeper. */
   online?: { connect: string; root: string; sessionTimeoutMs: number; auth?: ZooKeeperDigestAuth; readers?: readonly string[] };
+  /** The periodic store health check; defaults: DEFAULT_HEALTH_SETTINGS. */
+  health?: Partial<HealthSettings>;
 }
 
 export interface SwitchboardNode {
@@ -54,7 +57,10 @@ export interface SwitchboardNode {
   readonly signer: TokenSigner;
   /** Cluster mode only. */
   readonly online: OnlineCounter | undefined;
-  /** Resolves the registered worker once it listens. */
+  /**
+   * Resolves the registered worker once its stores answered and it listens. On failure
+   * everything started so far is stopped (stores and registry closed) before the rejection.
+   */
   start(): Promise<WorkerInfo>;
   stop(): Promise<void>;
 }
@@ -68,6 +74,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
   const users = options.users;
   const signer = new TokenSigner(options.secret);
   const host = options.host ?? '127.0.0.1';
+  const health = new StoreHealth({ ...options.health, stores: { session: store, inbox, ...(users ? { users } : {}) }, log: log.child({ component: 'health' }) });
   const server = new WorkerServer({
     host,
     port: options.port ?? 9000,
@@ -78,6 +85,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
     inbox,
     registry,
     users,
+    health,
     log: log.child({ component: 'worker' }),
     version: VERSION,
     cluster: options.cluster && createCluster(options.cluster, { registry, store, host, limits, log }),
@@ -90,7 +98,8 @@ export function createNode(options: NodeOptions): SwitchboardNode {
       local: () => ({ users: server.sessions.users, sessions: server.sessions.size }),
       log: log.child({ component: 'online' }),
     });
-  return {
+  let stopping: Promise<void> | undefined;
+  const node: SwitchboardNode = {
     server,
     registry,
     store,
@@ -99,19 +108,32 @@ export function createNode(options: NodeOptions): SwitchboardNode {
     signer,
     online,
     async start() {
-      const info = await server.start();
+      let info: WorkerInfo;
+      try {
+        info = await server.start();
+      } catch (err) {
+        // A worker that cannot serve must not linger: its listener, Redis connections and
+        // ZooKeeper session would keep the process alive after the error.
+        await node.stop().catch((stopErr: unknown) => log.error({ err: stopErr }, 'stop after a failed start failed'));
+        throw err;
+      }
       online?.start();
       return info;
     },
-    async stop() {
-      // Leave the registry first: the gate stops handing this worker out while its clients
-      // are still being closed.
-      await online?.close();
-      await registry.close();
-      await server.stop();
-      await store.close();
-      await inbox.close();
-      await users?.close();
+    stop() {
+      // Once, however often called (a failed start stops the node itself).
+      stopping ??= (async () => {
+        // Leave the registry first: the gate stops handing this worker out while its clients
+        // are still being closed.
+        await online?.close();
+        await registry.close();
+        await server.stop();
+        await store.close();
+        await inbox.close();
+        await users?.close();
+      })();
+      return stopping;
     },
   };
+  return node;
 }

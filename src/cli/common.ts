@@ -7,6 +7,9 @@ import { DEFAULT_MEMORY_INBOX_BYTES } from '../inbox/memory-inbox-store.js';
 import { DEFAULT_CLUSTER_SETTINGS } from '../cluster/cluster.js';
 import { DEFAULT_SESSION_TTL_MS } from '../session/session-store.js';
 import { DEFAULT_GATE_LIMITS, type GateLimits } from '../gate/gate-server.js';
+import { DEFAULT_PROBE_SETTINGS, type ProbeSettings } from '../gate/worker-probe.js';
+import { DEFAULT_HEALTH_SETTINGS, type HealthSettings } from '../server/store-health.js';
+import { DEFAULT_REDIS_TIMEOUT_MS } from '../redis/redis-client.js';
 import { SwitchboardError } from '../errors.js';
 import { isIP } from 'node:net';
 import type { Logger } from '../log.js';
@@ -86,6 +89,38 @@ export const CLUSTER_OPTIONS = {
   'session-ttl-ms': { type: 'number', description: 'a session record not refreshed this long expires', default: DEFAULT_SESSION_TTL_MS },
   'reconcile-ms': { type: 'number', description: 'full registry re-read that repairs a missed watch', default: 30_000 },
 } as const satisfies OptionSpecs;
+
+export const REDIS_TIMEOUT_OPTION = {
+  'redis-timeout-ms': { type: 'number', description: 'a Redis command not answered within this fails with SB_ERR_STORE_UNAVAILABLE', default: DEFAULT_REDIS_TIMEOUT_MS },
+} as const satisfies OptionSpecs;
+
+export const HEALTH_OPTIONS = {
+  'health-interval-ms': { type: 'number', description: 'how often a worker checks that its stores answer', default: DEFAULT_HEALTH_SETTINGS.intervalMs },
+  'health-failures': { type: 'number', description: 'failed store checks in a row that make a worker unready (no new logins)', default: DEFAULT_HEALTH_SETTINGS.failures },
+} as const satisfies OptionSpecs;
+
+export const PROBE_OPTIONS = {
+  'probe-interval-ms': { type: 'number', description: 'how often the gate probes each worker (connect, heartbeat, echo)', default: DEFAULT_PROBE_SETTINGS.intervalMs },
+  'probe-timeout-ms': { type: 'number', description: 'a worker whose probe is not answered within this is not handed out', default: DEFAULT_PROBE_SETTINGS.timeoutMs },
+} as const satisfies OptionSpecs;
+
+/** Checked before any connection is opened: a refused flag must not leave one behind. */
+export function redisTimeoutFrom(v: OptionValues<typeof REDIS_TIMEOUT_OPTION>): number {
+  return atLeastOne('redis-timeout-ms', v['redis-timeout-ms']);
+}
+
+export function healthFrom(v: OptionValues<typeof HEALTH_OPTIONS>): HealthSettings {
+  return { intervalMs: atLeastOne('health-interval-ms', v['health-interval-ms']), failures: Math.floor(atLeastOne('health-failures', v['health-failures'])) };
+}
+
+export function probeFrom(v: OptionValues<typeof PROBE_OPTIONS>): ProbeSettings {
+  return { ...DEFAULT_PROBE_SETTINGS, intervalMs: atLeastOne('probe-interval-ms', v['probe-interval-ms']), timeoutMs: atLeastOne('probe-timeout-ms', v['probe-timeout-ms']) };
+}
+
+function atLeastOne(flag: string, value: number): number {
+  if (value < 1) throw new SwitchboardError('SB_ERR_CONFIG', `--${flag} must be at least 1, got ${value}`);
+  return value;
+}
 
 export function inboxLimitsFrom(v: OptionValues<typeof INBOX_OPTIONS>): InboxLimits {
   return {

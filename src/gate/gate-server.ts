@@ -15,6 +15,7 @@ import { chooseWorker } from './load-balance.js';
 import { LoginLimiter, type LoginLimits, type LoginOutcome } from './login-limiter.js';
 import type { RateLimitStore } from './rate-limit-store.js';
 import { MemoryRateLimitStore } from './memory-rate-limit-store.js';
+import type { WorkerProbe } from './worker-probe.js';
 
 export interface GateLimits extends LoginLimits {
   /** Token validity. */
@@ -69,6 +70,8 @@ export interface GateOptions {
    * `linklocal`, `uniquelocal`. Empty (the default): the client is the socket's peer.
    */
   trustProxy?: readonly string[];
+  /** Which workers answered the gate's last probe; default: every registered worker. */
+  probe?: Pick<WorkerProbe, 'reachable'>;
   log: Logger;
 }
 
@@ -221,7 +224,8 @@ export class Gate {
         request.log.info({ username }, 'login refused');
         throw this.#loginFailed();
       }
-      const choice = chooseWorker(this.#o.registry.workers());
+      const probe = this.#o.probe;
+      const choice = chooseWorker(this.#o.registry.workers(), Math.random, probe && ((w) => probe.reachable(w)));
       if (!choice) throw new SwitchboardError('SB_ERR_NO_WORKER', 'no worker is available; try again shortly');
       const ttlMs = this.#o.limits.tokenTtlMs;
       const now = Date.now();
@@ -271,6 +275,13 @@ export class Gate {
   }
 
   #fail(err: Error & { statusCode?: number; validation?: unknown }, request: FastifyRequest, reply: FastifyReply): void {
+    if (isSwitchboardError(err) && err.code === 'SB_ERR_STORE_UNAVAILABLE') {
+      // The cause names hosts and ports: for the log, not for the client.
+      request.log.error({ err }, 'gate request failed');
+      reply.header('retry-after', 1);
+      reply.code(503).send({ error: { code: err.code, message: 'the user store is unavailable; try again shortly' } });
+      return;
+    }
     if (isSwitchboardError(err)) {
       reply.code(HTTP_STATUS[err.code] ?? 500).send({ error: { code: err.code, message: err.message } });
       return;

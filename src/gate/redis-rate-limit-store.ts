@@ -8,7 +8,8 @@
 // closes. The number of keys is bounded by what is counted per window (every key expires with
 // its window, and a count that comes back to 0 deletes its key).
 
-import { Redis, type RedisOptions } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { createRedisClient, storeUnavailable, type RedisClientOptions } from '../redis/redis-client.js';
 import type { RateLimitStore, RateWindow } from './rate-limit-store.js';
 
 // KEYS: window key   ARGV: by, window ms. Returns {count, ms left}; {0, 0} when no window is open.
@@ -44,10 +45,9 @@ type Scripts = {
   sbRateGet(key: string): Promise<[number, number]>;
 };
 
-export interface RedisRateLimitStoreOptions {
+export interface RedisRateLimitStoreOptions extends RedisClientOptions {
   url: string;
   keyPrefix?: string;
-  redisOptions?: RedisOptions;
 }
 
 export class RedisRateLimitStore implements RateLimitStore {
@@ -56,7 +56,7 @@ export class RedisRateLimitStore implements RateLimitStore {
 
   constructor(options: RedisRateLimitStoreOptions) {
     this.#prefix = options.keyPrefix ?? 'sb:rl:';
-    const redis = new Redis(options.url, { enableAutoPipelining: true, maxRetriesPerRequest: 3, ...options.redisOptions });
+    const redis = createRedisClient(options.url, options);
     redis.defineCommand('sbRateAdd', { numberOfKeys: 1, lua: ADD });
     redis.defineCommand('sbRateGet', { numberOfKeys: 1, lua: GET });
     this.#redis = redis as Redis & Scripts;
@@ -67,13 +67,21 @@ export class RedisRateLimitStore implements RateLimitStore {
   }
 
   async add(key: string, by: number, windowMs: number): Promise<RateWindow> {
-    const [count, resetMs] = await this.#redis.sbRateAdd(this.#prefix + key, String(Math.trunc(by)), String(Math.max(1, Math.ceil(windowMs))));
-    return { count, resetMs };
+    try {
+      const [count, resetMs] = await this.#redis.sbRateAdd(this.#prefix + key, String(Math.trunc(by)), String(Math.max(1, Math.ceil(windowMs))));
+      return { count, resetMs };
+    } catch (err) {
+      throw storeUnavailable('rate-limit', err);
+    }
   }
 
   async get(key: string): Promise<RateWindow> {
-    const [count, resetMs] = await this.#redis.sbRateGet(this.#prefix + key);
-    return { count, resetMs };
+    try {
+      const [count, resetMs] = await this.#redis.sbRateGet(this.#prefix + key);
+      return { count, resetMs };
+    } catch (err) {
+      throw storeUnavailable('rate-limit', err);
+    }
   }
 
   async close(): Promise<void> {

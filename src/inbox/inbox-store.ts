@@ -91,6 +91,8 @@ export interface InboxStore {
    * epoch the inbox has afterwards (the new one, or whatever another caller already set).
    */
   resetEpoch(uid: string, from: number): Promise<number>;
+  /** Resolves once the store answers; rejects with SB_ERR_STORE_UNAVAILABLE, in bounded time. */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }
 

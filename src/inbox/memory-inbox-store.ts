@@ -258,6 +258,9 @@ export class MemoryInboxStore implements InboxStore {
     }
   }
 
+  /** Memory always answers. */
+  async ping(): Promise<void> {}
+
   async close(): Promise<void> {
     clearInterval(this.#sweep);
     this.#inboxes.clear();

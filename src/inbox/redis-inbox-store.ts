@@ -15,7 +15,8 @@
 // comes from the caller (scripts stay deterministic); an inbox from before epochs existed (a
 // seq key without an ep key) simply gets one, nothing else changes.
 
-import { Redis, type RedisOptions } from 'ioredis';
+import type { Redis, RedisOptions } from 'ioredis';
+import { createRedisClient, pingRedis, storeUnavailable } from '../redis/redis-client.js';
 import { DEFAULT_INBOX_LIMITS, hasDedupeId, newEpoch, type AppendRequest, type AppendResult, type InboxLimits, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
 
 // The limits are written into the scripts (fewer arguments per call is measurably faster).
@@ -111,6 +112,8 @@ export interface RedisInboxStoreOptions {
   limits?: Partial<InboxLimits>;
   /** Prefix of every key, default "sb:". */
   keyPrefix?: string;
+  /** Bound on every command (SB_ERR_STORE_UNAVAILABLE after it); default 2 s. */
+  timeoutMs?: number;
   redisOptions?: RedisOptions;
 }
 
@@ -122,7 +125,7 @@ export class RedisInboxStore implements InboxStore {
   constructor(options: RedisInboxStoreOptions) {
     this.#limits = { ...DEFAULT_INBOX_LIMITS, ...options.limits };
     this.#prefix = options.keyPrefix ?? 'sb:';
-    const redis = new Redis(options.url, { enableAutoPipelining: true, maxRetriesPerRequest: 3, ...options.redisOptions });
+    const redis = createRedisClient(options.url, options);
     const lua = scripts(this.#limits);
     redis.defineCommand('sbAppend', { numberOfKeys: 4, lua: lua.append });
     redis.defineCommand('sbRange', { numberOfKeys: 3, lua: lua.range });
@@ -139,38 +142,67 @@ export class RedisInboxStore implements InboxStore {
   async append({ uid, sender, msgId, body }: AppendRequest): Promise<AppendResult> {
     const dedupe = hasDedupeId(msgId);
     const k = this.#keys(uid);
-    const [seq, duplicate, epoch] = await this.#redis.sbAppend(
-      k.seq,
-      k.ep,
-      k.log,
-      dedupe ? `${k.base}:dd:${sender}\0${msgId}` : `${k.base}:dd`,
-      Buffer.from(body.buffer, body.byteOffset, body.byteLength),
-      Date.now(),
-      dedupe ? '1' : '0',
-      newEpoch(),
-    );
+    let reply: [number, number, string];
+    try {
+      reply = await this.#redis.sbAppend(
+        k.seq,
+        k.ep,
+        k.log,
+        dedupe ? `${k.base}:dd:${sender}\0${msgId}` : `${k.base}:dd`,
+        Buffer.from(body.buffer, body.byteOffset, body.byteLength),
+        Date.now(),
+        dedupe ? '1' : '0',
+        newEpoch(),
+      );
+    } catch (err) {
+      throw storeUnavailable('inbox', err);
+    }
+    const [seq, duplicate, epoch] = reply;
     return { seq: Number(seq), duplicate: duplicate === 1, epoch: Number(epoch) };
   }
 
   async range(uid: string, after: number, limit: number): Promise<InboxRange> {
     const k = this.#keys(uid);
-    const [head, oldest, members, epoch] = await this.#redis.sbRangeBuffer(k.seq, k.ep, k.log, after, limit, Date.now(), newEpoch());
+    let reply: [number, number, Buffer[], Buffer];
+    try {
+      reply = await this.#redis.sbRangeBuffer(k.seq, k.ep, k.log, after, limit, Date.now(), newEpoch());
+    } catch (err) {
+      throw storeUnavailable('inbox', err);
+    }
+    const [head, oldest, members, epoch] = reply;
     return { head: Number(head), oldest: Number(oldest), epoch: Number(epoch.toString('latin1')), messages: members.map(parseMember) };
   }
 
   async cursor(uid: string, deviceId: string): Promise<number | undefined> {
-    const value = await this.#redis.hget(this.#keys(uid).cur, deviceId);
+    let value: string | null;
+    try {
+      value = await this.#redis.hget(this.#keys(uid).cur, deviceId);
+    } catch (err) {
+      throw storeUnavailable('inbox', err);
+    }
     return value === null ? undefined : Number(value);
   }
 
   async saveCursor(uid: string, deviceId: string, seq: number, epoch: number): Promise<void> {
     const k = this.#keys(uid);
-    await this.#redis.sbSaveCursor(k.seq, k.ep, k.cur, deviceId, seq, epoch);
+    try {
+      await this.#redis.sbSaveCursor(k.seq, k.ep, k.cur, deviceId, seq, epoch);
+    } catch (err) {
+      throw storeUnavailable('inbox', err);
+    }
   }
 
   async resetEpoch(uid: string, from: number): Promise<number> {
     const k = this.#keys(uid);
-    return Number(await this.#redis.sbResetEpoch(k.ep, k.cur, from, newEpoch()));
+    try {
+      return Number(await this.#redis.sbResetEpoch(k.ep, k.cur, from, newEpoch()));
+    } catch (err) {
+      throw storeUnavailable('inbox', err);
+    }
+  }
+
+  ping(): Promise<void> {
+    return pingRedis(this.#redis, 'inbox');
   }
 
   async close(): Promise<void> {

@@ -13,6 +13,12 @@ export interface WorkerInfo {
   balance: number;
   startedAt: number;
   version: string;
+  /**
+   * False while the worker's stores do not answer its health check: it stays registered (its
+   * sessions stay routable) but the gate sends no new logins there. A znode without the field
+   * (an older worker) counts as ready.
+   */
+  ready: boolean;
 }
 
 export type WorkerAnnouncement = Omit<WorkerInfo, 'id'>;
@@ -22,6 +28,8 @@ export interface Registry {
   register(worker: WorkerAnnouncement): Promise<WorkerInfo>;
   /** Publishes this worker's balance. Implementations may coalesce writes (ZooKeeper: ≤ 1/s). */
   setBalance(balance: number): void;
+  /** Publishes whether this worker accepts logins; written promptly (not coalesced to 1/s). */
+  setReady(ready: boolean): void;
   /** The current view of live workers, this one included once registered. */
   workers(): readonly WorkerInfo[];
   /**

@@ -26,6 +26,12 @@ export class StaticRegistry implements Registry {
     this.#publish();
   }
 
+  setReady(ready: boolean): void {
+    if (!this.#self || this.#self.ready === ready) return;
+    this.#self = { ...this.#self, ready };
+    this.#publish();
+  }
+
   registered(): boolean {
     return this.#self !== undefined;
   }

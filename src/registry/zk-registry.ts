@@ -72,7 +72,7 @@ const defaultRetryStrategy = (attempt: number): number => Math.min(100 * 2 ** (a
 /** A digest of a view, independent of order: what the periodic reconcile compares. */
 export function viewHash(workers: Iterable<WorkerInfo>): string {
   const rows = [...workers]
-    .map((w) => [w.id, w.host, w.port, w.peerPort ?? null, w.balance, w.startedAt, w.version] as const)
+    .map((w) => [w.id, w.host, w.port, w.peerPort ?? null, w.balance, w.startedAt, w.version, w.ready] as const)
     .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
   return createHash('sha1').update(JSON.stringify(rows)).digest('hex');
 }
@@ -90,15 +90,18 @@ function parseWorker(id: string, data: Buffer): WorkerInfo | undefined {
   if (typeof v.host !== 'string' || typeof v.version !== 'string') return undefined;
   if (!Number.isInteger(v.port) || !Number.isFinite(v.balance) || !Number.isFinite(v.startedAt)) return undefined;
   if (v.peerPort !== undefined && !Number.isInteger(v.peerPort)) return undefined;
-  const info: WorkerInfo = { id, host: v.host, port: v.port as number, balance: v.balance as number, startedAt: v.startedAt as number, version: v.version };
+  // Absent: written by a worker that predates the health check, which registers only when ready.
+  if (v.ready !== undefined && typeof v.ready !== 'boolean') return undefined;
+  const ready = v.ready !== false;
+  const info: WorkerInfo = { id, host: v.host, port: v.port as number, balance: v.balance as number, startedAt: v.startedAt as number, version: v.version, ready };
   if (v.peerPort !== undefined) info.peerPort = v.peerPort as number;
   return info;
 }
 
 function encode(info: WorkerAnnouncement | WorkerInfo): Buffer {
-  const { host, port, peerPort, balance, startedAt, version } = info;
+  const { host, port, peerPort, balance, startedAt, version, ready } = info;
   const id = 'id' in info ? info.id : undefined;
-  return Buffer.from(JSON.stringify({ id, host, port, peerPort, balance, startedAt, version }));
+  return Buffer.from(JSON.stringify({ id, host, port, peerPort, balance, startedAt, version, ready }));
 }
 
 function sameWorker(a: WorkerInfo | undefined, b: WorkerInfo): boolean {
@@ -110,7 +113,8 @@ function sameWorker(a: WorkerInfo | undefined, b: WorkerInfo): boolean {
     a.peerPort === b.peerPort &&
     a.balance === b.balance &&
     a.startedAt === b.startedAt &&
-    a.version === b.version
+    a.version === b.version &&
+    a.ready === b.ready
   );
 }
 
@@ -162,8 +166,10 @@ export class ZooKeeperRegistry implements Registry {
    */
   #parentTrusted: boolean;
 
-  // Balance writes: #balanceDirty while the znode may hold an older balance than #self.
+  // Balance writes: #balanceDirty while the znode may hold an older balance (or readiness) than
+  // #self. A change of readiness is #urgent: written at once, not within balanceIntervalMs.
   #balanceDirty = false;
+  #urgent = false;
   #balanceWriting = false;
   #balanceTimer: NodeJS.Timeout | undefined;
   #lastBalanceWriteAt = 0;
@@ -298,6 +304,20 @@ export class ZooKeeperRegistry implements Registry {
     if (this.#self.balance === balance) return;
     this.#self = { ...this.#self, balance };
     this.#balanceDirty = true;
+    this.#scheduleBalanceWrite();
+  }
+
+  /** Written at once: the gate should stop (or resume) sending logins here without delay. */
+  setReady(ready: boolean): void {
+    if (this.#closed) return;
+    if (!this.#self) {
+      if (this.#announced) this.#announced = { ...this.#announced, ready };
+      return;
+    }
+    if (this.#self.ready === ready) return;
+    this.#self = { ...this.#self, ready };
+    this.#balanceDirty = true;
+    this.#urgent = true;
     this.#scheduleBalanceWrite();
   }
 
@@ -727,8 +747,10 @@ export class ZooKeeperRegistry implements Registry {
   // --- balance ------------------------------------------------------------------------------
 
   #scheduleBalanceWrite(): void {
-    if (!this.#balanceDirty || this.#balanceTimer || this.#balanceWriting || this.#closed) return;
-    const waitMs = Math.max(0, this.#lastBalanceWriteAt + this.#balanceIntervalMs - Date.now());
+    if (!this.#balanceDirty || this.#balanceWriting || this.#closed) return;
+    if (this.#balanceTimer && !this.#urgent) return;
+    clearTimeout(this.#balanceTimer);
+    const waitMs = this.#urgent ? 0 : Math.max(0, this.#lastBalanceWriteAt + this.#balanceIntervalMs - Date.now());
     this.#balanceTimer = setTimeout(() => {
       this.#balanceTimer = undefined;
       void this.#writeBalance();
@@ -743,7 +765,9 @@ export class ZooKeeperRegistry implements Registry {
     // Not connected or not (re-)registered yet: the (re-)registration writes #self whole.
     if (!this.#balanceDirty || !session || !path || this.#status !== 'connected' || this.#ownEpoch !== epoch) return;
     const info = this.#self!;
+    const urgent = this.#urgent;
     this.#balanceDirty = false;
+    this.#urgent = false;
     this.#balanceWriting = true;
     this.#lastBalanceWriteAt = Date.now();
     try {
@@ -758,6 +782,7 @@ export class ZooKeeperRegistry implements Registry {
     } catch (err) {
       if (!this.#current(epoch)) return;
       this.#balanceDirty = true;
+      this.#urgent ||= urgent;
       if (!isConnectionError(err) && !isSessionGone(err)) this.#log.warn({ err, path }, 'balance write failed');
     } finally {
       this.#balanceWriting = false;

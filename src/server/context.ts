@@ -10,6 +10,7 @@ import type { Delivery } from './delivery.js';
 import type { MessageRouter } from './router.js';
 import type { MessageRate } from './message-rate.js';
 import type { RecipientCheck } from './recipients.js';
+import type { StoreHealth } from './store-health.js';
 
 export interface ServerContext {
   readonly limits: WorkerLimits;
@@ -23,6 +24,8 @@ export interface ServerContext {
   /** Where the accounts are known: recipients must exist. Undefined: any id is a recipient. */
   readonly recipients: RecipientCheck | undefined;
   readonly signer: TokenSigner;
+  /** Logins are refused while the stores do not answer. */
+  readonly health: StoreHealth;
   readonly log: Logger;
   /** Resolves this worker's registry id once it is registered. */
   readonly nodeId: Promise<string>;

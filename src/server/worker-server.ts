@@ -1,9 +1,10 @@
 // The worker's TCP server: accepts client sockets, wraps each in a Connection, dispatches their
 // messages, cleans up after them, registers the worker in the Registry and keeps its balance
 // and its SessionStore records current (refreshed every sessionRefreshMs, re-published after a
-// re-registration). One periodic sweep enforces the login, idle and drain timeouts of all
-// connections and drives Delivery's resends and position saves. The connection caps are
-// checked at accept, before a socket becomes a Connection.
+// re-registration). It registers only once its stores answer (StoreHealth), and publishes its
+// readiness as they stop and start answering. One periodic sweep enforces the login, idle and
+// drain timeouts of all connections and drives Delivery's resends and position saves. The
+// connection caps are checked at accept, before a socket becomes a Connection.
 
 import net from 'node:net';
 import { once } from 'node:events';
@@ -25,6 +26,7 @@ import { MessageRate } from './message-rate.js';
 import { RecipientCheck } from './recipients.js';
 import { ConnectionCaps } from './connection-caps.js';
 import type { UserStore } from '../users/user-store.js';
+import type { StoreHealth } from './store-health.js';
 
 export interface WorkerServerOptions {
   host: string;
@@ -39,6 +41,8 @@ export interface WorkerServerOptions {
   registry: Registry;
   /** Where the accounts are: recipients must exist there. Unset: any id is a recipient. */
   users?: UserStore;
+  /** Checked before listening and registering, then periodically. */
+  health: StoreHealth;
   log: Logger;
   version: string;
   /** Cluster mode: builds the router and the cluster's own listeners around this worker's LocalPort. */
@@ -91,6 +95,7 @@ export class WorkerServer {
       rate: new MessageRate(options.limits),
       recipients: options.users && new RecipientCheck(options.users, options.limits.recipientCacheSize),
       signer: options.signer,
+      health: options.health,
       log: options.log,
       nodeId,
       sessionsChanged: () => options.registry.setBalance(this.sessions.size),
@@ -115,9 +120,14 @@ export class WorkerServer {
     return this.#connections.size;
   }
 
-  /** Listens (the cluster too), then registers; resolves the registered worker info. */
+  /**
+   * Checks the stores, listens (the cluster too), then registers; resolves the registered worker
+   * info. Rejects with SB_ERR_STORE_UNAVAILABLE before listening when a store does not answer: a
+   * registered worker is one the gate hands out.
+   */
   async start(): Promise<WorkerInfo> {
-    const { host, port, registry, version } = this.#options;
+    const { host, port, registry, version, health } = this.#options;
+    await health.check();
     this.#server.listen(port, host);
     await once(this.#server, 'listening');
     const address = this.#server.address() as net.AddressInfo;
@@ -130,6 +140,7 @@ export class WorkerServer {
       balance: this.sessions.size,
       startedAt: Date.now(),
       version,
+      ready: health.ready,
     });
     this.#resolveNodeId(this.#info.id);
     // After a re-registration other workers may have purged our sessions: publish them again.
@@ -138,6 +149,7 @@ export class WorkerServer {
     this.#refresh.unref();
     this.#sweep = setInterval(() => this.#sweepConnections(), sweepIntervalMs(this.#options.limits));
     this.#sweep.unref();
+    health.start((ready) => registry.setReady(ready));
     this.#log.info({ nodeId: this.#info.id, host, port: address.port }, 'worker listening');
     return this.#info;
   }
@@ -147,6 +159,7 @@ export class WorkerServer {
    * `closeGraceMs` for the sockets to close, then destroys the rest.
    */
   async stop(): Promise<void> {
+    this.#options.health.stop();
     clearInterval(this.#sweep);
     clearInterval(this.#refresh);
     this.#unsubscribe?.();

@@ -56,6 +56,9 @@ export class MemorySessionStore implements SessionStore {
     return purged;
   }
 
+  /** Memory always answers. */
+  async ping(): Promise<void> {}
+
   async close(): Promise<void> {
     this.#byUser.clear();
   }

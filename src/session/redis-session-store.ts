@@ -7,7 +7,8 @@
 // record carries its own expiry, which byUser() honours; the keys also expire after the TTL,
 // so a crashed worker's records vanish even if nobody purges them. Workers refresh theirs.
 
-import { Redis, type RedisOptions } from 'ioredis';
+import type { Redis, RedisOptions } from 'ioredis';
+import { createRedisClient, pingRedis, storeUnavailable } from '../redis/redis-client.js';
 import { DEFAULT_SESSION_TTL_MS, type SessionRecord, type SessionStore } from './session-store.js';
 
 // KEYS: user hash   ARGV: sessionId. Returns the removed value or false.
@@ -36,6 +37,8 @@ export interface RedisSessionStoreOptions {
   url: string;
   ttlMs?: number;
   keyPrefix?: string;
+  /** Bound on every command (SB_ERR_STORE_UNAVAILABLE after it); default 2 s. */
+  timeoutMs?: number;
   redisOptions?: RedisOptions;
 }
 
@@ -47,7 +50,7 @@ export class RedisSessionStore implements SessionStore {
   constructor(options: RedisSessionStoreOptions) {
     this.#ttlMs = options.ttlMs ?? DEFAULT_SESSION_TTL_MS;
     this.#prefix = options.keyPrefix ?? 'sb:';
-    const redis = new Redis(options.url, { enableAutoPipelining: true, maxRetriesPerRequest: 3, ...options.redisOptions });
+    const redis = createRedisClient(options.url, options);
     redis.defineCommand('sbTakeSession', { numberOfKeys: 1, lua: TAKE });
     redis.defineCommand('sbTakeSessionOf', { numberOfKeys: 1, lua: TAKE_OF });
     this.#redis = redis as Redis & Scripts;
@@ -74,20 +77,34 @@ export class RedisSessionStore implements SessionStore {
       nodes.add(r.nodeId);
     }
     for (const nodeId of nodes) pipeline.pexpire(this.#nodeKey(nodeId), this.#ttlMs);
-    const results = await pipeline.exec();
+    let results: [Error | null, unknown][] | null;
+    try {
+      results = await pipeline.exec();
+    } catch (err) {
+      throw storeUnavailable('session', err);
+    }
     const failed = results?.find(([err]) => err);
-    if (failed) throw failed[0];
+    if (failed) throw storeUnavailable('session', failed[0]);
   }
 
   async remove(uid: string, sessionId: string): Promise<boolean> {
-    const value = await this.#redis.sbTakeSession(this.#userKey(uid), sessionId);
-    if (!value) return false;
-    await this.#redis.srem(this.#nodeKey(value.slice(0, value.indexOf('|'))), `${sessionId}|${uid}`);
-    return true;
+    try {
+      const value = await this.#redis.sbTakeSession(this.#userKey(uid), sessionId);
+      if (!value) return false;
+      await this.#redis.srem(this.#nodeKey(value.slice(0, value.indexOf('|'))), `${sessionId}|${uid}`);
+      return true;
+    } catch (err) {
+      throw storeUnavailable('session', err);
+    }
   }
 
   async byUser(uid: string): Promise<SessionRecord[]> {
-    const all = await this.#redis.hgetall(this.#userKey(uid));
+    let all: Record<string, string>;
+    try {
+      all = await this.#redis.hgetall(this.#userKey(uid));
+    } catch (err) {
+      throw storeUnavailable('session', err);
+    }
     const now = Date.now();
     const out: SessionRecord[] = [];
     for (const [sessionId, value] of Object.entries(all)) {
@@ -100,19 +117,27 @@ export class RedisSessionStore implements SessionStore {
 
   async purgeNode(nodeId: string): Promise<number> {
     const nodeKey = this.#nodeKey(nodeId);
-    const members = await this.#redis.smembers(nodeKey);
-    const removed = await Promise.all(
-      members.map(async (member) => {
-        const bar = member.indexOf('|');
-        const sessionId = member.slice(0, bar);
-        const uid = member.slice(bar + 1);
-        // Only records still held by that node (the record may have been removed already).
-        const value = await this.#redis.sbTakeSessionOf(this.#userKey(uid), sessionId, `${nodeId}|`);
-        return value ? 1 : 0;
-      }),
-    );
-    await this.#redis.del(nodeKey);
-    return removed.reduce<number>((a, b) => a + b, 0);
+    try {
+      const members = await this.#redis.smembers(nodeKey);
+      const removed = await Promise.all(
+        members.map(async (member) => {
+          const bar = member.indexOf('|');
+          const sessionId = member.slice(0, bar);
+          const uid = member.slice(bar + 1);
+          // Only records still held by that node (the record may have been removed already).
+          const value = await this.#redis.sbTakeSessionOf(this.#userKey(uid), sessionId, `${nodeId}|`);
+          return value ? 1 : 0;
+        }),
+      );
+      await this.#redis.del(nodeKey);
+      return removed.reduce<number>((a, b) => a + b, 0);
+    } catch (err) {
+      throw storeUnavailable('session', err);
+    }
+  }
+
+  ping(): Promise<void> {
+    return pingRedis(this.#redis, 'session');
   }
 
   async close(): Promise<void> {

@@ -23,6 +23,8 @@ export interface SessionStore {
   purgeNode(nodeId: string): Promise<number>;
   /** Rewrites the records with a fresh time to live (each worker, for its own sessions). */
   refresh(records: readonly SessionRecord[]): Promise<void>;
+  /** Resolves once the store answers; rejects with SB_ERR_STORE_UNAVAILABLE, in bounded time. */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -25,6 +25,9 @@ export class MemoryUserStore implements UserStore {
     return this.#users.size;
   }
 
+  /** Memory always answers. */
+  async ping(): Promise<void> {}
+
   async close(): Promise<void> {
     this.#users.clear();
   }

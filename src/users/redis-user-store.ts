@@ -10,7 +10,8 @@
 // connection fails between the two commands, the account exists and count() stays one short;
 // count() is a statistic, never used to decide anything.
 
-import { Redis, type RedisOptions } from 'ioredis';
+import type { Redis, RedisOptions } from 'ioredis';
+import { createRedisClient, pingRedis, storeUnavailable } from '../redis/redis-client.js';
 import type { NewUser, UserRecord, UserStore } from './user-store.js';
 
 // KEYS: user hash   ARGV: username, passwordHash, createdAt. Returns 1 if created, 0 if taken.
@@ -27,6 +28,8 @@ type Scripts = {
 export interface RedisUserStoreOptions {
   url: string;
   keyPrefix?: string;
+  /** Bound on every command (SB_ERR_STORE_UNAVAILABLE after it); default 2 s. */
+  timeoutMs?: number;
   redisOptions?: RedisOptions;
 }
 
@@ -36,7 +39,7 @@ export class RedisUserStore implements UserStore {
 
   constructor(options: RedisUserStoreOptions) {
     this.#prefix = options.keyPrefix ?? 'sb:';
-    const redis = new Redis(options.url, { enableAutoPipelining: true, maxRetriesPerRequest: 3, ...options.redisOptions });
+    const redis = createRedisClient(options.url, options);
     redis.defineCommand('sbCreateUser', { numberOfKeys: 1, lua: CREATE });
     this.#redis = redis as Redis & Scripts;
   }
@@ -46,14 +49,23 @@ export class RedisUserStore implements UserStore {
   }
 
   async create({ username, passwordHash, createdAt }: NewUser): Promise<boolean> {
-    const created = await this.#redis.sbCreateUser(this.#userKey(username), username, passwordHash, String(createdAt));
-    if (created !== 1) return false;
-    await this.#redis.incr(this.#countKey());
-    return true;
+    try {
+      const created = await this.#redis.sbCreateUser(this.#userKey(username), username, passwordHash, String(createdAt));
+      if (created !== 1) return false;
+      await this.#redis.incr(this.#countKey());
+      return true;
+    } catch (err) {
+      throw storeUnavailable('user', err);
+    }
   }
 
   async get(username: string): Promise<UserRecord | undefined> {
-    const fields = await this.#redis.hgetall(this.#userKey(username));
+    let fields: Record<string, string>;
+    try {
+      fields = await this.#redis.hgetall(this.#userKey(username));
+    } catch (err) {
+      throw storeUnavailable('user', err);
+    }
     // The name is in the key, never a field name, so hgetall's plain object is safe for any name.
     if (fields.passwordHash === undefined || fields.createdAt === undefined) return undefined;
     return { uid: username, username, passwordHash: fields.passwordHash, createdAt: Number(fields.createdAt) };
@@ -65,7 +77,15 @@ export class RedisUserStore implements UserStore {
   }
 
   async count(): Promise<number> {
-    return Number((await this.#redis.get(this.#countKey())) ?? 0);
+    try {
+      return Number((await this.#redis.get(this.#countKey())) ?? 0);
+    } catch (err) {
+      throw storeUnavailable('user', err);
+    }
+  }
+
+  ping(): Promise<void> {
+    return pingRedis(this.#redis, 'user');
   }
 
   async close(): Promise<void> {

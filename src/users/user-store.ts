@@ -39,5 +39,7 @@ export interface UserStore {
   exists(username: string): Promise<boolean>;
   /** The number of accounts created. */
   count(): Promise<number>;
+  /** Resolves once the store answers; rejects with SB_ERR_STORE_UNAVAILABLE, in bounded time. */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }

@@ -41,7 +41,7 @@ async function clusterNode(t: Test, settings: Partial<ClusterSettings> = {}): Pr
 async function registerPeer(t: Test, node: ClusterNode): Promise<string> {
   const registry = new ZooKeeperRegistry({ connect: zk.connect, root: node.root, log: silentLogger(), nativeLogLevel: 'off' });
   t.teardown(() => registry.close());
-  const info = await registry.register({ host: '127.0.0.1', port: await freePort(), peerPort: await freePort(), balance: 0, startedAt: Date.now(), version: 'test' });
+  const info = await registry.register({ host: '127.0.0.1', port: await freePort(), peerPort: await freePort(), balance: 0, startedAt: Date.now(), version: 'test', ready: true });
   return info.id;
 }
 

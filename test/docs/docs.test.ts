@@ -4,7 +4,7 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { ERROR_CODES } from '../../src/errors.js';
-import { CLUSTER_OPTIONS, DEV_OPTION, GATE_OPTIONS, INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION, RECIPIENT_OPTIONS, SECRET_OPTION } from '../../src/cli/common.js';
+import { CLUSTER_OPTIONS, DEV_OPTION, GATE_OPTIONS, HEALTH_OPTIONS, INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION, PROBE_OPTIONS, RECIPIENT_OPTIONS, REDIS_TIMEOUT_OPTION, SECRET_OPTION } from '../../src/cli/common.js';
 import { encodeMessage, encodeMessageFrame } from '../../src/protocol/codec.js';
 import { loginResponse } from '../../src/protocol/messages.js';
 import { HeadType } from '../../src/protocol/types.js';
@@ -25,7 +25,8 @@ t.test('every error code is documented in PROTOCOL.md or OPERATIONS.md', async (
 });
 
 t.test('every worker flag is in OPERATIONS.md with its environment variable', async (t) => {
-  for (const flag of Object.keys({ ...LIMIT_OPTIONS, ...LOG_OPTION, ...SECRET_OPTION, ...DEV_OPTION, ...INBOX_OPTIONS, ...RECIPIENT_OPTIONS, ...CLUSTER_OPTIONS, ...GATE_OPTIONS })) {
+  const groups = { ...LIMIT_OPTIONS, ...LOG_OPTION, ...SECRET_OPTION, ...DEV_OPTION, ...INBOX_OPTIONS, ...RECIPIENT_OPTIONS, ...REDIS_TIMEOUT_OPTION, ...HEALTH_OPTIONS, ...CLUSTER_OPTIONS, ...GATE_OPTIONS, ...PROBE_OPTIONS };
+  for (const flag of Object.keys(groups)) {
     t.ok(operations.includes(`\`--${flag}\``), `--${flag} is documented`);
     t.ok(operations.includes(envName(flag)), `${envName(flag)} is documented`);
   }

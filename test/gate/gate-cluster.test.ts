@@ -6,11 +6,12 @@
 // znode never reaches the gate (the harness runs ZooKeeper authentication on), and the gate
 // refuses to run in cluster mode with the public development secret or without --zk-auth.
 
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 import { startRedis } from '../helpers/redis.js';
 import { CLUSTER_PEER_SECRET, CLUSTER_TOKEN_SECRET, CLUSTER_ZK_GATE_AUTH, CLUSTER_ZK_WORKER, TestClient, startCluster, until, type TestCluster, type WorkerProcess } from '../helpers/cluster.js';
 import { CliProcess } from '../helpers/cli-process.js';
+import { GateProcess, startGate } from '../helpers/gate-process.js';
 import net from 'node:net';
 import type { GateLogin } from '../../src/client/gate-login.js';
 import { ZK_MODE, ZK_RC, ZooKeeperSession, type ZooKeeperDigestAuth } from '../../src/registry/zookeeper-client.js';
@@ -22,78 +23,8 @@ const zk = await startZooKeeper(t);
 const PASSWORD = 'correct horse battery staple';
 const WAIT_MS = 20_000;
 
-interface PublicWorker {
-  id: string;
-  host: string;
-  port: number;
-  balance: number;
-}
-
-interface Stats {
-  online: { users: number; sessions: number };
-  workers: { id: string; balance: number }[];
-}
-
-class GateProcess extends CliProcess {
-  url = '';
-
-  async started(): Promise<this> {
-    const listening = await this.waitForLog({ msg: 'gate listening' }, WAIT_MS);
-    this.url = `http://127.0.0.1:${String(listening.port)}`;
-    return this;
-  }
-
-  async get<T>(path: string): Promise<T> {
-    const response = await fetch(new URL(path, this.url));
-    if (!response.ok) throw new Error(`GET ${path}: ${response.status} ${await response.text()}`);
-    return (await response.json()) as T;
-  }
-
-  async post<T>(path: string, body: unknown): Promise<{ status: number; body: T }> {
-    const response = await fetch(new URL(path, this.url), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-    return { status: response.status, body: (await response.json()) as T };
-  }
-
-  async workers(): Promise<PublicWorker[]> {
-    return (await this.get<{ workers: PublicWorker[] }>('/api/workers')).workers;
-  }
-
-  /** Waits until /api/workers lists exactly these workers with these balances. */
-  async waitForBalances(expected: Map<WorkerProcess, number>, when: string): Promise<PublicWorker[]> {
-    const want = [...expected].map(([w, balance]) => `${w.nodeId}=${balance}`).sort();
-    let seen: string[] = [];
-    await this.waitFor(
-      `${when}: /api/workers shows ${want.join(' ')} (last seen ${seen.join(' ')})`,
-      async () => {
-        seen = (await this.workers()).map((w) => `${w.id}=${w.balance}`).sort();
-        return JSON.stringify(seen) === JSON.stringify(want);
-      },
-      WAIT_MS,
-    );
-    return this.workers();
-  }
-
-  /** Waits until /api/stats counts this many sessions (and as many users: every uid here has one device). */
-  async waitForOnline(sessions: number, when: string): Promise<Stats> {
-    let last: Stats | undefined;
-    await this.waitFor(
-      `${when}: /api/stats shows ${sessions} sessions (last ${JSON.stringify(last?.online)})`,
-      async () => {
-        last = await this.get<Stats>('/api/stats');
-        return last.online.sessions === sessions && last.online.users === sessions;
-      },
-      WAIT_MS,
-    );
-    return last!;
-  }
-}
-
 function gateArgs(cluster: TestCluster, extra: string[] = []): string[] {
   return ['gate', '--zk', zk.connect, '--zk-root', cluster.root, '--zk-auth', CLUSTER_ZK_GATE_AUTH, '--redis', cluster.redis.url, '--port', '0', '--log-level', 'info', ...extra];
-}
-
-async function startGate(t: Test, cluster: TestCluster, name = 'gate'): Promise<GateProcess> {
-  return new GateProcess(t, name, gateArgs(cluster, ['--secret', CLUSTER_TOKEN_SECRET])).started();
 }
 
 t.test('logins go to the least-loaded worker; stats follow logins and logouts; a stopped worker is dropped', async (t) => {

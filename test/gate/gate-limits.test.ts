@@ -60,7 +60,7 @@ async function startGate(t: Test, setup: Setup = {}): Promise<TestGate & { users
   const store = new RedisRateLimitStore({ url: redis.url, keyPrefix: prefix });
   t.teardown(() => store.close());
   const registry = new StaticRegistry();
-  await registry.register({ host: '127.0.0.1', port: 1, balance: 0, startedAt: Date.now(), version: 'test' });
+  await registry.register({ host: '127.0.0.1', port: 1, balance: 0, startedAt: Date.now(), version: 'test', ready: true });
   const gate = new Gate({
     host: '127.0.0.1',
     port: 0,

@@ -21,6 +21,8 @@ import { SwitchboardError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { TEST_SECRET } from '../helpers/node.js';
 import { until } from '../helpers/cluster.js';
+import { startRedis } from '../helpers/redis.js';
+import { RedisUserStore } from '../../src/users/redis-user-store.js';
 
 const CHEAP = { N: 2 ** 14, r: 8, p: 1 };
 const PASSWORD = 'correct horse battery staple';
@@ -60,6 +62,11 @@ class SharedRegistry {
         self = { ...self, balance };
         this.#put(self);
       },
+      setReady: (ready: boolean) => {
+        if (!self || self.ready === ready) return;
+        self = { ...self, ready };
+        this.#put(self);
+      },
       registered: () => self !== undefined,
       workers: () => this.view,
       onChange: (listener) => {
@@ -87,6 +94,7 @@ class SharedRegistry {
         throw new SwitchboardError('SB_ERR_CONFIG', 'an observer does not register');
       },
       setBalance: () => {},
+      setReady: () => {},
       registered: () => false,
       workers: () => this.view,
       onChange: (listener) => this.#subscribe(listener),
@@ -620,6 +628,25 @@ t.test('a failing user store is a 500 SB_ERR_INTERNAL that says nothing of the c
     t.equal(r.status, 500);
     t.same(r.body, { error: { code: 'SB_ERR_INTERNAL', message: 'internal error' } });
   }
+});
+
+t.test('a frozen Redis user store: 503 SB_ERR_STORE_UNAVAILABLE with retry-after, within the Redis timeout, naming no host', async (t) => {
+  const redis = await startRedis(t);
+  const w = await startWorker(t);
+  const users = new RedisUserStore({ url: redis.url, timeoutMs: 300 });
+  t.teardown(() => users.close());
+  const g = await startGate(t, w.node.registry, { users: users as unknown as MemoryUserStore });
+  t.equal((await g.register('alice')).status, 201, 'registered while Redis answers');
+  redis.freeze();
+  t.teardown(() => redis.thaw());
+  for (const r of [await g.login('alice'), await g.register('bob')]) {
+    t.equal(r.status, 503);
+    t.same(r.body, { error: { code: 'SB_ERR_STORE_UNAVAILABLE', message: 'the user store is unavailable; try again shortly' } });
+    t.equal(r.headers.get('retry-after'), '1');
+  }
+  redis.thaw();
+  await until('the store answers again', () => users.ping().then(() => true, () => false), WAIT_MS);
+  t.equal((await g.login('alice')).status, 200, 'logins work again');
 });
 
 t.test('no live worker: login is 503 SB_ERR_NO_WORKER, health says 0 workers', async (t) => {

@@ -7,7 +7,7 @@ import { chooseWorker } from '../../src/gate/load-balance.js';
 import type { WorkerInfo } from '../../src/registry/registry.js';
 
 function worker(id: string, balance: number): WorkerInfo {
-  return { id, host: '127.0.0.1', port: 9000 + Number(id.replace(/\D/g, '') || 0), balance, startedAt: 0, version: 'test' };
+  return { id, host: '127.0.0.1', port: 9000 + Number(id.replace(/\D/g, '') || 0), balance, startedAt: 0, version: 'test', ready: true };
 }
 
 const ids = (workers: readonly WorkerInfo[]) => workers.map((w) => w.id);
@@ -108,4 +108,32 @@ t.test('random is called once per choice', async (t) => {
     return 0.3;
   });
   t.equal(calls, 1);
+});
+
+t.test('an unready worker is never chosen, nor a fallback, however idle', async (t) => {
+  const workers = [{ ...worker('w1', 0), ready: false }, worker('w2', 7), worker('w3', 9)];
+  for (const r of [0, 0.5, 0.999999]) {
+    const choice = chooseWorker(workers, () => r)!;
+    t.equal(choice.worker.id, 'w2', `random ${r}`);
+    t.same(ids(choice.fallbacks), ['w3'], 'w1 is not among the fallbacks');
+  }
+});
+
+t.test('an unreachable worker is not chosen; it comes after every reachable one among the fallbacks', async (t) => {
+  const down = new Set(['w1', 'w4']);
+  const reachable = (w: WorkerInfo) => !down.has(w.id);
+  const workers = [worker('w1', 0), worker('w2', 7), worker('w3', 9), worker('w4', 1)];
+  for (const r of [0, 0.5, 0.999999]) {
+    const choice = chooseWorker(workers, () => r, reachable)!;
+    t.equal(choice.worker.id, 'w2', `random ${r}: the least loaded reachable worker`);
+    t.same(ids(choice.fallbacks), ['w3', 'w1', 'w4'], 'the unreachable ones last, least loaded first');
+  }
+});
+
+t.test('no worker both ready and reachable: undefined, and random is not consulted', async (t) => {
+  const never = () => {
+    throw new Error('random() called');
+  };
+  t.equal(chooseWorker([{ ...worker('w1', 0), ready: false }, worker('w2', 3)], never, (w) => w.id !== 'w2'), undefined);
+  t.equal(chooseWorker([{ ...worker('w1', 0), ready: false }], never), undefined);
 });

@@ -2,16 +2,37 @@
 // and stops it on teardown. `redis-server` must be installed (.ci/run installs it).
 
 import type { Test } from 'tap';
+import { Redis } from 'ioredis';
 import { startRedisServer, type RedisServer } from '../../src/bench/services.js';
 
-export type TestRedis = RedisServer;
+export interface TestRedis extends RedisServer {
+  /** SIGSTOP: the server keeps its connections open and answers nothing, as a stalled host. */
+  freeze(): void;
+  /** SIGCONT: the server answers again, working through what it was sent meanwhile. */
+  thaw(): void;
+}
 
 /** `password`: started with requirepass; `url` then carries `default:<password>@`. */
 export async function startRedis(t: Test, extraArgs: string[] = [], { password }: { password?: string } = {}): Promise<TestRedis> {
   const redis = await startRedisServer({ extraArgs, password });
+  // Teardown's SIGKILL ends a frozen server too.
   t.teardown(redis.kill);
   // A test's stop() is a crash: nothing is flushed.
-  return { ...redis, stop: redis.kill };
+  return { ...redis, stop: redis.kill, freeze: () => void redis.process.kill('SIGSTOP'), thaw: () => void redis.process.kill('SIGCONT') };
+}
+
+/**
+ * Makes `redis` require `password` from now on (CONFIG SET requirepass: the harness's readiness
+ * check is an unauthenticated PING); resolves the URL that carries it.
+ */
+export async function requirePassword(redis: TestRedis, password: string): Promise<string> {
+  const client = new Redis(redis.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  try {
+    await client.config('SET', 'requirepass', password);
+  } finally {
+    client.disconnect();
+  }
+  return redis.url.replace('redis://', `redis://:${encodeURIComponent(password)}@`);
 }
 
 /**

@@ -12,6 +12,13 @@ const texts = (messages: { body: Buffer }[]) => messages.map((m) => m.body.toStr
 const shape = (r: InboxRange) => ({ head: r.head, oldest: r.oldest, seqs: r.messages.map((m) => m.seq) });
 
 export function inboxStoreConformance(t: Test, make: MakeInbox): void {
+  t.test('ping resolves while the store answers', async (t) => {
+    const inbox = await make();
+    t.teardown(() => inbox.close());
+    await inbox.ping();
+    t.pass('answered');
+  });
+
   t.test('a new inbox is empty', async (t) => {
     const inbox = await make();
     t.teardown(() => inbox.close());

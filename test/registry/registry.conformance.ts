@@ -21,7 +21,7 @@ async function eventually<T>(what: string, probe: () => T | undefined, withinMs 
 }
 
 function announcement(overrides: Partial<WorkerAnnouncement> = {}): WorkerAnnouncement {
-  return { host: '127.0.0.1', port: 40_123, peerPort: 40_124, balance: 0, startedAt: 1_700_000_000_000, version: '9.8.7-test', ...overrides };
+  return { host: '127.0.0.1', port: 40_123, peerPort: 40_124, balance: 0, startedAt: 1_700_000_000_000, version: '9.8.7-test', ready: true, ...overrides };
 }
 
 function self(registry: Registry, id: string): WorkerInfo | undefined {
@@ -79,6 +79,27 @@ export function registryConformance(t: Test, makeRegistry: () => Promise<Registr
     registry.setBalance(1);
     await eventually('balance back to 1', () => (self(registry, info.id)?.balance === 1 ? true : undefined));
     t.pass('the view followed the balance both ways');
+  });
+
+  t.test('setReady becomes visible in workers(), both ways, and only readiness changes', async (t) => {
+    const { registry } = await fresh(t);
+    const info = await registry.register(announcement({ port: 40_009, balance: 2 }));
+    t.equal(info.ready, true, 'registered ready, as announced');
+    await eventually('worker in view', () => self(registry, info.id));
+    registry.setReady(false);
+    const unready = await eventually('ready false', () => (self(registry, info.id)?.ready === false ? self(registry, info.id) : undefined));
+    t.same(unready, { ...info, ready: false }, 'only ready changed');
+    registry.setReady(true);
+    await eventually('ready again', () => (self(registry, info.id)?.ready === true ? true : undefined));
+    t.pass('and back');
+  });
+
+  t.test('a worker announced unready is registered unready', async (t) => {
+    const { registry } = await fresh(t);
+    const info = await registry.register(announcement({ port: 40_010, ready: false }));
+    t.equal(info.ready, false);
+    const seen = await eventually('worker in view', () => self(registry, info.id));
+    t.equal(seen.ready, false, 'the view has it unready');
   });
 
   t.test('onChange listeners see changes; unsubscribing stops them', async (t) => {

@@ -11,9 +11,9 @@ registryConformance(t, async () => new StaticRegistry());
 
 t.test('StaticRegistry refuses a second register', async (t) => {
   const registry = new StaticRegistry('n7');
-  const info = await registry.register({ host: 'h', port: 1, balance: 0, startedAt: 0, version: 'v' });
+  const info = await registry.register({ host: 'h', port: 1, balance: 0, startedAt: 0, version: 'v', ready: true });
   t.equal(info.id, 'n7', 'the id is the node id');
-  await t.rejects(registry.register({ host: 'h', port: 2, balance: 0, startedAt: 0, version: 'v' }), { code: 'SB_ERR_CONFIG' });
+  await t.rejects(registry.register({ host: 'h', port: 2, balance: 0, startedAt: 0, version: 'v', ready: true }), { code: 'SB_ERR_CONFIG' });
   await registry.close();
 });
 

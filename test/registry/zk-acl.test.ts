@@ -34,7 +34,7 @@ let roots = 0;
 const freshRoot = () => `/sb-acl-${process.pid}-${++roots}`;
 
 function announcement(port: number, overrides: Partial<WorkerAnnouncement> = {}): WorkerAnnouncement {
-  return { host: '127.0.0.1', port, balance: 0, startedAt: 1_700_000_000_000, version: '1.2.3-test', ...overrides };
+  return { host: '127.0.0.1', port, balance: 0, startedAt: 1_700_000_000_000, version: '1.2.3-test', ready: true, ...overrides };
 }
 
 function makeRegistry(tt: Test, options: Partial<ZooKeeperRegistryOptions> = {}): ZooKeeperRegistry {

@@ -30,7 +30,7 @@ function makeRegistry(tt: Test, options: Options = {}): ZooKeeperRegistry {
 }
 
 function announcement(port: number, overrides: Partial<WorkerAnnouncement> = {}): WorkerAnnouncement {
-  return { host: '127.0.0.1', port, peerPort: port + 1, balance: 0, startedAt: 1_700_000_000_000, version: '1.2.3-test', ...overrides };
+  return { host: '127.0.0.1', port, peerPort: port + 1, balance: 0, startedAt: 1_700_000_000_000, version: '1.2.3-test', ready: true, ...overrides };
 }
 
 async function eventually(what: string, probe: () => boolean, withinMs = 5_000): Promise<void> {
@@ -71,6 +71,7 @@ t.test('viewHash ignores order and sees every field', async (t) => {
   t.not(viewHash([a, b]), viewHash([a, { ...b, balance: 1 }]), 'a balance changes it');
   t.not(viewHash([a]), viewHash([{ ...a, host: '10.0.0.1' }]), 'a host changes it');
   t.not(viewHash([a]), viewHash([{ ...a, peerPort: 9 }]), 'a peer port changes it');
+  t.not(viewHash([a]), viewHash([{ ...a, ready: false }]), 'readiness changes it');
 });
 
 t.test('registers an EPHEMERAL_SEQUENTIAL znode whose JSON carries the id', async (t) => {
@@ -308,6 +309,39 @@ t.test('a znode that is not a worker is left out of the view and logged once', a
   );
   t.equal(lines.filter((l) => l.msg === 'registry node is not a worker').length, 2, 'each logged once');
   t.equal(lines.filter((l) => l.msg === 'registry view repaired').length, 0, 'and not mistaken for a missed event');
+});
+
+t.test('readiness in the znode: absent (an older worker) is ready, a non-boolean is not a worker', async (t) => {
+  const root = freshRoot();
+  const { log, lines } = capturingLogger();
+  const registry = makeRegistry(t, { root, log });
+  const info = await registry.register(announcement(41_093));
+  const raw = await rawSession(t);
+  const older = { host: '127.0.0.1', port: 41_094, balance: 0, startedAt: 1, version: '0.0.9' };
+  await raw.create(`${root}/workers/w-0000077777`, Buffer.from(JSON.stringify(older)), 0);
+  await raw.create(`${root}/workers/w-0000077778`, Buffer.from(JSON.stringify({ ...older, port: 41_095, ready: 'yes' })), 0);
+  await eventually('the older worker is listed', () => has(registry, '0000077777'));
+  t.same(find(registry, '0000077777'), { id: '0000077777', ...older, ready: true }, 'listed as ready');
+  await eventually('the bad one is logged', () => lines.some((l) => l.msg === 'registry node is not a worker' && String(l.path).endsWith('w-0000077778')));
+  t.same(registry.workers().map((w) => w.id).sort(), ['0000077777', info.id].sort(), 'the bad one is left out');
+});
+
+t.test('a change of readiness is written at once, not coalesced behind balance writes', async (t) => {
+  const root = freshRoot();
+  // Balance writes at most every 60 s: a readiness write that waited for the interval would not show.
+  const registry = makeRegistry(t, { root, balanceIntervalMs: 60_000 });
+  const observer = makeRegistry(t, { root });
+  const info = await registry.register(announcement(41_096));
+  await observer.observe();
+  await eventually('observer sees the worker', () => has(observer, info.id));
+  registry.setBalance(5); // the first write goes out at once and starts the interval
+  await eventually('observer sees balance 5', () => find(observer, info.id)?.balance === 5);
+  registry.setBalance(6); // waits for the interval
+  registry.setReady(false);
+  await eventually('observer sees it unready', () => find(observer, info.id)?.ready === false, 10_000);
+  t.equal(find(observer, info.id)?.balance, 6, 'written whole: the pending balance went with it');
+  const { data } = await (await rawSession(t)).get(`${root}/workers/w-${info.id}`);
+  t.match(JSON.parse(data.toString()), { ready: false, balance: 6 }, 'the znode holds it');
 });
 
 t.test('a deleted own znode is created again under the same id', async (t) => {

@@ -23,6 +23,12 @@ export function sessionStoreConformance(t: Test, makeStore: (options?: { ttlMs?:
     return store;
   }
 
+  t.test('ping resolves while the store answers', async (t) => {
+    const store = await fresh(t);
+    await store.ping();
+    t.pass('answered');
+  });
+
   t.test('records expire after the TTL unless refreshed', async (t) => {
     const store = await fresh(t, { ttlMs: 300 });
     const kept = record('alice', 'n1');

@@ -18,6 +18,12 @@ export function userStoreConformance(t: Test, makeStore: () => Promise<UserStore
     return store;
   }
 
+  t.test('ping resolves while the store answers', async (t) => {
+    const store = await fresh(t);
+    await store.ping();
+    t.pass('answered');
+  });
+
   t.test('create then get returns the record, uid = username', async (t) => {
     const store = await fresh(t);
     t.equal(await store.create(newUser('alice', { createdAt: CREATED_AT + 123 })), true);

@@ -11,8 +11,9 @@ import { OnlineCounter } from '../../cluster/online-counter.js';
 import { Gate } from '../../gate/gate-server.js';
 import { SwitchboardError } from '../../errors.js';
 import { parseOptions, usage, type OptionSpecs } from '../options.js';
-import { CLUSTER_OPTIONS, DEV_OPTION, GATE_OPTIONS, INBOX_OPTIONS, LOG_OPTION, SECRET_OPTION, gateLimitsFrom, logRedis, redisPrefixFrom, tokenSecretFrom, trustProxyFrom, zooKeeperAccessFrom } from '../common.js';
+import { CLUSTER_OPTIONS, DEV_OPTION, GATE_OPTIONS, INBOX_OPTIONS, LOG_OPTION, PROBE_OPTIONS, REDIS_TIMEOUT_OPTION, SECRET_OPTION, gateLimitsFrom, logRedis, probeFrom, redisPrefixFrom, redisTimeoutFrom, tokenSecretFrom, trustProxyFrom, zooKeeperAccessFrom } from '../common.js';
 import { RedisRateLimitStore } from '../../gate/redis-rate-limit-store.js';
+import { WorkerProbe } from '../../gate/worker-probe.js';
 
 const OPTIONS = {
   host: { type: 'string', description: 'address to listen on', default: '127.0.0.1' },
@@ -26,6 +27,8 @@ const OPTIONS = {
   ...SECRET_OPTION,
   ...LOG_OPTION,
   ...GATE_OPTIONS,
+  ...REDIS_TIMEOUT_OPTION,
+  ...PROBE_OPTIONS,
 } as const satisfies OptionSpecs;
 
 const SUMMARY = 'Runs the HTTP gate: registration, login (token + least-loaded worker), stats.';
@@ -43,6 +46,8 @@ export async function gateCommand(argv: string[]): Promise<void> {
   const trustProxy = trustProxyFrom(o['trust-proxy']);
   const { auth } = zooKeeperAccessFrom(o, o.dev, log);
   const keyPrefix = redisPrefixFrom(o['redis-prefix']);
+  const timeoutMs = redisTimeoutFrom(o);
+  const probeSettings = probeFrom(o);
   const registry = new ZooKeeperRegistry({ connect: o.zk, root: o['zk-root'], auth, log: log.child({ component: 'zookeeper' }) });
   const online = new OnlineCounter({
     connect: o.zk,
@@ -53,10 +58,11 @@ export async function gateCommand(argv: string[]): Promise<void> {
     auth,
     log: log.child({ component: 'online' }),
   });
-  const users = new RedisUserStore({ url: o.redis, keyPrefix });
+  const users = new RedisUserStore({ url: o.redis, keyPrefix, timeoutMs });
   logRedis(users.redis, log.child({ component: 'redis', store: 'users' }));
   // Every gate on this Redis counts in the same windows: the limits hold for the whole fleet.
-  const rateLimits = new RedisRateLimitStore({ url: o.redis, keyPrefix: `${keyPrefix}rl:` });
+  const rateLimits = new RedisRateLimitStore({ url: o.redis, keyPrefix: `${keyPrefix}rl:`, timeoutMs });
+  const probe = new WorkerProbe({ registry, ...probeSettings, log: log.child({ component: 'probe' }) });
   const gate = new Gate({
     host: o.host,
     port: o.port,
@@ -69,9 +75,11 @@ export async function gateCommand(argv: string[]): Promise<void> {
     limits,
     rateLimits,
     trustProxy,
+    probe,
     log: log.child({ component: 'gate' }),
   });
   const shutdown = async () => {
+    probe.close();
     await gate.close();
     await online.close();
     await registry.close();
@@ -80,6 +88,7 @@ export async function gateCommand(argv: string[]): Promise<void> {
   };
   try {
     await registry.observe();
+    probe.start();
     await gate.listen();
   } catch (err) {
     // The ZooKeeper session and the Redis connection would keep the process alive forever.

@@ -8,21 +8,25 @@ import { parseOptions, usage, type OptionSpecs } from '../options.js';
 import {
   CLUSTER_OPTIONS,
   GATE_OPTIONS,
+  HEALTH_OPTIONS,
   INBOX_OPTIONS,
   LIMIT_OPTIONS,
   LOG_OPTION,
   RECIPIENT_OPTIONS,
+  REDIS_TIMEOUT_OPTION,
   SECRET_OPTION,
   DEV_OPTION,
   checkSecret,
   tokenSecretFrom,
   trustProxyFrom,
   gateLimitsFrom,
+  healthFrom,
   inboxLimitsFrom,
   limitsFrom,
   memoryInboxBytesFrom,
   logRedis,
   redisPrefixFrom,
+  redisTimeoutFrom,
   zooKeeperAccessFrom,
 } from '../common.js';
 import { Gate } from '../../gate/gate-server.js';
@@ -49,6 +53,8 @@ function serveOptions(port: number) {
     ...LOG_OPTION,
     ...INBOX_OPTIONS,
     ...RECIPIENT_OPTIONS,
+    ...REDIS_TIMEOUT_OPTION,
+    ...HEALTH_OPTIONS,
     ...CLUSTER_OPTIONS,
     ...GATE_OPTIONS,
     ...LIMIT_OPTIONS,
@@ -85,8 +91,10 @@ async function serve(command: string, summary: string, defaultPort: number, argv
   const zkAccess = o.zk ? zooKeeperAccessFrom(o, o.dev, log) : undefined;
   const keyPrefix = redisPrefixFrom(o['redis-prefix']);
   const inboxLimits = inboxLimitsFrom(o);
+  const timeoutMs = redisTimeoutFrom(o);
+  const health = healthFrom(o);
   const inbox = o.redis
-    ? new RedisInboxStore({ url: o.redis, keyPrefix, limits: inboxLimits })
+    ? new RedisInboxStore({ url: o.redis, keyPrefix, limits: inboxLimits, timeoutMs })
     : new MemoryInboxStore({ ...inboxLimits, maxBytes: memoryInboxBytesFrom(o) }, Date.now, log.child({ component: 'inbox' }));
   if (inbox instanceof RedisInboxStore) logRedis(inbox.redis, log.child({ component: 'redis', store: 'inbox' }));
   // Accounts live where the inboxes do, so no inbox outlives the account it belongs to (else
@@ -96,11 +104,11 @@ async function serve(command: string, summary: string, defaultPort: number, argv
   // there are accounts, the worker refuses recipients without one.
   const withGate = command === 'start' && !o['no-gate'];
   const checkRecipients = !o['allow-unknown-recipients'];
-  const users: UserStore | undefined = o.redis && (withGate || checkRecipients) ? new RedisUserStore({ url: o.redis, keyPrefix }) : withGate ? new MemoryUserStore() : undefined;
+  const users: UserStore | undefined = o.redis && (withGate || checkRecipients) ? new RedisUserStore({ url: o.redis, keyPrefix, timeoutMs }) : withGate ? new MemoryUserStore() : undefined;
   if (users instanceof RedisUserStore) logRedis(users.redis, log.child({ component: 'redis', store: 'users' }));
   const cluster = o.zk
     ? {
-        store: new RedisSessionStore({ url: o.redis!, keyPrefix, ttlMs: o['session-ttl-ms'] }),
+        store: new RedisSessionStore({ url: o.redis!, keyPrefix, ttlMs: o['session-ttl-ms'], timeoutMs }),
         registry: new ZooKeeperRegistry({
           connect: o.zk,
           root: o['zk-root'],
@@ -137,6 +145,7 @@ async function serve(command: string, summary: string, defaultPort: number, argv
     announceHost: o['announce-host'],
     secret,
     limits: limitsFrom(o),
+    health,
     log,
   });
   const stopNode = async () => {

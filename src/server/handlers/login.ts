@@ -36,6 +36,11 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
     refuse({ code: err.code, reason: err.message });
     return;
   }
+  // Its logins would fail in the store calls below, after a wait: say so at once.
+  if (!ctx.health.ready) {
+    refuse({ code: 'SB_ERR_STORE_UNAVAILABLE', reason: 'this worker cannot reach its stores; log in again later, through the gate' });
+    return;
+  }
 
   const nodeId = await ctx.nodeId;
   if (conn.state !== 'open') return;
@@ -71,7 +76,8 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
     sync = await ctx.delivery.prepare(session, requested);
   } catch (err) {
     conn.log.error({ err }, 'login storage failed');
-    refuse({ code: 'SB_ERR_INTERNAL', reason: 'the session could not be set up' });
+    if (isSwitchboardError(err) && err.code === 'SB_ERR_STORE_UNAVAILABLE') refuse({ code: err.code, reason: 'a store did not answer; log in again later' });
+    else refuse({ code: 'SB_ERR_INTERNAL', reason: 'the session could not be set up' });
     return;
   }
   // Closed meanwhile: the close handler has removed the session again.
