@@ -9,6 +9,7 @@ import { ZooKeeperRegistry } from '../../src/registry/zk-registry.js';
 import type { WorkerInfo } from '../../src/registry/registry.js';
 import { silentLogger } from '../../src/log.js';
 import { CliProcess } from '../helpers/cli-process.js';
+import { CLUSTER_PEER_SECRET, CLUSTER_TOKEN_SECRET, CLUSTER_ZK_WORKER_AUTH } from '../helpers/cluster.js';
 import { freePort } from '../helpers/free-port.js';
 import { requirePassword, startRedis } from '../helpers/redis.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
@@ -21,7 +22,7 @@ const zk = await startZooKeeper(t);
 const EXIT_MS = 40_000;
 
 function workerArgs(root: string, redisUrl: string, zkConnect = zk.connect): string[] {
-  return ['worker', '--port', '0', '--zk', zkConnect, '--zk-root', root, '--redis', redisUrl, '--secret', 'worker-start-secret', '--cluster-secret', 'worker-start-peers', '--log-level', 'info'];
+  return ['worker', '--port', '0', '--zk', zkConnect, '--zk-root', root, '--redis', redisUrl, '--secret', CLUSTER_TOKEN_SECRET, '--cluster-secret', CLUSTER_PEER_SECRET, '--zk-auth', CLUSTER_ZK_WORKER_AUTH, '--log-level', 'info'];
 }
 
 t.test('a wrong Redis password: exit 1, SB_ERR_STORE_UNAVAILABLE and the reason, never registered, the password never printed', async (t) => {

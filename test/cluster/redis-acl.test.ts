@@ -35,7 +35,8 @@ async function client(t: Test, url: string): Promise<Redis> {
   return redis;
 }
 
-const refusal = (call: Promise<unknown>) => call.then(() => 'allowed', (err: Error) => err.message.split(' ')[0]);
+/** Redis's own error word (NOAUTH, NOPERM, ...), also from under a store's SB_ERR_STORE_UNAVAILABLE. */
+const refusal = (call: Promise<unknown>) => call.then(() => 'allowed', (err: Error) => ((err.cause as Error | undefined)?.message ?? err.message).split(' ')[0]);
 
 /** Every log line and stderr byte of these processes: none may hold a password. */
 function leaks(processes: { name: string; text: string }[], secrets: string[]): string[] {

@@ -49,6 +49,7 @@ export const SWITCHBOARD_ACL = (prefix: string, password: string): string[] => [
   'resetchannels',
   '-@all',
   '+info',
+  '+ping',
   '+eval',
   '+evalsha',
   '+get',
