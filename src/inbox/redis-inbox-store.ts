@@ -17,7 +17,7 @@
 
 import type { Redis, RedisOptions } from 'ioredis';
 import { createRedisClient, pingRedis, storeUnavailable } from '../redis/redis-client.js';
-import { DEFAULT_INBOX_LIMITS, hasDedupeId, newEpoch, type AppendRequest, type AppendResult, type InboxLimits, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
+import { DEFAULT_INBOX_LIMITS, hasDedupeId, EpochSource, type AppendRequest, type AppendResult, type InboxLimits, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
 
 // The limits are written into the scripts (fewer arguments per call is measurably faster).
 // Expired messages are pruned from the oldest end on every 16th append and on every read;
@@ -121,6 +121,7 @@ export class RedisInboxStore implements InboxStore {
   readonly #redis: Redis & Scripts;
   readonly #limits: InboxLimits;
   readonly #prefix: string;
+  readonly #epochs = new EpochSource();
 
   constructor(options: RedisInboxStoreOptions) {
     this.#limits = { ...DEFAULT_INBOX_LIMITS, ...options.limits };
@@ -152,7 +153,7 @@ export class RedisInboxStore implements InboxStore {
         Buffer.from(body.buffer, body.byteOffset, body.byteLength),
         Date.now(),
         dedupe ? '1' : '0',
-        newEpoch(),
+        this.#epochs.next(),
       );
     } catch (err) {
       throw storeUnavailable('inbox', err);
@@ -165,7 +166,7 @@ export class RedisInboxStore implements InboxStore {
     const k = this.#keys(uid);
     let reply: [number, number, Buffer[], Buffer];
     try {
-      reply = await this.#redis.sbRangeBuffer(k.seq, k.ep, k.log, after, limit, Date.now(), newEpoch());
+      reply = await this.#redis.sbRangeBuffer(k.seq, k.ep, k.log, after, limit, Date.now(), this.#epochs.next());
     } catch (err) {
       throw storeUnavailable('inbox', err);
     }
@@ -195,7 +196,7 @@ export class RedisInboxStore implements InboxStore {
   async resetEpoch(uid: string, from: number): Promise<number> {
     const k = this.#keys(uid);
     try {
-      return Number(await this.#redis.sbResetEpoch(k.ep, k.cur, from, newEpoch()));
+      return Number(await this.#redis.sbResetEpoch(k.ep, k.cur, from, this.#epochs.next()));
     } catch (err) {
       throw storeUnavailable('inbox', err);
     }
