@@ -8,6 +8,10 @@ import type { BenchReport, RunReport } from '../../src/bench/report.js';
 import { startWorkerProcess } from '../../src/bench/processes.js';
 import { BENCH_WORKER_ARGS } from '../../src/bench/targets.js';
 
+// Eight runs of real load (processes, drivers, a --max bisection): on a loaded machine they
+// take longer than tap's default minute.
+t.setTimeout(180_000);
+
 const base: ChatScenarioOptions = {
   target: 'embedded',
   workers: 1,

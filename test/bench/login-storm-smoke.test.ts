@@ -14,7 +14,8 @@ const base: LoginStormOptions = {
   fsync: 'none',
   secret: 'bench-smoke-secret-at-least-32-characters',
   connections: 4,
-  durationS: 1,
+  // Long enough for a password login (scrypt, ~0.4 s of a core each) to finish on a loaded machine.
+  durationS: 3,
   warmupS: 0.3,
   drivers: 2,
   users: 2,
