@@ -27,7 +27,7 @@ export const ERROR_CODES = {
   SB_ERR_SERVER_SHUTDOWN: 'server is shutting down',
   SB_ERR_INBOX_RESET: "the inbox was reset (its epoch changed): this session's position is void; log in again",
   SB_ERR_TOO_MANY_CONNECTIONS: 'this address has the maximum number of connections open',
-  SB_ERR_SERVER_BUSY: 'too many connections are waiting to log in',
+  SB_ERR_SERVER_BUSY: 'too many connections are waiting to log in: this one waited longest',
   SB_ERR_INTERNAL: 'internal server error',
 
   // Cluster.

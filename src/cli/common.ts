@@ -51,7 +51,7 @@ export const LIMIT_OPTIONS = {
   'flood-refusals': { type: 'number', description: 'rate refusals within --flood-window-ms that close the connection (SB_ERR_FLOOD); 0: never', default: DEFAULT_LIMITS.floodRefusals },
   'flood-window-ms': { type: 'number', description: 'the window --flood-refusals are counted in', default: DEFAULT_LIMITS.floodWindowMs },
   'max-connections-per-ip': { type: 'number', description: 'connections one client address (IPv6: one /64) may hold; 0: no cap', default: DEFAULT_LIMITS.maxConnectionsPerIp },
-  'max-unauthenticated': { type: 'number', description: 'connections not logged in yet; more are refused at accept; 0: no cap', default: DEFAULT_LIMITS.maxUnauthenticated },
+  'max-unauthenticated': { type: 'number', description: 'connections not logged in yet; at the cap the longest waiting is shed for a new one; 0: no cap', default: DEFAULT_LIMITS.maxUnauthenticated },
   'recipient-cache-size': { type: 'number', description: 'recipients remembered as existing users', default: DEFAULT_LIMITS.recipientCacheSize },
 } as const satisfies OptionSpecs;
 

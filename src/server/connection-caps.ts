@@ -4,6 +4,12 @@
 // else can log in. A refused socket gets one CLOSING frame (made at most once a second per
 // cause) and is closed once that is written: no Connection, no timer, no listener of its own.
 //
+// At the cap on connections not logged in, the one that has waited longest is shed to make room
+// (ConnectionCaps asks the server for it): holding idle sockets then no longer keeps everyone
+// else from logging in, since a client logs in within a round trip or two while an attacker
+// must open a cap's worth of sockets in that time to shed it. Only when there is none to shed
+// is the new socket refused.
+//
 // IPv4 addresses count one by one. IPv6 counts per /64: a single host commonly holds a whole
 // /64 and can pick any address in it, so a per-address cap would not hold it.
 
@@ -22,6 +28,8 @@ export interface CapLimits {
 export interface Refusals {
   perIp: number;
   unauthenticated: number;
+  /** Connections not logged in that were closed to make room for newer ones. */
+  shed: number;
   lastAddress: string | undefined;
 }
 
@@ -30,7 +38,7 @@ export class ConnectionCaps {
   /** Open connections per address key (only while the per-address cap is on). */
   readonly #perIp = new Map<string, number>();
   #unauthenticated = 0;
-  #refusals: Refusals = { perIp: 0, unauthenticated: 0, lastAddress: undefined };
+  #refusals: Refusals = { perIp: 0, unauthenticated: 0, shed: 0, lastAddress: undefined };
   readonly #ipFailure: Failure;
   readonly #busyFailure: Failure;
   readonly #frames = new Map<Failure, { frame: Buffer; second: number }>();
@@ -38,7 +46,7 @@ export class ConnectionCaps {
   constructor(limits: CapLimits) {
     this.#limits = limits;
     this.#ipFailure = { code: 'SB_ERR_TOO_MANY_CONNECTIONS', reason: `this address has ${limits.maxConnectionsPerIp} connections open` };
-    this.#busyFailure = { code: 'SB_ERR_SERVER_BUSY', reason: `${limits.maxUnauthenticated} connections are waiting to log in; try again shortly` };
+    this.#busyFailure = { code: 'SB_ERR_SERVER_BUSY', reason: `${limits.maxUnauthenticated} connections were waiting to log in and this one waited longest; log in at once after connecting` };
   }
 
   /** Connections counted as not logged in. */
@@ -53,10 +61,12 @@ export class ConnectionCaps {
 
   /**
    * Admits a new socket, counting it as unauthenticated and under its address; returns the
-   * address key to hand back to closed(). A socket over a cap is answered and closed here, and
-   * null is returned.
+   * address key to hand back to closed(). At the cap on connections not logged in, `shedOldest`
+   * is asked to close the longest waiting one (it calls shed() and returns true, or returns
+   * false when there is none). A socket over a cap is answered and closed here, and null is
+   * returned.
    */
-  admit(socket: net.Socket): string | undefined | null {
+  admit(socket: net.Socket, shedOldest: () => boolean = () => false): string | undefined | null {
     const { maxConnectionsPerIp, maxUnauthenticated } = this.#limits;
     // Read only when needed: reading it makes the socket keep its peer address object.
     const key = maxConnectionsPerIp > 0 ? addressKey(socket.remoteAddress) : undefined;
@@ -66,7 +76,7 @@ export class ConnectionCaps {
       this.#refuse(socket, this.#ipFailure, key);
       return null;
     }
-    if (maxUnauthenticated > 0 && this.#unauthenticated >= maxUnauthenticated) {
+    if (maxUnauthenticated > 0 && this.#unauthenticated >= maxUnauthenticated && !shedOldest()) {
       this.#refusals.unauthenticated++;
       this.#refuse(socket, this.#busyFailure, key);
       return null;
@@ -74,6 +84,16 @@ export class ConnectionCaps {
     if (key !== undefined) this.#perIp.set(key, open + 1);
     this.#unauthenticated++;
     return key;
+  }
+
+  /**
+   * An admitted connection not logged in is being shed: it no longer counts as waiting (its
+   * closed() must say so); returns the failure and the CLOSING frame to end it with.
+   */
+  shed(): { failure: Failure; frame: Buffer } {
+    this.#unauthenticated--;
+    this.#refusals.shed++;
+    return { failure: this.#busyFailure, frame: this.#frame(this.#busyFailure) };
   }
 
   /** An admitted connection logged in (or proved a peer). */
@@ -93,8 +113,8 @@ export class ConnectionCaps {
   /** The refusals since the last call (for a periodic summary in the log), and starts counting anew. */
   takeRefusals(): Refusals | undefined {
     const refusals = this.#refusals;
-    if (refusals.perIp === 0 && refusals.unauthenticated === 0) return undefined;
-    this.#refusals = { perIp: 0, unauthenticated: 0, lastAddress: undefined };
+    if (refusals.perIp === 0 && refusals.unauthenticated === 0 && refusals.shed === 0) return undefined;
+    this.#refusals = { perIp: 0, unauthenticated: 0, shed: 0, lastAddress: undefined };
     return refusals;
   }
 

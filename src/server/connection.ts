@@ -65,6 +65,8 @@ export class Connection implements Outbound {
   drainingSince = 0;
   /** Why the server closed the connection; undefined when the client closed it. */
   closeReason: Failure | undefined;
+  /** Closed by shed(): made room for a newer connection while it had not logged in. */
+  wasShed = false;
   /** The client address this connection counts under (ConnectionCaps), when the per-address cap is on. */
   addressKey: string | undefined;
 
@@ -256,6 +258,21 @@ export class Connection implements Outbound {
     const timer = setTimeout(() => this.socket.destroy(), this.#limits.closeGraceMs);
     timer.unref();
     this.socket.once('close', () => clearTimeout(timer));
+  }
+
+  /**
+   * Closes at once and quietly, `frame` (a cached CLOSING) being the last output: for
+   * connections shed under load, which are counted and summarised, not logged one by one.
+   */
+  shed(failure: Failure, frame: Buffer): void {
+    if (this.#state !== 'open') return;
+    this.wasShed = true;
+    this.closeReason ??= failure;
+    this.#enterClosing();
+    this.#decoder.stop();
+    this.#queue.length = 0;
+    this.socket.once('finish', () => this.socket.destroy());
+    this.socket.end(frame);
   }
 
   /** Closes at once, without a final frame (used when output cannot be flushed anyway). */

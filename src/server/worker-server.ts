@@ -61,6 +61,8 @@ export class WorkerServer {
   readonly #handler: ConnectionHandler;
   readonly #cluster: WorkerCluster | undefined;
   readonly #caps: ConnectionCaps;
+  /** Connections not logged in yet, oldest first: the one shed when their cap is full. */
+  readonly #waiting = new Set<Connection>();
   #lastRefusalLog = 0;
   #resolveNodeId!: (id: string) => void;
   #sweep: NodeJS.Timeout | undefined;
@@ -104,7 +106,10 @@ export class WorkerServer {
       onMessage: (conn, message) => dispatch(this.#ctx, conn, message),
       onClosing: (conn) => this.#release(conn),
       onClose: (conn) => this.#onClose(conn),
-      onAuthenticated: () => this.#caps.authenticated(),
+      onAuthenticated: (conn) => {
+        this.#waiting.delete(conn);
+        this.#caps.authenticated();
+      },
     };
     this.#caps = new ConnectionCaps(options.limits);
     this.#server = net.createServer((socket) => this.#accept(socket));
@@ -183,11 +188,12 @@ export class WorkerServer {
   }
 
   #accept(socket: net.Socket): void {
-    const addressKey = this.#caps.admit(socket);
+    const addressKey = this.#caps.admit(socket, () => this.#shedOldest());
     if (addressKey === null) return;
     const conn = new Connection(this.#nextConnId++, socket, this.#options.limits, this.#handler, this.#log);
     conn.addressKey = addressKey;
     this.#connections.add(conn);
+    this.#waiting.add(conn);
     // Guarded: reading remoteAddress makes the socket keep its peer address object (about 130
     // bytes; the per-address cap pays them when it is on).
     if (this.#log.isLevelEnabled('debug')) {
@@ -195,9 +201,24 @@ export class WorkerServer {
     }
   }
 
+  /** Closes the connection that has waited longest to log in; false when none is waiting. */
+  #shedOldest(): boolean {
+    for (const conn of this.#waiting) {
+      this.#waiting.delete(conn);
+      // Closing ones are still counted until their socket closes: not ours to shed again.
+      if (conn.state !== 'open') continue;
+      const { failure, frame } = this.#caps.shed();
+      conn.shed(failure, frame);
+      return true;
+    }
+    return false;
+  }
+
   #onClose(conn: Connection): void {
     this.#connections.delete(conn);
-    this.#caps.closed(conn.addressKey, conn.authenticated);
+    this.#waiting.delete(conn);
+    // A shed connection stopped counting as waiting when it was shed.
+    this.#caps.closed(conn.addressKey, conn.authenticated || conn.wasShed);
     if (this.#log.isLevelEnabled('debug')) this.#log.debug({ ...conn.logFields, code: conn.closeReason?.code }, 'connection closed');
     this.#release(conn);
     if (this.#connections.size === 0) this.#onAllClosed?.();
