@@ -7,7 +7,7 @@
 // Failures are counted before the password is checked (a reservation that a success or an
 // attempt that never reached the check gives back), so concurrent guesses cannot overshoot a
 // limit. The per-name limit is not consulted for an address the user has logged in from within
-// `knownAddressMs`: guessers elsewhere, however many, cannot lock the user out of the places
+// `knownAddressMs` (counted from the latest success there): guessers elsewhere, however many, cannot lock the user out of the places
 // they log in from, and a guesser at one address runs into its per-name+address limit without
 // touching the per-name count. Addresses are keyed by addressKey (IPv6 by /64).
 
@@ -72,11 +72,22 @@ export class LoginLimiter {
         if (settled) return;
         settled = true;
         if (outcome === 'failed') return;
-        const refunds = [this.store.add(pairKey, -1, perUserIp.windowMs)];
+        const refunds: Promise<unknown>[] = [this.store.add(pairKey, -1, perUserIp.windowMs)];
         if (global) refunds.push(this.store.add(`fail:${name}`, -1, perUser.windowMs));
-        if (outcome === 'succeeded') refunds.push(this.store.add(knownKey, 1, knownAddressMs));
+        if (outcome === 'succeeded') refunds.push(this.#know(knownKey, knownAddressMs));
         await Promise.all(refunds);
       },
     };
+  }
+
+  /**
+   * Makes the address known for `knownAddressMs` from now. Windows are fixed, so the open one is
+   * closed and a new one opened: a user who logs in every day from home stays known there, not
+   * only for `knownAddressMs` after the first login.
+   */
+  async #know(knownKey: string, knownAddressMs: number): Promise<void> {
+    const open = await this.store.get(knownKey);
+    if (open.count > 0) await this.store.add(knownKey, -open.count, knownAddressMs);
+    await this.store.add(knownKey, 1, knownAddressMs);
   }
 }

@@ -67,3 +67,21 @@ t.test('request(): every request counts against the address, IPv6 by /64', async
   t.ok(retry > 0 && retry <= 60_000, 'the fourth from the same /64 waits');
   t.equal(await limiter.request('2001:db9::1'), 0, 'another /64 does not');
 });
+
+t.test('an address stays known for knownAddressMs after the latest success there, not the first', async (t) => {
+  let now = 1_000_000;
+  const store = new MemoryRateLimitStore(undefined, () => now);
+  const limiter = new LoginLimiter(store, { ...LIMITS, perUser: { max: 1, windowMs: 60_000 } });
+  // Logins from home at the start and again shortly before knownAddressMs has passed.
+  await admitted(await limiter.begin('alice', '10.0.0.1')).settle('succeeded');
+  now += LIMITS.knownAddressMs - 60_000;
+  await admitted(await limiter.begin('alice', '10.0.0.1')).settle('succeeded');
+  now += 120_000;
+  // A guesser elsewhere uses up the per-name limit.
+  await admitted(await limiter.begin('alice', '10.9.9.9')).settle('failed');
+  t.notOk((await limiter.begin('alice', '10.9.9.8')).admitted, 'the per-name limit is reached');
+  const home = await limiter.begin('alice', '10.0.0.1');
+  t.ok(home.admitted, 'home, where alice logged in two minutes ago, is still known and admitted');
+  now += LIMITS.knownAddressMs;
+  t.equal((await store.get('known:alice|10.0.0.1')).count, 0, 'knownAddressMs after the last login, home is forgotten');
+});
