@@ -2,6 +2,7 @@
 // src/client), so it behaves like a native CrazyIM client: it sends exactly the frames a test
 // asks for and records everything the server sends back.
 
+import type { Test } from 'tap';
 import net from 'node:net';
 import { once } from 'node:events';
 import Long from 'long';
@@ -414,4 +415,26 @@ export async function waitFor(what: string, condition: () => boolean | Promise<b
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
+}
+
+/** The inbox sequences of `messages`, and their contents, for assertions. */
+export const seqs = (messages: ImMessage[]): number[] => messages.map(seqOf);
+export const contents = (messages: ImMessage[]): string[] => messages.map((m) => m.messageRequest?.content ?? '');
+
+/** Sends `texts` to `to` in one burst and resolves the sequences the responses assigned, in order. */
+export async function sendAll(sender: RawClient, to: string, texts: string[]): Promise<number[]> {
+  const sequences = texts.map((text) => sender.chat(to, text));
+  const assigned: number[] = [];
+  for (const sequence of sequences) {
+    const r = await sender.response(sequence);
+    if (!r.messageResponse?.result) throw new Error(`message refused: ${JSON.stringify(r.messageResponse)}`);
+    assigned.push(Number(u64(r.messageResponse.seq)));
+  }
+  return assigned;
+}
+
+/** Asserts that `client` has no delivery waiting now, nor in flight before a round trip. */
+export async function nothingMoreDelivered(t: Test, client: RawClient, what: string): Promise<void> {
+  await client.roundTrip();
+  t.same(seqs(client.takeDeliveries()), [], what);
 }

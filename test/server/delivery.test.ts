@@ -7,7 +7,7 @@
 
 import t, { type Test } from 'tap';
 import { startNode } from '../helpers/node.js';
-import { connect, connectLoggedIn, isDelivery, isType, seqOf, u64, waitFor, RawClient, PRE_LOGIN_SEQUENCE } from '../helpers/raw-client.js';
+import { connect, connectLoggedIn, contents, isDelivery, isType, nothingMoreDelivered, sendAll, seqOf, seqs, u64, waitFor, RawClient, PRE_LOGIN_SEQUENCE } from '../helpers/raw-client.js';
 import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
 import type { InboxRange } from '../../src/inbox/inbox-store.js';
 import { encodeMessage } from '../../src/protocol/codec.js';
@@ -15,26 +15,6 @@ import { DEFAULT_MAX_FRAME_LENGTH } from '../../src/protocol/frame.js';
 import { HeadType, ResultCode, type ImMessage } from '../../src/protocol/types.js';
 
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
-const seqs = (messages: ImMessage[]) => messages.map(seqOf);
-const contents = (messages: ImMessage[]) => messages.map((m) => m.messageRequest?.content ?? '');
-
-/** Sends `texts` to `to` in one burst and resolves the sequences the responses assigned, in order. */
-async function sendAll(sender: RawClient, to: string, texts: string[]): Promise<number[]> {
-  const sequences = texts.map((text) => sender.chat(to, text));
-  const assigned: number[] = [];
-  for (const sequence of sequences) {
-    const r = await sender.response(sequence);
-    if (!r.messageResponse?.result) throw new Error(`message refused: ${JSON.stringify(r.messageResponse)}`);
-    assigned.push(Number(u64(r.messageResponse.seq)));
-  }
-  return assigned;
-}
-
-/** Asserts that `client` has no delivery waiting now, nor in flight before a round trip. */
-async function nothingMoreDelivered(t: Test, client: RawClient, what: string): Promise<void> {
-  await client.roundTrip();
-  t.same(seqs(client.takeDeliveries()), [], what);
-}
 
 t.test('messages to an offline user are stored and replayed in order at login', async (t) => {
   const tn = await startNode(t);

@@ -5,31 +5,13 @@
 
 import t, { type Test } from 'tap';
 import { startNode, type TestNode } from '../helpers/node.js';
-import { connectLoggedIn, isDelivery, seqOf, u64, waitFor, type RawClient } from '../helpers/raw-client.js';
+import { connectLoggedIn, contents, isDelivery, nothingMoreDelivered, sendAll, seqs, u64, waitFor, type RawClient } from '../helpers/raw-client.js';
 import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
 import { encodeMessageRequest } from '../../src/protocol/codec.js';
 import type { ImMessage } from '../../src/protocol/types.js';
 
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
-const seqs = (messages: ImMessage[]) => messages.map(seqOf);
-const contents = (messages: ImMessage[]) => messages.map((m) => m.messageRequest?.content ?? '');
 const epochOf = (client: RawClient) => Number(u64(client.loginResponse?.inboxEpoch));
-
-async function sendAll(sender: RawClient, to: string, texts: string[]): Promise<number[]> {
-  const sequences = texts.map((text) => sender.chat(to, text));
-  const assigned: number[] = [];
-  for (const sequence of sequences) {
-    const r = await sender.response(sequence);
-    if (!r.messageResponse?.result) throw new Error(`message refused: ${JSON.stringify(r.messageResponse)}`);
-    assigned.push(Number(u64(r.messageResponse.seq)));
-  }
-  return assigned;
-}
-
-async function nothingMoreDelivered(t: Test, client: RawClient, what: string): Promise<void> {
-  await client.roundTrip();
-  t.same(seqs(client.takeDeliveries()), [], what);
-}
 
 /** Waits until the worker's sweep has run at least once more (a position it saves shows up). */
 async function aSweep(tn: TestNode, alice: RawClient, probe: RawClient, uid: string): Promise<void> {

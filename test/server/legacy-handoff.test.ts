@@ -6,11 +6,10 @@
 
 import t from 'tap';
 import { startNode } from '../helpers/node.js';
-import { connect, connectLoggedIn, seqOf, u64, waitFor, type RawClient } from '../helpers/raw-client.js';
+import { connect, connectLoggedIn, seqs, u64, waitFor, type RawClient } from '../helpers/raw-client.js';
 import { HeadType, type ImMessage } from '../../src/protocol/types.js';
 
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
-const seqs = (messages: ImMessage[]) => messages.map(seqOf);
 /** 100 bytes of content, as the remaining window is stated in OPERATIONS.md. */
 const CONTENT = 'x'.repeat(100);
 
