@@ -262,7 +262,9 @@ export class Connection implements Outbound {
 
   /**
    * Closes at once and quietly, `frame` (a cached CLOSING) being the last output: for
-   * connections shed under load, which are counted and summarised, not logged one by one.
+   * connections shed under load, which are counted and summarised, not logged one by one. As
+   * with close(), a socket whose output does not flush within `closeGraceMs` (a client that
+   * never reads) is destroyed: the sweep no longer looks at a connection once it is closing.
    */
   shed(failure: Failure, frame: Buffer): void {
     if (this.#state !== 'open') return;
@@ -273,6 +275,9 @@ export class Connection implements Outbound {
     this.#queue.length = 0;
     this.socket.once('finish', () => this.socket.destroy());
     this.socket.end(frame);
+    const timer = setTimeout(() => this.socket.destroy(), this.#limits.closeGraceMs);
+    timer.unref();
+    this.socket.once('close', () => clearTimeout(timer));
   }
 
   /** Closes at once, without a final frame (used when output cannot be flushed anyway). */

@@ -72,8 +72,12 @@ export class RedisUserStore implements UserStore {
   }
 
   async exists(username: string): Promise<boolean> {
-    // The field get() requires: create() writes every field in one script, so this is the same test.
-    return (await this.#redis.hexists(this.#userKey(username), 'passwordHash')) === 1;
+    try {
+      // The field get() requires: create() writes every field in one script, so this is the same test.
+      return (await this.#redis.hexists(this.#userKey(username), 'passwordHash')) === 1;
+    } catch (err) {
+      throw storeUnavailable('user', err);
+    }
   }
 
   async count(): Promise<number> {

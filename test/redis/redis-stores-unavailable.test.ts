@@ -56,6 +56,7 @@ t.test('a frozen Redis: every store call fails with SB_ERR_STORE_UNAVAILABLE, an
     ['sessions.ping', () => sessions.ping()],
     ['users.create', () => users.create({ username: 'carol', passwordHash: 'h', createdAt: 1 })],
     ['users.get', () => users.get('carol')],
+    ['users.exists', () => users.exists('carol')],
     ['users.count', () => users.count()],
     ['users.ping', () => users.ping()],
   ];

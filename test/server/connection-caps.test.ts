@@ -5,6 +5,7 @@
 // login gets in while the attacker's sockets are still held; logged-in users are not touched.
 
 import t, { type Test } from 'tap';
+import { once } from 'node:events';
 import { pino } from 'pino';
 import { startNode, type TestNode } from '../helpers/node.js';
 import { RawClient, connect, connectLoggedIn, isType, waitFor } from '../helpers/raw-client.js';
@@ -138,5 +139,26 @@ t.test('caps of 0 are off', async (t) => {
   for (let i = 0; i < 50; i++) clients.push(await connect(t, tn.port));
   await waitFor('all fifty', () => tn.node.server.connectionCount === 50);
   t.equal(tn.node.server.caps.connectionsOf('127.0.0.1'), 0, 'addresses are not even read');
+  await loginWorks(t, tn, 'alice');
+});
+
+t.test('a shed connection that does not read is closed all the same: it cannot keep its socket', async (t) => {
+  // Output must stay queued in the worker, not fit in the kernel's buffers (4 MiB send, the
+  // client's unread receive window): heartbeats are echoed before login, so a client that never
+  // reads builds it up. The output bound and the drain timeout are set far beyond the test.
+  const tn = await startNode(t, { maxConnectionsPerIp: 0, maxUnauthenticated: 1, loginTimeoutMs: 60_000, drainTimeoutMs: 60_000, maxOutboundBytes: 256 * 1024 * 1024 });
+  const stuck = await connect(t, tn.port);
+  stuck.socket.pause();
+  const padding = 'x'.repeat(60_000);
+  for (let i = 0; i < 400; i++) stuck.send({ type: HeadType.HEART_BEAT, sequence: i + 1, sessionId: '-1', heartBeat: { seq: i + 1, uid: 'raw', json: padding } });
+  // All of it taken by the kernel on the client's side: the worker has read all but a few MiB
+  // of the 24 MB and queued their echoes, far more than the kernel can hold for a socket nobody reads.
+  if (stuck.socket.writableLength > 0) await once(stuck.socket, 'drain');
+  await waitFor('the stuck one counted', () => tn.node.server.caps.unauthenticated === 1);
+
+  // A new connection sheds it; the CLOSING cannot be written behind its unread output.
+  const fresh = await connect(t, tn.port);
+  await waitFor('its socket closed by the worker, not kept for as long as the client holds it', () => tn.node.server.connectionCount === 1, 10_000);
+  t.equal(fresh.isClosed, false, 'the new connection stays');
   await loginWorks(t, tn, 'alice');
 });
