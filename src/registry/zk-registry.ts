@@ -165,6 +165,11 @@ export class ZooKeeperRegistry implements Registry {
    * observer. False: the view lists nobody.
    */
   #parentTrusted: boolean;
+  /**
+   * A worker with an identity: whether workers/ is known not to have been open to strangers
+   * before this worker closed it (checked once, at the first session that finds it made).
+   */
+  #strangersChecked = false;
 
   // Balance writes: #balanceDirty while the znode may hold an older balance (or readiness) than
   // #self. A change of readiness is #urgent: written at once, not within balanceIntervalMs.
@@ -501,8 +506,16 @@ export class ZooKeeperRegistry implements Registry {
    */
   async #prepareTree(epoch: number, session: ZooKeeperSession): Promise<boolean> {
     if (this.#announced || !this.#acl.secured) {
+      // workers/ open to strangers (a cluster that ran without --zk-auth, or a tree a stranger
+      // made): an entry made there can look protected (its own ACL set, then its data written)
+      // and stays writable by anyone, so none is kept; workers of ours re-create theirs.
+      const wasOpen = this.#acl.secured && !this.#strangersChecked && (await this.#openToStrangers(session));
+      if (!this.#current(epoch)) return false;
       await this.#acl.ensureTree(session, this.#root, [this.#workersPath]);
       if (!this.#current(epoch)) return false;
+      if (wasOpen) await this.#purgeEntries(epoch, session);
+      if (!this.#current(epoch)) return false;
+      this.#strangersChecked = true;
       this.#parentTrusted = true;
       this.#treeEpoch = epoch;
       return true;
@@ -526,6 +539,26 @@ export class ZooKeeperRegistry implements Registry {
     this.#parentTrusted = true;
     this.#treeEpoch = epoch;
     return true;
+  }
+
+  /** Whether clients without an identity may list or create under an existing workers/. */
+  async #openToStrangers(session: ZooKeeperSession): Promise<boolean> {
+    if ((await session.exists(this.#workersPath)) === undefined) return false; // made by us, below
+    const check = await checkClosed({ connect: this.#connect, path: this.#workersPath, timeoutMs: this.#connectTimeoutMs, logLevel: this.#nativeLogLevel });
+    return check === 'open';
+  }
+
+  /** Deletes every worker entry under workers/, just closed to strangers: none can be told from a stranger's. */
+  async #purgeEntries(epoch: number, session: ZooKeeperSession): Promise<void> {
+    const names = (await session.getChildren(this.#workersPath)).filter((n) => n.startsWith(PREFIX));
+    await Promise.all(
+      names.map((name) =>
+        session.delete(`${this.#workersPath}/${name}`, -1).catch((err: unknown) => {
+          if (!hasRc(err, ZK_RC.NO_NODE)) throw err;
+        }),
+      ),
+    );
+    if (names.length > 0 && this.#current(epoch)) this.#log.warn({ path: this.#workersPath, deleted: names.length }, 'worker entries made while workers/ was open deleted');
   }
 
   #distrustAll(): void {

@@ -23,6 +23,8 @@ import { TEST_SECRET } from '../helpers/node.js';
 import { until } from '../helpers/cluster.js';
 import { startRedis } from '../helpers/redis.js';
 import { RedisUserStore } from '../../src/users/redis-user-store.js';
+import { RedisRateLimitStore } from '../../src/gate/redis-rate-limit-store.js';
+import { readFileSync } from 'node:fs';
 
 const CHEAP = { N: 2 ** 14, r: 8, p: 1 };
 const PASSWORD = 'correct horse battery staple';
@@ -647,6 +649,24 @@ t.test('a frozen Redis user store: 503 SB_ERR_STORE_UNAVAILABLE with retry-after
   redis.thaw();
   await until('the store answers again', () => users.ping().then(() => true, () => false), WAIT_MS);
   t.equal((await g.login('alice')).status, 200, 'logins work again');
+});
+
+t.test('a frozen Redis rate-limit store: 503 SB_ERR_STORE_UNAVAILABLE with retry-after, as OPERATIONS.md says, never unlimited', async (t) => {
+  const redis = await startRedis(t);
+  const w = await startWorker(t);
+  const rateLimits = new RedisRateLimitStore({ url: redis.url, timeoutMs: 300 });
+  t.teardown(() => rateLimits.close());
+  const g = await startGate(t, w.node.registry, { rateLimits });
+  t.equal((await g.register('alice')).status, 201, 'registered while Redis answers');
+  redis.freeze();
+  t.teardown(() => redis.thaw());
+  for (const r of [await g.login('alice'), await g.register('bob')]) {
+    t.equal(r.status, 503);
+    t.equal(r.body.error?.code, 'SB_ERR_STORE_UNAVAILABLE');
+    t.equal(r.headers.get('retry-after'), '1');
+  }
+  const operations = readFileSync(new URL('../../OPERATIONS.md', import.meta.url), 'utf8').replace(/\s+/g, ' ');
+  t.notMatch(operations, /If Redis cannot be reached, logins and registrations fail with 500/, 'OPERATIONS.md does not promise another answer');
 });
 
 t.test('no live worker: login is 503 SB_ERR_NO_WORKER, health says 0 workers', async (t) => {

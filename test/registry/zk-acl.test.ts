@@ -230,7 +230,7 @@ t.test('a parent made without an identity is taken over; one owned by another id
     'the repair is logged per node',
   );
   t.notOk(registry.workers().some((w) => w.id === '0000000077'), 'the stranger\'s worker, made while it was open, is not listed');
-  t.ok(lines.some((l) => l.msg === 'registry node is not trusted' && l.path === `${open}/workers/w-0000000077`), 'and logged');
+  t.ok(lines.some((l) => l.msg === 'worker entries made while workers/ was open deleted' && l.path === `${open}/workers` && l.deleted === 1), 'it is deleted, and that logged');
 
   const squatted = freshRoot();
   const mallory = await rawSession(t, { user: 'mallory', password: 'mallory-password' });
@@ -256,6 +256,28 @@ t.test('a parent made without an identity is taken over; one owned by another id
   );
   t.equal(err2?.code, 'SB_ERR_REGISTRY_ACL', 'a worker without an identity cannot join a protected registry');
   t.match(err2?.message, /--zk-auth/, 'and is told what it lacks');
+});
+
+t.test('a worker entry a stranger made to look protected while the tree was open is not listed after the take-over', async (t) => {
+  // The tree of a cluster that ran without --zk-auth (or one a stranger made first), with a
+  // forged worker whose ACL (open) was set and whose data was written after, as a real worker's
+  // is; workers/ itself re-ACLed too, so that nothing says it was open.
+  const open = freshRoot();
+  const anyone = await rawSession(t);
+  await anyone.create(open, Buffer.alloc(0), ZK_MODE.PERSISTENT);
+  await anyone.create(`${open}/workers`, Buffer.alloc(0), ZK_MODE.PERSISTENT);
+  await anyone.setAcl(`${open}/workers`, 0, OPEN);
+  const fake = `${open}/workers/w-0000000077`;
+  await anyone.create(fake, forged('0000000077', 1), ZK_MODE.EPHEMERAL);
+  await anyone.setAcl(fake, 0, OPEN);
+  await anyone.set(fake, forged('0000000077', 1), 0);
+  const registry = makeRegistry(t, { root: open });
+  const info = await registry.register(announcement(42_034));
+  const gate = makeRegistry(t, { root: open, auth: GATE, readers: undefined });
+  await gate.observe();
+  t.same(registry.workers().map((w) => w.id), [info.id], 'the worker lists only itself');
+  t.same(gate.workers().map((w) => w.id), [info.id], 'the gate lists only the real worker');
+  t.equal(await rc(anyone.set(fake, forged('0000000077', 2), -1)), ZK_RC.NO_NODE, 'the forged entry is gone: the stranger cannot change it any more');
 });
 
 t.test('the gate trusts a registry only if strangers are kept out of it, and only znodes whose ACL was set', async (t) => {
