@@ -9,8 +9,11 @@ export const REDACTED = '[redacted]';
 /** Field names that hold a secret. */
 const SECRET_KEY = /(secret|password|passwd|credential|authorization|cookie)s?$|^(token|auth)$/i;
 
-/** scheme://user-info@ : the user-info is what is redacted. */
-const URL_USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)([^\s/?#@]*)@/gi;
+/**
+ * scheme://user-info@ : the user-info is what is redacted. It runs to the authority's last `@`,
+ * as URL parsers (and so ioredis) read it: a raw `@` in a password is still the password.
+ */
+const URL_USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)([^\s/?#]*)@/gi;
 
 export function isSecretKey(key: string): boolean {
   return SECRET_KEY.test(key.replace(/[-_]/g, ''));

@@ -9,6 +9,8 @@ t.test('redactUrls: the password of every URL, or a user-info without one whole;
   t.equal(redactUrls('redis://user:pa55word@host:6379/0'), `redis://user:${REDACTED}@host:6379/0`);
   t.equal(redactUrls('redis://:pa55word@host'), `redis://:${REDACTED}@host`);
   t.equal(redactUrls('https://ghp_tokenvalue@github.com/x'), `https://${REDACTED}@github.com/x`);
+  t.equal(redactUrls('redis://:pa@ss@host:6379'), `redis://:${REDACTED}@host:6379`, 'a raw @ in the password: all of it, to the last @');
+  t.equal(redactUrls('redis://us@er:pa@ss@host'), `redis://us@er:${REDACTED}@host`);
   t.equal(redactUrls('a redis://a:b@h and rediss://c:d@i, twice'), `a redis://a:${REDACTED}@h and rediss://c:${REDACTED}@i, twice`);
   for (const plain of ['redis://127.0.0.1:6379', '/api/login', 'alice@example.com', 'http://h/path?x=a@b', '127.0.0.1:2181,127.0.0.2:2181/root']) {
     t.equal(redactUrls(plain), plain, `${plain} is unchanged`);
