@@ -279,7 +279,7 @@ export class Gate {
       // The cause names hosts and ports: for the log, not for the client.
       request.log.error({ err }, 'gate request failed');
       reply.header('retry-after', 1);
-      reply.code(503).send({ error: { code: err.code, message: 'the user store is unavailable; try again shortly' } });
+      reply.code(503).send({ error: { code: err.code, message: 'the gate cannot reach its account or rate-limit store; try again shortly' } });
       return;
     }
     if (isSwitchboardError(err)) {

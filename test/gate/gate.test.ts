@@ -643,7 +643,7 @@ t.test('a frozen Redis user store: 503 SB_ERR_STORE_UNAVAILABLE with retry-after
   t.teardown(() => redis.thaw());
   for (const r of [await g.login('alice'), await g.register('bob')]) {
     t.equal(r.status, 503);
-    t.same(r.body, { error: { code: 'SB_ERR_STORE_UNAVAILABLE', message: 'the user store is unavailable; try again shortly' } });
+    t.same(r.body, { error: { code: 'SB_ERR_STORE_UNAVAILABLE', message: 'the gate cannot reach its account or rate-limit store; try again shortly' } });
     t.equal(r.headers.get('retry-after'), '1');
   }
   redis.thaw();
