@@ -115,6 +115,8 @@ export interface RedisInboxStoreOptions {
   /** Bound on every command (SB_ERR_STORE_UNAVAILABLE after it); default 2 s. */
   timeoutMs?: number;
   redisOptions?: RedisOptions;
+  /** The clock messages are stamped and aged by (tests inject one); default Date.now. */
+  now?: () => number;
 }
 
 export class RedisInboxStore implements InboxStore {
@@ -122,10 +124,12 @@ export class RedisInboxStore implements InboxStore {
   readonly #limits: InboxLimits;
   readonly #prefix: string;
   readonly #epochs = new EpochSource();
+  readonly #now: () => number;
 
   constructor(options: RedisInboxStoreOptions) {
     this.#limits = { ...DEFAULT_INBOX_LIMITS, ...options.limits };
     this.#prefix = options.keyPrefix ?? 'sb:';
+    this.#now = options.now ?? Date.now;
     const redis = createRedisClient(options.url, options);
     const lua = scripts(this.#limits);
     redis.defineCommand('sbAppend', { numberOfKeys: 4, lua: lua.append });
@@ -151,7 +155,7 @@ export class RedisInboxStore implements InboxStore {
         k.log,
         dedupe ? `${k.base}:dd:${sender}\0${msgId}` : `${k.base}:dd`,
         Buffer.from(body.buffer, body.byteOffset, body.byteLength),
-        Date.now(),
+        this.#now(),
         dedupe ? '1' : '0',
         this.#epochs.next(),
       );
@@ -166,7 +170,7 @@ export class RedisInboxStore implements InboxStore {
     const k = this.#keys(uid);
     let reply: [number, number, Buffer[], Buffer];
     try {
-      reply = await this.#redis.sbRangeBuffer(k.seq, k.ep, k.log, after, limit, Date.now(), this.#epochs.next());
+      reply = await this.#redis.sbRangeBuffer(k.seq, k.ep, k.log, after, limit, this.#now(), this.#epochs.next());
     } catch (err) {
       throw storeUnavailable('inbox', err);
     }

@@ -4,7 +4,8 @@
 import type { Test } from 'tap';
 import type { InboxLimits, InboxRange, InboxStore } from '../../src/inbox/inbox-store.js';
 
-export type MakeInbox = (limits?: Partial<InboxLimits>) => Promise<InboxStore>;
+/** A store with these limits; `now` is the clock it stamps and ages messages by. */
+export type MakeInbox = (limits?: Partial<InboxLimits>, now?: () => number) => Promise<InboxStore>;
 
 const body = (text: string) => Buffer.from(text, 'utf8');
 const texts = (messages: { body: Buffer }[]) => messages.map((m) => m.body.toString('utf8'));
@@ -114,11 +115,16 @@ export function inboxStoreConformance(t: Test, make: MakeInbox): void {
   });
 
   t.test('retention by age prunes expired messages, and the sequence keeps counting', async (t) => {
-    const inbox = await make({ maxAgeMs: 150 });
+    // A clock of the test's own: how long the machine takes between calls cannot age a message.
+    let now = 1_700_000_000_000;
+    const inbox = await make({ maxAgeMs: 60_000 }, () => now);
     t.teardown(() => inbox.close());
     await inbox.append({ uid: 'bob', sender: 'alice', msgId: '1', body: body('old') });
+    now += 30_000;
     await inbox.append({ uid: 'bob', sender: 'alice', msgId: '2', body: body('old') });
-    await new Promise((r) => setTimeout(r, 400));
+    now += 40_000;
+    t.same(shape(await inbox.range('bob', 0, 10)), { head: 2, oldest: 2, seqs: [2] }, 'the first is older than maxAgeMs, the second not yet');
+    now += 30_000;
     t.same(shape(await inbox.range('bob', 0, 10)), { head: 2, oldest: 3, seqs: [] }, 'everything expired');
     t.match(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '3', body: body('new') }), { seq: 3, duplicate: false });
     const r = await inbox.range('bob', 0, 10);

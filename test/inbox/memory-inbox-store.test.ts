@@ -2,7 +2,7 @@ import t from 'tap';
 import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
 import { inboxStoreConformance } from './inbox-store.conformance.js';
 
-inboxStoreConformance(t, async (limits) => new MemoryInboxStore(limits));
+inboxStoreConformance(t, async (limits, now) => new MemoryInboxStore(limits, now));
 
 const body = (text: string) => Buffer.from(text);
 

@@ -6,7 +6,7 @@ import { inboxStoreConformance } from './inbox-store.conformance.js';
 const redis = await startRedis(t);
 let n = 0;
 // Each test gets its own key prefix on the one server.
-inboxStoreConformance(t, async (limits) => new RedisInboxStore({ url: redis.url, limits, keyPrefix: `t${++n}:` }));
+inboxStoreConformance(t, async (limits, now) => new RedisInboxStore({ url: redis.url, limits, keyPrefix: `t${++n}:`, now }));
 
 const body = (text: string) => Buffer.from(text);
 
