@@ -84,3 +84,19 @@ t.test('the worked reset example in PROTOCOL.md is what the codec produces', asy
   const response = hex(encodeMessage({ type: HeadType.LOGIN_RESPONSE, loginResponse: loginResponse(1, 's', { inboxHead: 3, syncFrom: 0, gap: false, epoch: 7730951121, reset: true }).loginResponse }).subarray(4));
   t.ok(protocol.includes(response), `loginResponse as documented: ${response}`);
 });
+
+t.test('every document the sources and tests cite is in the repository', async (t) => {
+  const { readdirSync, existsSync } = await import('node:fs');
+  const root = new URL('../../', import.meta.url);
+  const cited = new Set<string>();
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(new URL(dir, root), { withFileTypes: true })) {
+      const path = `${dir}/${entry.name}`;
+      if (entry.isDirectory()) walk(path);
+      else if (/\.(ts|py|js|sh)$/.test(entry.name)) for (const m of readFileSync(new URL(path, root), 'utf8').matchAll(/[\w./-]+\.md\b/g)) cited.add(m[0]);
+    }
+  };
+  for (const dir of ['src', 'test', 'bin', 'scripts', 'bench']) if (existsSync(new URL(dir, root))) walk(dir);
+  t.ok(cited.has('PROTOCOL.md'), 'the scan finds citations');
+  for (const file of cited) t.ok(existsSync(new URL(file.replace(/^\.?\//, ''), root)), `${file} exists`);
+});

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A native switchboard client written only from PROTOCOL.md and crazyim-wire.md.
+"""A native switchboard client written only from PROTOCOL.md.
 
 Standard library only; the protobuf encoder/decoder is hand-written from the field tables.
 
