@@ -85,6 +85,8 @@ export interface LoginResponse {
   gap?: boolean;
   inboxEpoch?: UInt64;
   reset?: boolean;
+  /** The server's heartbeat interval, ms (absent from an older server). */
+  heartbeatIntervalMs?: number;
 }
 
 export interface MessageRequest {
@@ -99,6 +101,8 @@ export interface MessageRequest {
   fromNick?: string;
   json?: string;
   seq?: UInt64;
+  /** Set by the server: when it accepted the message, ms since the epoch (its clock, not the sender's). */
+  storedAt?: UInt64;
 }
 
 export interface MessageResponse {

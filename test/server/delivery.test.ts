@@ -453,6 +453,26 @@ t.test('a message whose delivery would exceed maxFrameLength is refused with SB_
   t.equal(delivered.messageRequest?.content, fits.messageRequest?.content);
 });
 
+t.test('the content limit of PROTOCOL.md §5: 65 476 bytes from alice to bob (msg_id 1) are delivered, one byte more is refused', async (t) => {
+  const tn = await startNode(t);
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  const bob = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'));
+  // The message of the worked example: msg_id 1, to "bob", content; no time, no other field.
+  const message = (sequence: number, length: number): ImMessage => ({ type: HeadType.MESSAGE_REQUEST, sequence, messageRequest: { msgId: 1, to: 'bob', content: 'x'.repeat(length) } });
+
+  alice.send(message(1, 65_477));
+  const refused = await alice.response(1);
+  t.equal(refused.messageResponse?.errorCode, 'SB_ERR_MESSAGE_TOO_LARGE', 'one byte over: refused');
+  t.equal(refused.messageResponse?.code, ResultCode.BAD_REQUEST);
+  t.equal((await tn.node.inbox.range('bob', 0, 10)).head, 0, 'nothing was stored');
+
+  alice.send(message(2, 65_476));
+  const accepted = await alice.response(2);
+  t.equal(accepted.messageResponse?.result, true, 'at the limit: stored');
+  const delivered = await bob.next(isDelivery);
+  t.equal(delivered.messageRequest?.content?.length, 65_476, 'and delivered whole');
+});
+
 t.test('a MESSAGE_ACK before login closes with SB_ERR_NOT_LOGGED_IN', async (t) => {
   const tn = await startNode(t);
   const client = await connect(t, tn.port);
