@@ -370,6 +370,25 @@ t.test('a position older than the retained messages is reported as a gap', async
   t.equal(tablet.loginResponse?.gap, false);
   t.equal(u64(tablet.loginResponse?.syncFrom), '9');
   t.same(seqs(await tablet.deliveries(3)), [10, 11, 12]);
+  await tablet.roundTrip();
+  tablet.ack(12);
+  await tablet.roundTrip();
+  tablet.destroy();
+  await tablet.closed;
+
+  // PROTOCOL.md §6: a device the server has never seen starts from 0, so it is told of the gap too.
+  const fresh = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'new-laptop', { acks: true });
+  t.equal(fresh.loginResponse?.gap, true, 'a brand-new device: gap=true once old messages were pruned');
+  t.equal(u64(fresh.loginResponse?.syncFrom), '7');
+  // last_seq 0 written out is "from the beginning"; left out, the position the server saved.
+  await waitFor('the tablet to be logged out', () => tn.node.server.sessions.find('bob', 'tablet') === undefined);
+  const zero = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'tablet', { acks: true, lastSeq: 0 });
+  t.same([zero.loginResponse?.gap, u64(zero.loginResponse?.syncFrom)], [true, '7'], 'last_seq 0: from the beginning, a gap');
+  zero.destroy();
+  await zero.closed;
+  await waitFor('the tablet to be logged out', () => tn.node.server.sessions.find('bob', 'tablet') === undefined);
+  const absent = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'tablet', { acks: true });
+  t.same([absent.loginResponse?.gap, u64(absent.loginResponse?.syncFrom)], [false, '12'], 'no last_seq: the saved position (12)');
 });
 
 t.test("each of a user's devices syncs and acknowledges on its own", async (t) => {
