@@ -40,7 +40,12 @@ export interface ImClientOptions {
   deviceId?: string;
   platform?: number;
   appVersion?: string;
-  /** Default 50 s, as the original clients. The connection is dropped after 3 silent intervals. */
+  /**
+   * How often to heartbeat. Default: the interval the server tells at login (50 s, as the
+   * original clients, from a server that tells none), so a server whose operator shortened it
+   * does not close this client as idle. Given, it is used as is. The connection is dropped
+   * after 3 silent intervals.
+   */
   heartbeatIntervalMs?: number;
   /** How long send(), login and logout wait for the server. Default 10 s. */
   requestTimeoutMs?: number;
@@ -75,7 +80,10 @@ export interface IncomingMessage {
   content: string;
   /** The sender's message id, as a decimal string (uint64). */
   msgId: string;
+  /** The sender's clock (ms), as the sender wrote it. */
   time: number;
+  /** When the server accepted the message (its clock, ms since the epoch); 0 from an older server. */
+  storedAt: number;
   msgType: number;
   json: string;
   url: string;
@@ -180,6 +188,10 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   #inboxEpoch: number;
   #ackScheduled = false;
   readonly #acks: boolean;
+  /** heartbeatIntervalMs as given; undefined: the server's. */
+  readonly #explicitHeartbeat: number | undefined;
+  /** The heartbeat interval in use: the option's, until a login tells the server's. */
+  #heartbeatMs: number;
 
   constructor(options: ImClientOptions) {
     super();
@@ -194,6 +206,8 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     this.deviceId = options.deviceId ?? '';
     this.#retry = options.retryStrategy === false ? false : (options.retryStrategy ?? defaultRetryStrategy());
     this.#acks = options.acks ?? true;
+    this.#explicitHeartbeat = options.heartbeatIntervalMs;
+    this.#heartbeatMs = this.#options.heartbeatIntervalMs;
     this.#lastSeq = options.lastSeq;
     this.#inboxEpoch = options.lastSeq !== undefined ? (options.inboxEpoch ?? 0) : 0;
     this.#log = (options.log ?? silentLogger()).child({ uid: this.uid, deviceId: this.deviceId });
@@ -211,6 +225,11 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   /** The inbox epoch `lastSeq` belongs to; 0 while unknown (before the first login, or an older server). */
   get inboxEpoch(): number {
     return this.#inboxEpoch;
+  }
+
+  /** The heartbeat interval in use (ms): unless one was given, the server's since a login told one. */
+  get heartbeatIntervalMs(): number {
+    return this.#heartbeatMs;
   }
 
   /** The server's session id of the current login; '' when not logged in. */
@@ -416,6 +435,8 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     }
     this.#sessionId = message.sessionId ?? '';
     this.#attempt = 0;
+    const serverHeartbeat = body.heartbeatIntervalMs ?? 0;
+    if (serverHeartbeat > 0 && this.#explicitHeartbeat === undefined) this.#heartbeatMs = serverHeartbeat;
     const syncFrom = Number(body.syncFrom ?? 0);
     const epoch = Number(body.inboxEpoch ?? 0);
     const requested = this.#lastSeq ?? 0;
@@ -468,6 +489,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       content: m.content ?? '',
       msgId: String(m.msgId ?? 0),
       time: Number(m.time ?? 0),
+      storedAt: Number(m.storedAt ?? 0),
       msgType: m.msgType ?? 0,
       json: m.json ?? '',
       url: m.url ?? '',
@@ -541,19 +563,20 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   /** One timer serves heartbeats, request deadlines and the dead-server check. */
   #startTimer(): void {
     if (this.#timer) return;
-    const period = Math.min(this.#options.heartbeatIntervalMs, Math.max(10, Math.floor(this.#options.requestTimeoutMs / 4)));
+    const heartbeatMs = this.#heartbeatMs;
+    const period = Math.min(heartbeatMs, Math.max(10, Math.floor(this.#options.requestTimeoutMs / 4)));
     let sinceHeartbeat = 0;
     this.#timer = setInterval(() => {
       const now = Date.now();
       this.#expireRequests(now);
       if (this.#status !== 'ready') return;
-      if (now - this.#lastInboundAt > 3 * this.#options.heartbeatIntervalMs) {
+      if (now - this.#lastInboundAt > 3 * heartbeatMs) {
         this.#log.warn('server silent for 3 heartbeat intervals, reconnecting');
         this.#socket?.destroy();
         return;
       }
       sinceHeartbeat += period;
-      if (sinceHeartbeat >= this.#options.heartbeatIntervalMs) {
+      if (sinceHeartbeat >= heartbeatMs) {
         sinceHeartbeat = 0;
         this.#write(encodeMessageFrame({ type: HeadType.HEART_BEAT, sequence: ++this.#sequence, sessionId: this.#sessionId, heartBeat: { uid: this.uid } }));
       }

@@ -29,8 +29,9 @@ export interface DecodedTypes {
  * A view of a request's wire bytes (not a copy: it lives until the handler has built the stored
  * body from it, which is a copy; a request waiting in a connection's bounded queue pins its read
  * chunk until then), and the two ranges the server replaces: `from` (absent:
- * an empty range where it belongs, after msg_id and before `to`) and the `seq` at the end
- * (absent: `seqStart` is the length). Everything else is stored as it came.
+ * an empty range where it belongs, after msg_id and before `to`) and the fields only the server
+ * sets, `seq` and `stored_at`, at the end (absent: `seqStart` is the length). Everything else is
+ * stored as it came.
  */
 export interface RequestWire {
   bytes: Buffer;
@@ -60,10 +61,10 @@ const MESSAGE_WIRE = wireTypes([
   [2, VARINT],
   ...[3, 4, 5, 6, 7, 8, 9, 16, 17, 18, 19, 20, 21].map((field): [number, number] => [field, LENGTH_DELIMITED]),
 ]);
-// MessageRequest: msg_id, from, to, time, msg_type, content, url, property, from_nick, json, seq.
+// MessageRequest: msg_id, from, to, time, msg_type, content, url, property, from_nick, json, seq, stored_at.
 const ACK_WIRE = wireTypes([[1, VARINT]]);
 const REQUEST_WIRE_TYPES = wireTypes([
-  ...[1, 4, 5, 16].map((field): [number, number] => [field, VARINT]),
+  ...[1, 4, 5, 16, 17].map((field): [number, number] => [field, VARINT]),
   ...[2, 3, 6, 8, 9, 10, 11].map((field): [number, number] => [field, LENGTH_DELIMITED]),
 ]);
 
@@ -224,7 +225,8 @@ function decodeRequest(c: Cursor, types: DecodedTypes): MessageRequest | undefin
   const start = c.pos;
   const request: WithWire = new types.messageRequest();
   let last = 0;
-  // The byte ranges of `from` and `seq`, cut out of the kept bytes; `from` marks where it goes.
+  // The byte ranges of `from` and of `seq` and `stored_at`, cut out of the kept bytes; `from`
+  // marks where it goes.
   let fromStart = -1;
   let fromEnd = -1;
   let seqStart = -1;
@@ -235,15 +237,17 @@ function decodeRequest(c: Cursor, types: DecodedTypes): MessageRequest | undefin
     if (tag < 0 || field <= last) return undefined;
     last = field;
     const wireType = tag & 7;
-    if (wireType === VARINT && (field === 1 || field === 4 || field === 5 || field === 16)) {
+    if (wireType === VARINT && (field === 1 || field === 4 || field === 5 || field === 16 || field === 17)) {
       if (!c.varint() || (c.lo === 0 && c.hi === 0)) return undefined;
       if (field === 5) {
         // uint32: protobufjs keeps the low 32 bits of a wider varint; take only what fits.
         if (c.hi !== 0) return undefined;
         request.msgType = c.lo;
-      } else if (field === 16) {
-        request.seq = c.long();
-        seqStart = fieldStart;
+      } else if (field >= 16) {
+        // seq or stored_at: set by the server, never by the sender; cut from the tail.
+        if (field === 16) request.seq = c.long();
+        else request.storedAt = c.long();
+        if (seqStart < 0) seqStart = fieldStart;
       } else if (field === 1) {
         request.msgId = c.long();
       } else {
@@ -282,8 +286,8 @@ function decodeRequest(c: Cursor, types: DecodedTypes): MessageRequest | undefin
       return declined(REQUEST_WIRE_TYPES, field, wireType, 'MessageRequest');
     }
   }
-  // Fields ascend and seq (16) is the highest, so it is the tail; `from` (2) can only be
-  // preceded by msg_id (1).
+  // Fields ascend and seq (16) and stored_at (17) are the highest, so they are the tail; `from`
+  // (2) can only be preceded by msg_id (1).
   if (fromStart < 0) {
     fromStart = start < c.end && buf[start] === 0x08 ? skipVarint(buf, start + 1) : start;
     fromEnd = fromStart;

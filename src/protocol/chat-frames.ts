@@ -24,6 +24,25 @@ const SEQ_TAG = [0x80, 0x01]; // field 16, varint
  */
 export const DELIVERY_OVERHEAD = 2 + 1 + 8 + 1 + 3 + 2 + 8;
 
+/** The longest varint of a number below 2^53 (a seq, an epoch): 8 bytes. */
+const MAX_VARINT_53 = 8;
+
+/**
+ * Whether a message whose stored request (storedRequestBody) is `storedLength` bytes, to a
+ * recipient whose uid is `toBytes` bytes, may be accepted: its delivery (deliveryFrame) and its
+ * forward to another worker (PEER_DELIVER, which adds the uid and the epoch) must both fit
+ * `maxFrameLength` whatever its seq and epoch, so that a message accepted once fits every later
+ * replay and every worker. The forward is the larger (PROTOCOL.md §5, "How large a message may be").
+ */
+export function deliveryFits(storedLength: number, toBytes: number, maxFrameLength: number): boolean {
+  // Message { type (2), sequence (1 + 8), messageRequest (1 + length) { stored + seq (2 + 8) } }
+  const request = storedLength + 2 + MAX_VARINT_53;
+  const delivery = 2 + 1 + MAX_VARINT_53 + 1 + varintLength(request) + request;
+  // Message { type (2), peerDeliver (2 + length) { uid (1 + length), seq (1 + 8), body (1 + length), epoch (1 + 8) } }
+  const peer = 1 + varintLength(toBytes) + toBytes + 1 + MAX_VARINT_53 + 1 + varintLength(storedLength) + storedLength + 1 + MAX_VARINT_53;
+  return delivery <= maxFrameLength && 2 + 2 + varintLength(peer) + peer <= maxFrameLength;
+}
+
 export function varintLength(n: number): number {
   let length = 1;
   while (n >= 0x80) {

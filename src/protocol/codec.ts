@@ -8,6 +8,7 @@ import protobuf from 'protobufjs';
 import Long from 'long';
 import { SwitchboardError } from '../errors.js';
 import { encodeFrame } from './frame.js';
+import { varintLength, writeVarint } from './chat-frames.js';
 import { REQUEST_WIRE, decodeChatMessage, type DecodedTypes, type WithWire } from './chat-decoder.js';
 import type { ImMessage, MessageRequest, UInt64 } from './types.js';
 
@@ -121,24 +122,26 @@ export function encodeMessageRequest(request: MessageRequest): Uint8Array {
 
 /**
  * A received request as stored: `from` set to the sender, `seq` left out (the inbox assigns
- * it), byte for byte what encodeMessageRequest() writes for it. A request the hand decoder read
- * is spliced from its wire bytes; any other is changed in place (`from`, `seq`) and encoded.
- * `to`, when given and different, replaces the recipient as written (its normalised form), and
- * the request is encoded afresh.
+ * it), `stored_at` set to `storedAt` (ms; whatever the sender put there), byte for byte what
+ * encodeMessageRequest() writes for it. A request the hand decoder read is spliced from its wire
+ * bytes, `stored_at` written last, as protobufjs does; any other is changed in place (`from`,
+ * `seq`, `storedAt`) and encoded. `to`, when given and different, replaces the recipient as
+ * written (its normalised form), and the request is encoded afresh.
  */
-export function storedRequestBody(request: MessageRequest, from: string, to?: string): Uint8Array {
+export function storedRequestBody(request: MessageRequest, from: string, storedAt: number, to?: string): Uint8Array {
   const wire = (request as WithWire)[REQUEST_WIRE];
-  if (!wire || from === '' || (to !== undefined && to !== request.to)) {
+  if (!wire || from === '' || storedAt <= 0 || (to !== undefined && to !== request.to)) {
     request.from = from;
     if (to !== undefined) request.to = to;
     delete request.seq;
+    request.storedAt = storedAt;
     return encodeMessageRequest(request);
   }
   const { bytes, fromStart, fromEnd, seqStart } = wire;
   const fromLength = Buffer.byteLength(from);
   let lengthBytes = 1;
   for (let n = fromLength; n >= 0x80; n >>>= 7) lengthBytes++;
-  const out = Buffer.allocUnsafe(fromStart + 1 + lengthBytes + fromLength + seqStart - fromEnd);
+  const out = Buffer.allocUnsafe(fromStart + 1 + lengthBytes + fromLength + seqStart - fromEnd + STORED_AT_TAG.length + varintLength(storedAt));
   bytes.copy(out, 0, 0, fromStart);
   let pos = fromStart;
   out[pos++] = 0x12; // field 2, length-delimited
@@ -150,9 +153,15 @@ export function storedRequestBody(request: MessageRequest, from: string, to?: st
     out[pos++] = (n & 0x7f) | 0x80;
   }
   pos += out.write(from, pos, 'utf8');
-  bytes.copy(out, pos, fromEnd, seqStart);
+  pos += bytes.copy(out, pos, fromEnd, seqStart);
+  out[pos++] = STORED_AT_TAG[0]!;
+  out[pos++] = STORED_AT_TAG[1]!;
+  writeVarint(out, pos, storedAt);
   return out;
 }
+
+/** MessageRequest.stored_at: field 17, varint. */
+const STORED_AT_TAG = [0x88, 0x01];
 
 /** Decimal form of a uint64 field; the common case (below 2^32) avoids Long's slow toString. */
 export function uint64String(value: UInt64 | null | undefined): string {

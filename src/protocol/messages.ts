@@ -49,7 +49,8 @@ export interface SyncStart {
   reset: boolean;
 }
 
-export function loginResponse(sequence: UInt64 | undefined, sessionId: string, outcome: Failure | SyncStart): ImMessage {
+/** `heartbeatIntervalMs`: the worker's interval, told to a client that logged in (so it heartbeats often enough). */
+export function loginResponse(sequence: UInt64 | undefined, sessionId: string, outcome: Failure | SyncStart, heartbeatIntervalMs?: number): ImMessage {
   return {
     type: HeadType.LOGIN_RESPONSE,
     sequence,
@@ -66,6 +67,7 @@ export function loginResponse(sequence: UInt64 | undefined, sessionId: string, o
             gap: outcome.gap,
             inboxEpoch: outcome.epoch,
             reset: outcome.reset,
+            heartbeatIntervalMs,
           },
   };
 }

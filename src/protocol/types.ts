@@ -58,6 +58,29 @@ export const NotificationType = {
 } as const;
 export type NotificationType = (typeof NotificationType)[keyof typeof NotificationType];
 
+/** LoginRequest.platform (PROTOCOL.md §4): 7..99 reserved, 100 and above a deployment's own. The server only stores it. */
+export const Platform = {
+  UNKNOWN: 0,
+  IOS: 1,
+  ANDROID: 2,
+  WEB: 3,
+  DESKTOP: 4,
+  BOT: 5,
+  CLI: 6,
+} as const;
+export type Platform = (typeof Platform)[keyof typeof Platform];
+
+/** MessageRequest.msg_type conventions between clients (PROTOCOL.md §4); the server does not read it. */
+export const MsgType = {
+  TEXT: 1,
+  IMAGE: 2,
+  AUDIO: 3,
+  VIDEO: 4,
+  FILE: 5,
+  LOCATION: 6,
+} as const;
+export type MsgType = (typeof MsgType)[keyof typeof MsgType];
+
 /** The `sequence` an original client sends before login (2^64-1) and its session_id. */
 export const PRE_LOGIN_SESSION_ID = '-1';
 
@@ -85,6 +108,8 @@ export interface LoginResponse {
   gap?: boolean;
   inboxEpoch?: UInt64;
   reset?: boolean;
+  /** The server's heartbeat interval, ms (absent from an older server). */
+  heartbeatIntervalMs?: number;
 }
 
 export interface MessageRequest {
@@ -99,6 +124,8 @@ export interface MessageRequest {
   fromNick?: string;
   json?: string;
   seq?: UInt64;
+  /** Set by the server: when it accepted the message, ms since the epoch (its clock, not the sender's). */
+  storedAt?: UInt64;
 }
 
 export interface MessageResponse {

@@ -3,7 +3,9 @@
 
 import t from 'tap';
 import fc from 'fast-check';
-import { encodeMessage } from '../../src/protocol/codec.js';
+import { encodeMessage, encodeMessageRequest } from '../../src/protocol/codec.js';
+import { deliveryFrame } from '../../src/protocol/chat-frames.js';
+import { HEADER_LENGTH } from '../../src/protocol/frame.js';
 import { HeadType } from '../../src/protocol/types.js';
 import { emptyScan, leadingNumber, scanMessage } from '../../src/bench/wire-scan.js';
 
@@ -20,6 +22,14 @@ t.test('a delivery: type, sequence, msg_id, seq and content', async (t) => {
       return s.type === HeadType.MESSAGE_REQUEST && s.sequence === sequence && s.msgId === msgId && s.seq === seq && body.toString('utf8', s.contentStart, s.contentEnd) === content;
     }),
   );
+});
+
+t.test('a delivery as the worker writes it: stored_at (17) in the stored body, seq (16) appended after it', async (t) => {
+  const stored = encodeMessageRequest({ msgId: 42, from: 'alice', to: 'bob', content: '1234.5|x', storedAt: 1_767_225_600_000 });
+  const frame = deliveryFrame(stored, 300);
+  const s = scanMessage(frame.subarray(HEADER_LENGTH), emptyScan());
+  t.match(s, { type: HeadType.MESSAGE_REQUEST, sequence: 300, msgId: 42, seq: 300 });
+  t.equal(frame.toString('utf8', HEADER_LENGTH + s.contentStart, HEADER_LENGTH + s.contentEnd), '1234.5|x');
 });
 
 t.test('a response: result, seq and error code', async (t) => {

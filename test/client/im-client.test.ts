@@ -120,8 +120,10 @@ t.test('send resolves on the response and the recipient gets the message', async
   const bob = await ready(t, n, 'bob');
 
   const received = nextMessage(bob.client);
+  const before = Date.now();
   const result = await alice.client.send('bob', 'hello bob', { json: '{"k":1}', fromNick: 'Al' });
   const m = await received;
+  t.ok(m.storedAt >= before && m.storedAt <= Date.now(), "storedAt is the server's time of acceptance");
   t.match(m, { seq: 1, from: 'alice', to: 'bob', content: 'hello bob', msgId: result.msgId, json: '{"k":1}', fromNick: 'Al' });
   t.match(result, { seq: 1, duplicate: false }, 'the result carries the position in bob\'s inbox');
   t.match(result.msgId, /^\d+$/, 'a decimal msgId');
@@ -189,6 +191,10 @@ t.test('heartbeats keep an otherwise silent connection open', async (t) => {
   // Control: without heartbeats (60 s interval) the server does close it for idleness.
   const silent = await ready(t, n, 'silent', { heartbeatIntervalMs: 60_000, retryStrategy: false });
   const beating = await ready(t, n, 'beating', { heartbeatIntervalMs: 750 });
+  // And one that is given no interval: it takes the server's from the LoginResponse.
+  const told = await ready(t, n, 'told');
+  t.equal(told.client.heartbeatIntervalMs, 1_500, "without an interval of its own the client takes the server's");
+  t.equal(silent.client.heartbeatIntervalMs, 60_000, 'one given keeps it');
   const sessionId = beating.client.sessionId;
   const loggedInAt = Date.now();
 
@@ -201,6 +207,7 @@ t.test('heartbeats keep an otherwise silent connection open', async (t) => {
   t.same(beating.statuses, ['connecting', 'ready'], 'never reconnected');
   t.equal(beating.client.sessionId, sessionId, 'the same session throughout');
   t.equal(n.node.server.sessions.find('beating', 'beating-device')?.sessionId, sessionId);
+  t.same([told.client.status, told.closings, told.statuses], ['ready', [], ['connecting', 'ready']], "the client on the server's interval was kept open too");
 });
 
 t.test('after a server restart on the same port the client reconnects by itself', async (t) => {

@@ -5,9 +5,19 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { ERROR_CODES } from '../../src/errors.js';
 import { CLUSTER_OPTIONS, DEV_OPTION, GATE_OPTIONS, HEALTH_OPTIONS, INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION, PROBE_OPTIONS, RECIPIENT_OPTIONS, REDIS_TIMEOUT_OPTION, SECRET_OPTION } from '../../src/cli/common.js';
-import { encodeMessage, encodeMessageFrame } from '../../src/protocol/codec.js';
+import { encodeMessage, encodeMessageFrame, encodeMessageRequest } from '../../src/protocol/codec.js';
 import { loginResponse } from '../../src/protocol/messages.js';
-import { HeadType } from '../../src/protocol/types.js';
+import { HeadType, MsgType, Platform } from '../../src/protocol/types.js';
+import { deliveryFits, deliveryFrame } from '../../src/protocol/chat-frames.js';
+import { encodeFrame } from '../../src/protocol/frame.js';
+import { Gate, DEFAULT_GATE_LIMITS } from '../../src/gate/gate-server.js';
+import { MemoryUserStore } from '../../src/users/memory-user-store.js';
+import { PasswordHasher } from '../../src/auth/password.js';
+import { TokenSigner } from '../../src/auth/token.js';
+import { StaticRegistry } from '../../src/registry/static-registry.js';
+import { silentLogger } from '../../src/log.js';
+import { startNode } from '../helpers/node.js';
+import { connect, isType } from '../helpers/raw-client.js';
 import { envName } from '../../src/cli/options.js';
 import { BENCH_OPTIONS, SCENARIOS } from '../../src/cli/commands/bench.js';
 import { peerProof, proofInput, type Transcript } from '../../src/cluster/peer-auth.js';
@@ -83,4 +93,114 @@ t.test('the worked reset example in PROTOCOL.md is what the codec produces', asy
   t.ok(protocol.includes(request), `login request body as documented: ${request}`);
   const response = hex(encodeMessage({ type: HeadType.LOGIN_RESPONSE, loginResponse: loginResponse(1, 's', { inboxHead: 3, syncFrom: 0, gap: false, epoch: 7730951121, reset: true }).loginResponse }).subarray(4));
   t.ok(protocol.includes(response), `loginResponse as documented: ${response}`);
+});
+
+t.test('every document the sources and tests cite is in the repository', async (t) => {
+  const { readdirSync, existsSync } = await import('node:fs');
+  const root = new URL('../../', import.meta.url);
+  const cited = new Set<string>();
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(new URL(dir, root), { withFileTypes: true })) {
+      const path = `${dir}/${entry.name}`;
+      if (entry.isDirectory()) walk(path);
+      else if (/\.(ts|py|js|sh)$/.test(entry.name)) for (const m of readFileSync(new URL(path, root), 'utf8').matchAll(/[\w./-]+\.md\b/g)) cited.add(m[0]);
+    }
+  };
+  for (const dir of ['src', 'test', 'bin', 'scripts', 'bench']) if (existsSync(new URL(dir, root))) walk(dir);
+  t.ok(cited.has('PROTOCOL.md'), 'the scan finds citations');
+  for (const file of cited) t.ok(existsSync(new URL(file.replace(/^\.?\//, ''), root)), `${file} exists`);
+});
+
+/** The text of PROTOCOL.md section `n` (from its heading to the next one of the same level). */
+function section(n: number): string {
+  const start = protocol.indexOf(`\n## ${n}. `);
+  const end = protocol.indexOf('\n## ', start + 1);
+  return protocol.slice(start, end < 0 ? undefined : end);
+}
+const hexOf = (b: Uint8Array) => Buffer.from(b).toString('hex').replace(/(..)/g, '$1 ').trim();
+
+t.test('the worked stored_at and heartbeat_interval_ms examples in PROTOCOL.md are what the worker writes', async (t) => {
+  const stored = encodeMessageRequest({ msgId: 42, from: 'alice', to: 'bob', content: 'hi', storedAt: 1_767_225_600_000 });
+  t.ok(protocol.includes(hexOf(stored)), `stored body as documented: ${hexOf(stored)}`);
+  t.ok(protocol.includes(hexOf(deliveryFrame(stored, 3))), 'delivery frame as documented');
+  const login = encodeMessage({ type: HeadType.LOGIN_RESPONSE, loginResponse: loginResponse(1, 's', { inboxHead: 0, syncFrom: 0, gap: false, epoch: 0, reset: false }, 50_000).loginResponse });
+  t.ok(protocol.includes(hexOf(login.subarray(4))), `loginResponse as documented: ${hexOf(login.subarray(4))}`);
+});
+
+t.test('the heartbeat echo of PROTOCOL.md §5 is what a worker sends back', async (t) => {
+  const tn = await startNode(t);
+  const client = await connect(t, tn.port);
+  const sent = '08 04 10 07 4a 05 08 01 f0 01 01';
+  const echoed = '08 04 10 07 4a 02 08 01';
+  t.ok(section(5).includes(`\`${sent}\``) && section(5).includes(`\`${echoed}\``), 'both bodies are documented');
+  client.sendRaw(encodeFrame(Buffer.from(sent.replace(/ /g, ''), 'hex')));
+  const echo = await client.next(isType(HeadType.HEART_BEAT));
+  t.equal(hexOf(encodeMessage(echo)), echoed, 'the echo, without the unknown field');
+  t.notOk(protocol.includes('echo is byte for byte'), 'no longer said to be byte for byte');
+});
+
+t.test('PROTOCOL.md §4 defines every platform and msg_type value the code names', async (t) => {
+  const s4 = section(4);
+  const names: Record<string, string> = { UNKNOWN: 'unknown', IOS: 'iOS', ANDROID: 'Android', WEB: 'web', DESKTOP: 'desktop', BOT: 'a bot', CLI: 'command line' };
+  for (const [name, value] of Object.entries(Platform)) t.ok(s4.includes(`${value} ${names[name]}`), `platform ${value} ${names[name]}`);
+  const kinds: Record<string, string> = { TEXT: 'text', IMAGE: 'image', AUDIO: 'audio', VIDEO: 'video', FILE: 'file', LOCATION: 'location' };
+  for (const [name, value] of Object.entries(MsgType)) t.ok(s4.includes(`${value} ${kinds[name]}`), `msg_type ${value} ${kinds[name]}`);
+});
+
+t.test('PROTOCOL.md §5 states the message size limit deliveryFits applies', async (t) => {
+  const s5 = section(5);
+  t.ok(s5.includes('**65 505 − len(to)**') && s5.includes('M − 31 − len(to)'), 'the stored-request limit');
+  for (const to of [1, 3, 127]) {
+    t.ok(deliveryFits(65_505 - to, to, 65_536) && !deliveryFits(65_506 - to, to, 65_536), `65 505 - ${to} fits, one more does not`);
+    t.ok(deliveryFits(20_000 - 31 - to, to, 20_000) && !deliveryFits(20_000 - 30 - to, to, 20_000), `M - 31 - ${to}`);
+  }
+  // The worked example: alice to bob, msg_id 1, content only; stored_at as today's times take.
+  const stored = (n: number) => encodeMessageRequest({ msgId: 1, from: 'alice', to: 'bob', content: 'x'.repeat(n), storedAt: Date.UTC(2026, 0, 1) }).length;
+  t.ok(s5.includes('**65 476**') && s5.includes('65 489 − 2 × len(to) − len(from)'), 'the example and the formula');
+  t.equal(65_489 - 2 * 3 - 5 - 2, 65_476, 'the formula gives the example');
+  t.ok(deliveryFits(stored(65_476), 3, 65_536) && !deliveryFits(stored(65_477), 3, 65_536), 'and deliveryFits agrees');
+});
+
+t.test("PROTOCOL.md §9 lists every peer close code, and §0 every status the gate answers", async (t) => {
+  const s9 = section(9);
+  for (const code of Object.keys(ERROR_CODES).filter((c) => c.startsWith('SB_ERR_PEER_'))) t.ok(s9.includes(`| \`${code}\` |`), `${code} in the close table`);
+
+  const s0 = section(0);
+  const rows = new Set([...s0.matchAll(/^  \| (\d{3}) \| ([^|]+) \|/gm)].flatMap(([, status, codes]) => [...codes!.matchAll(/SB_ERR_\w+/g)].map(([c]) => `${status} ${c}`)));
+  const gate = (registration: boolean, registry = new StaticRegistry()) =>
+    new Gate({ host: '127.0.0.1', port: 0, registry, users: new MemoryUserStore(), signer: new TokenSigner('x'.repeat(32)), hasher: new PasswordHasher({ N: 2 ** 14, r: 8, p: 1 }), registration, limits: { ...DEFAULT_GATE_LIMITS, perIp: { max: 1000, windowMs: 60_000 } }, log: silentLogger() });
+  const open = gate(true);
+  const closed = gate(false);
+  t.teardown(() => Promise.all([open.close(), closed.close()]));
+  const json = { 'content-type': 'application/json' };
+  const login = (body: object) => ({ url: '/api/login', headers: json, payload: JSON.stringify(body) });
+  const cases: [Gate, { method?: 'GET' | 'POST'; url: string; headers?: Record<string, string>; payload?: string }][] = [
+    [open, { url: '/api/users', headers: json, payload: JSON.stringify({ username: 'alice', password: 'correct horse' }) }],
+    [open, { url: '/api/users', headers: json, payload: JSON.stringify({ username: 'alice', password: 'correct horse' }) }],
+    [open, { url: '/api/users', headers: json, payload: JSON.stringify({ username: 'a!', password: 'correct horse' }) }],
+    [open, { url: '/api/users', headers: json, payload: JSON.stringify({ username: 'bobby', password: 'short' }) }],
+    [open, login({ username: 'alice', password: 'wrong password', deviceId: 'd' })],
+    [open, login({ username: 'alice', password: 'correct horse', deviceId: 'd' })],
+    [open, login({ username: 'alice', password: 'correct horse', deviceId: '' })],
+    [open, login({ username: 'alice', password: 'correct horse', deviceId: 'd'.repeat(129) })],
+    [open, { url: '/api/login', headers: json, payload: '{"username": ' }],
+    [open, { url: '/api/login', headers: json, payload: JSON.stringify({ username: 'x'.repeat(5000) }) }],
+    [open, { url: '/api/login', payload: '{"username":"alice"}' }],
+    [open, { url: '/api/login', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'username=alice' }],
+    [open, { method: 'GET', url: '/api/login' }],
+    [closed, { url: '/api/users', headers: json, payload: JSON.stringify({ username: 'carol', password: 'correct horse' }) }],
+  ];
+  const seen = new Set<string>();
+  for (const [g, request] of cases) {
+    const r = await g.app.inject({ method: 'POST', ...request });
+    if (r.statusCode < 300) continue;
+    const answer = `${r.statusCode} ${(r.json() as { error: { code: string } }).error.code}`;
+    seen.add(answer);
+    t.ok(rows.has(answer), `${answer} (${request.url}) is in the §0 table`);
+  }
+  for (const expected of ['400 SB_ERR_BAD_REQUEST', '413 SB_ERR_BAD_REQUEST', '415 SB_ERR_BAD_REQUEST', '503 SB_ERR_NO_WORKER', '401 SB_ERR_LOGIN_FAILED', '409 SB_ERR_USERNAME_TAKEN', '403 SB_ERR_REGISTRATION_CLOSED']) {
+    t.ok(seen.has(expected), `the requests above met ${expected}`);
+  }
+  const exercisedElsewhere = ['429 SB_ERR_RATE_LIMITED', '500 SB_ERR_INTERNAL', '503 SB_ERR_STORE_UNAVAILABLE']; // test/gate
+  t.same([...rows].filter((r) => !seen.has(r) && !exercisedElsewhere.includes(r)), [], 'no row of the table the gate was not seen to answer');
 });

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A native switchboard client written only from PROTOCOL.md and crazyim-wire.md.
+"""A native switchboard client written only from PROTOCOL.md.
 
 Standard library only; the protobuf encoder/decoder is hand-written from the field tables.
 
@@ -78,6 +78,7 @@ SCHEMAS = {
         19: ("gap", "bool"),
         20: ("inbox_epoch", "uint64"),
         21: ("reset", "bool"),
+        22: ("heartbeat_interval_ms", "uint32"),
     },
     "MessageRequest": {
         1: ("msg_id", "uint64"),
@@ -91,6 +92,7 @@ SCHEMAS = {
         10: ("from_nick", "string"),
         11: ("json", "string"),
         16: ("seq", "uint64"),
+        17: ("stored_at", "uint64"),
     },
     "MessageResponse": {
         1: ("result", "bool"),
@@ -540,6 +542,10 @@ def check_login_ok(R, conn, who, resp):
                 "session_id=%r" % sid)
         if ok:
             conn.session_id = sid
+            # PROTOCOL.md §1: heartbeat every heartbeat_interval_ms of the LOGIN_RESPONSE.
+            R.check(lr["heartbeat_interval_ms"] > 0,
+                    "%s: LOGIN_RESPONSE tells the heartbeat interval (field 22)" % who,
+                    "heartbeat_interval_ms=%d" % lr["heartbeat_interval_ms"])
     return ok
 
 
@@ -604,6 +610,11 @@ def run(args):
     R.check(gr is not None and gr["from"] == alice_id and gr["content"] == content,
             "bob: receives MESSAGE_REQUEST from=alice with the content", show(got))
     if gr is not None:
+        # PROTOCOL.md §5: stored_at is the server's clock when it accepted the message; the
+        # server runs on this machine, so it is between the send and now.
+        R.check(now_ms <= gr["stored_at"] <= int(time.time() * 1000) + 1,
+                "bob: the delivery carries stored_at (field 17), the server's time of acceptance",
+                "stored_at=%d sent at %d" % (gr["stored_at"], now_ms))
         same = all(gr[k] == v for k, v in req.items())
         R.check(same, "bob: the other messageRequest fields arrive unchanged (msg_id 2^64-16, "
                 "to, time, msg_type, from_nick, json, property, url)", show(got))

@@ -21,6 +21,8 @@ const types = {
 } as unknown as DecodedTypes;
 
 const SENDER = 'alice';
+/** The server's clock when it stores the message (stored_at): 1 700 000 000 000, varint 80d095ffbc31. */
+const STORED_AT = 1_700_000_000_000;
 
 /** protobufjs' own answer (with the wire-type check): the decoded message (or its error) and the stored body it leads to. */
 function reference(body: Buffer): { message?: ImMessage; stored?: string; error?: unknown } {
@@ -35,6 +37,7 @@ function reference(body: Buffer): { message?: ImMessage; stored?: string; error?
     const copy = decodeReflected(body);
     copy.messageRequest!.from = SENDER;
     delete copy.messageRequest!.seq;
+    copy.messageRequest!.storedAt = STORED_AT;
     stored = toHex(encodeMessageRequest(copy.messageRequest!));
   }
   return { message, stored };
@@ -82,7 +85,7 @@ function check(body: Buffer): Outcome {
   if (taken && JSON.stringify(shape(fast)) !== expected) return { taken, mismatch: 'hand decoder decodes differently' };
   const decoded = decodeMessage(body);
   if (JSON.stringify(shape(decoded)) !== expected) return { taken, mismatch: 'decodeMessage decodes differently' };
-  if (ref.stored !== undefined && toHex(storedRequestBody(decoded.messageRequest!, SENDER)) !== ref.stored) return { taken, mismatch: 'stored body differs' };
+  if (ref.stored !== undefined && toHex(storedRequestBody(decoded.messageRequest!, SENDER, STORED_AT)) !== ref.stored) return { taken, mismatch: 'stored body differs' };
   return { taken };
 }
 
@@ -104,6 +107,13 @@ t.test('fixtures the hand decoder takes', async (t) => {
          42 01 75  4a 01 70  52 01 6e  5a 02 7b7d -- url, property, from_nick, json
          8001 05 -- seq 5`,
     ],
+    [
+      'request with a seq and a stored_at of its own, both to drop',
+      `08 05
+       32 16  08 2a  1a 03 626f62  32 02 6869 -- msg_id 42, to "bob", content "hi"
+         8001 05  8801 80d095ffbc31 -- seq 5, stored_at 1 700 000 000 000`,
+    ],
+    ['request with only a stored_at', '08 05 32 03 8801 07'],
     ['request without msg_id', '08 05 32 05 1a 03 626f62'],
     ['request with only from', '08 05 32 07 12 05 616c696365'],
     ['empty request', '08 05 32 00'],
@@ -116,11 +126,11 @@ t.test('fixtures the hand decoder takes', async (t) => {
   }
 });
 
-t.test('the stored body is spliced from the wire: from replaced, seq dropped', async (t) => {
-  const body = hex('08 05 32 13  08 2a  12 03 6d6f6c  1a 03 626f62  32 02 6869  8001 09');
+t.test('the stored body is spliced from the wire: from replaced, seq dropped, the server\'s stored_at last', async (t) => {
+  const body = hex('08 05 32 16  08 2a  12 03 6d6f6c  1a 03 626f62  32 02 6869  8001 09  8801 01');
   const message = decodeChatMessage(body, types)!;
   t.equal(message.messageRequest!.from, 'mol');
-  t.equal(toHex(storedRequestBody(message.messageRequest!, SENDER)), toHex(hex('08 2a  12 05 616c696365  1a 03 626f62  32 02 6869')));
+  t.equal(toHex(storedRequestBody(message.messageRequest!, SENDER, STORED_AT)), toHex(hex('08 2a  12 05 616c696365  1a 03 626f62  32 02 6869  8801 80d095ffbc31')));
   // The request object itself is left alone.
   t.equal(message.messageRequest!.from, 'mol');
   t.equal(Number(message.messageRequest!.seq), 9);
@@ -128,7 +138,7 @@ t.test('the stored body is spliced from the wire: from replaced, seq dropped', a
 
 t.test('the stored body is a copy: it does not change when the read buffer is reused', async (t) => {
   const body = hex('08 05 32 12  08 2a  12 05 616c696365  1a 03 626f62  32 02 6869');
-  const stored = storedRequestBody(decodeChatMessage(body, types)!.messageRequest!, SENDER) as Buffer;
+  const stored = storedRequestBody(decodeChatMessage(body, types)!.messageRequest!, SENDER, STORED_AT) as Buffer;
   const before = toHex(stored);
   body.fill(0);
   t.equal(toHex(stored), before, 'unchanged when the read buffer is reused');
@@ -181,6 +191,7 @@ t.test('a known field with another wire type is refused by both decoders; an unk
     ['MessageRequest.to as a varint', '08 05 32 02 18 01'],
     ['MessageRequest.msg_id as a string', '08 05 32 03 0a 01 31'],
     ['MessageRequest.seq as a fixed64', '08 05 32 0d 1a 01 62 8101 0100000000000000'],
+    ['MessageRequest.stored_at as a string', '08 05 32 04 8a01 01 31'],
     ['MessageRequest.content as a fixed32', '08 05 32 05 35 01020304'],
     ['MessageAck.seq as a string', '08 08 8201 03 0a 01 05'],
     // What only protobufjs decodes: the same rule after it.

@@ -4,8 +4,8 @@
 import t from 'tap';
 import fc from 'fast-check';
 import Long from 'long';
-import { decodeMessage, encodeMessage, encodeMessageRequest } from '../../src/protocol/codec.js';
-import { deliveryFrame, storedResponseFrame, DELIVERY_OVERHEAD } from '../../src/protocol/chat-frames.js';
+import { decodeMessage, encodeMessage, encodeMessageFrame, encodeMessageRequest } from '../../src/protocol/codec.js';
+import { deliveryFits, deliveryFrame, storedResponseFrame, DELIVERY_OVERHEAD } from '../../src/protocol/chat-frames.js';
 import { messageResponse } from '../../src/protocol/messages.js';
 import { FrameDecoder, HEADER_LENGTH } from '../../src/protocol/frame.js';
 import { HeadType } from '../../src/protocol/types.js';
@@ -38,6 +38,30 @@ t.test('the delivered body never exceeds the stored request + DELIVERY_OVERHEAD'
       return frame.length - HEADER_LENGTH <= stored.length + DELIVERY_OVERHEAD && frame.readInt32BE(4) === frame.length - HEADER_LENGTH && m.messageRequest!.content === content;
     }),
   );
+});
+
+t.test('deliveryFits is exact: the largest accepted message fits its delivery and its PEER_DELIVER at any seq and epoch, one byte more does not', async (t) => {
+  const worst = Number.MAX_SAFE_INTEGER;
+  const stored = (length: number, to: string) => {
+    // from, to and stored_at as the server writes them; content pads to `length`.
+    const base = encodeMessageRequest({ from: 'alice', to, storedAt: 1_767_225_600_000 }).length;
+    const body = encodeMessageRequest({ from: 'alice', to, content: 'x'.repeat(length - base - 4), storedAt: 1_767_225_600_000 });
+    t.equal(body.length, length, 'the stored body has the length wanted');
+    return body;
+  };
+  for (const [max, to] of [[65_536, 'bob'], [65_536, 'b'.repeat(200)], [20_000, 'bob'], [1 << 20, 'carol']] as const) {
+    let largest = max;
+    while (!deliveryFits(largest, Buffer.byteLength(to), max)) largest--;
+    const fits = stored(largest, to);
+    const over = stored(largest + 1, to);
+    const bodyOf = (frame: Buffer) => frame.length - HEADER_LENGTH;
+    const peer = (body: Uint8Array) => encodeMessageFrame({ type: HeadType.PEER_DELIVER, peerDeliver: { uid: to, seq: worst, body, epoch: worst } });
+    t.ok(bodyOf(deliveryFrame(fits, worst)) <= max, `max ${max}, to of ${to.length}: the largest (${largest}) is delivered at seq 2^53-1`);
+    t.ok(bodyOf(peer(fits)) <= max, `max ${max}, to of ${to.length}: and forwarded at seq and epoch 2^53-1`);
+    t.equal(bodyOf(peer(over)), max + 1, `max ${max}, to of ${to.length}: one byte more would make the forward one byte too long`);
+    t.ok(largest + DELIVERY_OVERHEAD + Buffer.byteLength(to) <= max, 'never more than the old bound allowed');
+  }
+  t.ok(deliveryFits(65_505 - 3, 3, 65_536) && !deliveryFits(65_505 - 2, 3, 65_536), 'PROTOCOL.md §5: a stored request of at most 65 505 - len(to) bytes (to < 128 bytes)');
 });
 
 t.test('the hand-built success response decodes like the protobufjs-built one', async (t) => {

@@ -1,5 +1,5 @@
 // The protobuf envelope: round trips of every message kind, exact uint64s, the field numbers of
-// crazyim-wire.md checked byte by byte, errors on undecodable bodies, and the reply builders.
+// PROTOCOL.md §2-§4 checked byte by byte, errors on undecodable bodies, and the reply builders.
 
 import t from 'tap';
 import fc from 'fast-check';
@@ -151,7 +151,7 @@ t.test('uint64 values are exact, including the pre-login sequence 2^64-1', async
   t.equal(roundTrip({ type: HeadType.MESSAGE_REQUEST, sequence: 42 }).sequence!.toString(), '42', 'plain numbers are accepted when encoding');
 });
 
-t.test('field numbers and wire types match crazyim-wire.md byte for byte', async (t) => {
+t.test('field numbers and wire types match PROTOCOL.md §4 byte for byte', async (t) => {
   const body = encodeMessage({
     type: HeadType.MESSAGE_REQUEST,
     sequence: 1,
@@ -197,7 +197,7 @@ t.test('field numbers and wire types match crazyim-wire.md byte for byte', async
   t.equal(tags({ type: 0, messageResponse: { errorCode: 'E' } }, 7), '820101' + '45', 'MessageResponse.error_code is field 16');
 });
 
-t.test('HeadType values match crazyim-wire.md and the proto enum', async (t) => {
+t.test('HeadType values match PROTOCOL.md §3 and the proto enum', async (t) => {
   t.strictSame(
     { ...HeadType },
     {

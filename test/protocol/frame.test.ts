@@ -125,7 +125,7 @@ t.test('malformed hex fixtures fail with the right code', async (t) => {
   t.equal(DEFAULT_MAX_FRAME_LENGTH, 0x10000, 'the fixtures above assume a 64 KiB default maximum');
 });
 
-t.test('a LOGIN_REQUEST frame assembled by hand from crazyim-wire.md', async (t) => {
+t.test('a LOGIN_REQUEST frame assembled by hand from PROTOCOL.md §2-§4', async (t) => {
   // What an original client sends before login: type LOGIN_REQUEST (0, the proto3 default,
   // so a Java client leaves it out), sequence 2^64-1, session_id "-1".
   const frame = hex(`

@@ -67,6 +67,9 @@ t.test('malformed input closes only the connection that sent it', async (t) => {
     ],
     ['a MESSAGE_RESPONSE sent by a client', encodeMessageFrame({ type: HeadType.MESSAGE_RESPONSE, sequence: 1 }), 'SB_ERR_UNKNOWN_TYPE'],
     ['a MESSAGE_NOTIFICATION sent by a client', encodeMessageFrame({ type: HeadType.MESSAGE_NOTIFICATION, sequence: 1 }), 'SB_ERR_UNKNOWN_TYPE'],
+    // PROTOCOL.md §10: a node without cluster mode has only this port, where peer frames are refused.
+    ['a PEER_HELLO on a node without cluster mode', encodeMessageFrame({ type: HeadType.PEER_HELLO, peerHello: { nodeId: '0000000001', nonce: Buffer.alloc(16) } }), 'SB_ERR_UNKNOWN_TYPE'],
+    ['a PEER_DELIVER on a node without cluster mode', encodeMessageFrame({ type: HeadType.PEER_DELIVER, peerDeliver: { uid: 'bob', seq: 1, body: Buffer.from('1a03626f62', 'hex') } }), 'SB_ERR_UNKNOWN_TYPE'],
   ];
 
   for (const [name, bytes, code] of cases) {
@@ -87,6 +90,7 @@ t.test('malformed input closes only the connection that sent it', async (t) => {
     for (const [name, bytes, code] of [
       ['bad magic', Buffer.from('\x00\x01garbage!'), 'SB_ERR_FRAME_BAD_MAGIC'],
       ['server-only type', encodeMessageFrame({ type: HeadType.LOGOUT_RESPONSE, sequence: 1 }), 'SB_ERR_UNKNOWN_TYPE'],
+      ['a peer frame', encodeMessageFrame({ type: HeadType.PEER_NUDGE, peerNudge: { all: true } }), 'SB_ERR_UNKNOWN_TYPE'],
     ] as const) {
       const erin = await connectLoggedIn(t, tn.port, 'erin', tn.token('erin'));
       t.equal(tn.node.server.sessions.byUser('erin').length, 1);

@@ -4,7 +4,7 @@
 
 import t from 'tap';
 import { startNode } from '../helpers/node.js';
-import { connectLoggedIn, isType, seqOf, u64 } from '../helpers/raw-client.js';
+import { connectLoggedIn, frameHeader, isType, seqOf, u64 } from '../helpers/raw-client.js';
 import { HeadType, ResultCode } from '../../src/protocol/types.js';
 
 t.test('a message reaches its recipient and the sender gets a MESSAGE_RESPONSE', async (t) => {
@@ -55,6 +55,29 @@ t.test('a message reaches its recipient and the sender gets a MESSAGE_RESPONSE',
   t.equal(reply.messageRequest?.from, 'bob');
   t.equal(reply.messageRequest?.content, 'hi alice');
   t.equal(seqOf(reply), 1);
+});
+
+t.test('every delivery carries stored_at, the server\'s clock when it accepted the message, the same in the replay; a sender\'s own is replaced', async (t) => {
+  const tn = await startNode(t);
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  const bob = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob', 'phone'), 'phone');
+  const before = Date.now();
+  // One through the hand decoder's splice, one it leaves to protobufjs (stored_at written first,
+  // out of order), each with a stored_at of the sender's that the server must not keep.
+  t.equal((await alice.chatAndWait('bob', 'spliced', { storedAt: 1 })).messageResponse?.result, true);
+  const body = Buffer.from('0805' + '108407' + '3211' + '880105' + '1a03626f62' + '3207' + Buffer.from('encoded').toString('hex'), 'hex');
+  alice.sendRaw(Buffer.concat([frameHeader(body.length), body]));
+  t.equal((await alice.response(900)).messageResponse?.result, true);
+  const after = Date.now();
+  const live = await bob.deliveries(2);
+  for (const m of live) {
+    const storedAt = Number(u64(m.messageRequest?.storedAt));
+    t.ok(storedAt >= before && storedAt <= after, `${m.messageRequest?.content}: stored_at ${storedAt} is the server's time of acceptance`);
+  }
+  // Another device of bob logs in later: its replay carries the very same values.
+  const laptop = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob', 'laptop'), 'laptop');
+  const replayed = await laptop.deliveries(2);
+  t.same(replayed.map((m) => u64(m.messageRequest?.storedAt)), live.map((m) => u64(m.messageRequest?.storedAt)), 'the replay carries the stored value');
 });
 
 t.test('a seq set by the sender is ignored: the inbox assigns it', async (t) => {

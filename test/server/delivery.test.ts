@@ -350,6 +350,25 @@ t.test('a position older than the retained messages is reported as a gap', async
   t.equal(tablet.loginResponse?.gap, false);
   t.equal(u64(tablet.loginResponse?.syncFrom), '9');
   t.same(seqs(await tablet.deliveries(3)), [10, 11, 12]);
+  await tablet.roundTrip();
+  tablet.ack(12);
+  await tablet.roundTrip();
+  tablet.destroy();
+  await tablet.closed;
+
+  // PROTOCOL.md §6: a device the server has never seen starts from 0, so it is told of the gap too.
+  const fresh = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'new-laptop', { acks: true });
+  t.equal(fresh.loginResponse?.gap, true, 'a brand-new device: gap=true once old messages were pruned');
+  t.equal(u64(fresh.loginResponse?.syncFrom), '7');
+  // last_seq 0 written out is "from the beginning"; left out, the position the server saved.
+  await waitFor('the tablet to be logged out', () => tn.node.server.sessions.find('bob', 'tablet') === undefined);
+  const zero = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'tablet', { acks: true, lastSeq: 0 });
+  t.same([zero.loginResponse?.gap, u64(zero.loginResponse?.syncFrom)], [true, '7'], 'last_seq 0: from the beginning, a gap');
+  zero.destroy();
+  await zero.closed;
+  await waitFor('the tablet to be logged out', () => tn.node.server.sessions.find('bob', 'tablet') === undefined);
+  const absent = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'tablet', { acks: true });
+  t.same([absent.loginResponse?.gap, u64(absent.loginResponse?.syncFrom)], [false, '12'], 'no last_seq: the saved position (12)');
 });
 
 t.test("each of a user's devices syncs and acknowledges on its own", async (t) => {
@@ -431,6 +450,26 @@ t.test('a message whose delivery would exceed maxFrameLength is refused with SB_
   t.equal(u64(accepted.messageResponse?.seq), '1');
   const delivered = await bob.next(isDelivery);
   t.equal(delivered.messageRequest?.content, fits.messageRequest?.content);
+});
+
+t.test('the content limit of PROTOCOL.md §5: 65 476 bytes from alice to bob (msg_id 1) are delivered, one byte more is refused', async (t) => {
+  const tn = await startNode(t);
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  const bob = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'));
+  // The message of the worked example: msg_id 1, to "bob", content; no time, no other field.
+  const message = (sequence: number, length: number): ImMessage => ({ type: HeadType.MESSAGE_REQUEST, sequence, messageRequest: { msgId: 1, to: 'bob', content: 'x'.repeat(length) } });
+
+  alice.send(message(1, 65_477));
+  const refused = await alice.response(1);
+  t.equal(refused.messageResponse?.errorCode, 'SB_ERR_MESSAGE_TOO_LARGE', 'one byte over: refused');
+  t.equal(refused.messageResponse?.code, ResultCode.BAD_REQUEST);
+  t.equal((await tn.node.inbox.range('bob', 0, 10)).head, 0, 'nothing was stored');
+
+  alice.send(message(2, 65_476));
+  const accepted = await alice.response(2);
+  t.equal(accepted.messageResponse?.result, true, 'at the limit: stored');
+  const delivered = await bob.next(isDelivery);
+  t.equal(delivered.messageRequest?.content?.length, 65_476, 'and delivered whole');
 });
 
 t.test('a MESSAGE_ACK before login closes with SB_ERR_NOT_LOGGED_IN', async (t) => {

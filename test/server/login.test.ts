@@ -38,6 +38,16 @@ t.test('login succeeds with a valid token', async (t) => {
   t.equal(client.isClosed, false);
 });
 
+t.test('the LoginResponse tells the worker\'s heartbeat interval (ms); a refusal does not', async (t) => {
+  const tn = await startNode(t, { heartbeatIntervalMs: 12_000 });
+  const client = await connect(t, tn.port);
+  const response = await client.login('alice', tn.token('alice'), 'phone');
+  t.equal(response.loginResponse?.heartbeatIntervalMs, 12_000, 'the interval the worker runs with');
+  const refused = await (await connect(t, tn.port)).login('alice', 'not a token', 'phone');
+  t.equal(refused.loginResponse?.result, false);
+  t.equal(refused.loginResponse?.heartbeatIntervalMs, 0, 'absent from a refusal');
+});
+
 t.test('login echoes whatever sequence the request carried', async (t) => {
   const tn = await startNode(t);
   const client = await connect(t, tn.port);

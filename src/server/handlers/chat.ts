@@ -11,7 +11,7 @@
 // so their responses keep their order.
 
 import { storedRequestBody, uint64String } from '../../protocol/codec.js';
-import { DELIVERY_OVERHEAD, storedResponseFrame } from '../../protocol/chat-frames.js';
+import { deliveryFits, storedResponseFrame } from '../../protocol/chat-frames.js';
 import { messageResponse } from '../../protocol/messages.js';
 import type { ImMessage, MessageRequest, UInt64 } from '../../protocol/types.js';
 import type { AppendResult } from '../../inbox/inbox-store.js';
@@ -70,10 +70,10 @@ export function handleChat(ctx: ServerContext, conn: Connection, session: LocalS
 /** Appends the message to `to`'s inbox, then answers and delivers. */
 function store(ctx: ServerContext, conn: Connection, session: LocalSession, sequence: UInt64 | undefined, request: MessageRequest, to: string): void {
   const sessionId = session.sessionId;
-  // `from` is the sender's own; `seq` is assigned by the inbox, never by the sender.
-  const body = storedRequestBody(request, session.uid, to);
-  // The delivery must fit a frame, and so must the forward to another worker (which adds `to`).
-  if (body.length + DELIVERY_OVERHEAD + Buffer.byteLength(to) > ctx.limits.maxFrameLength) {
+  // `from` is the sender's own; `seq` is assigned by the inbox and `stored_at` is now, never
+  // what the sender says.
+  const body = storedRequestBody(request, session.uid, Date.now(), to);
+  if (!deliveryFits(body.length, Buffer.byteLength(to), ctx.limits.maxFrameLength)) {
     conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_MESSAGE_TOO_LARGE', reason: `the delivered message would exceed ${ctx.limits.maxFrameLength} bytes` }));
     return;
   }

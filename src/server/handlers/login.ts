@@ -82,7 +82,7 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   }
   // Closed meanwhile: the close handler has removed the session again.
   if (conn.state !== 'open') return;
-  conn.send(loginResponse(sequence, session.sessionId, sync));
+  conn.send(loginResponse(sequence, session.sessionId, sync, ctx.limits.heartbeatIntervalMs));
   ctx.delivery.start(session);
   ctx.router.sessionOpened(session);
   // Through the worker's logger: an idle connection keeps no child logger (Connection.log).
