@@ -80,14 +80,11 @@ export async function idleScenario(o: IdleScenarioOptions): Promise<BenchReport>
       const elapsed = now - readyAt;
       return elapsed < o.warmupS ? 'warmup' : elapsed < o.warmupS + o.durationS ? 'measure' : 'end';
     };
-    let previousTick = launchedAt;
     const timer = setInterval(() => {
       const now = sampler.now();
       const point: TimelinePoint = {
         t: Math.round((now - launchedAt) * 10) / 10,
-        // The heartbeats counted are the second's since the previous tick: it is labelled with
-        // the phase at its midpoint, not with the one just begun (see PhaseClock).
-        phase: phaseAt((previousTick + now) / 2),
+        phase: phaseAt(now),
         connections: latest.reduce((sum, d) => sum + d.connections, 0),
         heartbeats,
         errors,
@@ -95,7 +92,6 @@ export async function idleScenario(o: IdleScenarioOptions): Promise<BenchReport>
       const rss = measurable ? serverRss() : undefined;
       if (rss !== undefined) point.workerRss = rss;
       heartbeats = errors = 0;
-      previousTick = now;
       timeline.push(point);
       progress(
         `[idle] ${String(Math.round(point.t)).padStart(3)} s ${String(point.phase).padEnd(7)} connections ${String(point.connections).padStart(6)}  heartbeats ${fmt.rate(Number(point.heartbeats)).padStart(6)}/s  errors ${point.errors}` +
