@@ -12,6 +12,7 @@ import { FrameDecoder, encodeFrame } from '../protocol/frame.js';
 import { HeadType } from '../protocol/types.js';
 import { writePerTick } from '../net/write-per-tick.js';
 import { Latency } from './latency.js';
+import { PhaseClock } from './timeline.js';
 import { emptyScan, leadingNumber, scanMessage } from './wire-scan.js';
 import { ackFrame, loginRequestFrame, messageRequestFrame } from './client-frames.js';
 
@@ -287,7 +288,7 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
   if (!sb) await sleep(200);
   await o.ready?.();
 
-  let phase: ChatSecond['phase'] = 'warmup';
+  const phases = new PhaseClock<ChatSecond['phase']>('warmup');
   let delivered = 0;
   let acked = 0;
   let sentTotal = 0;
@@ -314,7 +315,7 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
   pairs.forEach((pair, i) => (pair.phase = (i / pairs.length) * interval));
   const t0 = performance.now();
   const sentAt = (pair: Pair, msgId: number) => (open ? t0 + pair.phase + (msgId - 1) * interval : pair.sendTimes[msgId % RING]!);
-  const measuring = () => phase === 'measure';
+  const measuring = () => phases.current === 'measure';
 
   const scan = emptyScan();
   for (const pair of pairs) {
@@ -396,7 +397,7 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
   const reportSecond = () => {
     o.onSecond?.({
       t: ++seconds,
-      phase,
+      phase: phases.second(),
       sent: sentTotal - last.sent,
       delivered: delivered - last.delivered,
       acked: acked - last.acked,
@@ -410,7 +411,7 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
   const secondTimer = setInterval(reportSecond, 1000);
 
   await sleep(o.warmupMs);
-  phase = 'measure';
+  phases.enter('measure');
   const startDelivered = delivered;
   const startAcked = acked;
   const start = process.hrtime.bigint();
@@ -428,7 +429,7 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
     fromSendLatency: fromSendLatency.encode(),
     errors,
   };
-  phase = 'drain';
+  phases.enter('drain');
   running = false;
   clearInterval(ticker);
   if (sb) {

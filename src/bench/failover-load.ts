@@ -12,6 +12,7 @@ import { ImClient, type ClientStatus, type Endpoint as ClientEndpoint } from '..
 import { isSwitchboardError } from '../errors.js';
 import { Marks, type Accounting, type Endpoint, type MeasuredLoad } from './chat-load.js';
 import { Latency } from './latency.js';
+import { PhaseClock } from './timeline.js';
 
 export interface FailoverLoadOptions {
   /** Every worker of the target: pair N's sender starts on worker N mod count, its receiver on the next. */
@@ -162,7 +163,7 @@ export async function runFailoverLoad(o: FailoverLoadOptions): Promise<FailoverL
   await o.ready();
   connectedMin = connected;
 
-  let phase: FailoverSecond['phase'] = 'warmup';
+  const phases = new PhaseClock<FailoverSecond['phase']>('warmup');
   let sentTotal = 0;
   let acked = 0;
   let delivered = 0;
@@ -186,7 +187,7 @@ export async function runFailoverLoad(o: FailoverLoadOptions): Promise<FailoverL
       if (pair.receivedIds.bump(msgId) === 1 && pair.okIds.get(msgId) > 0) pair.complete++;
       const latency = performance.now() - Number.parseFloat(m.content);
       secondLatency.add(latency);
-      if (phase !== 'warmup') deliveryLatency.add(latency);
+      if (phases.current !== 'warmup') deliveryLatency.add(latency);
     });
   }
 
@@ -199,7 +200,7 @@ export async function runFailoverLoad(o: FailoverLoadOptions): Promise<FailoverL
         if (pair.receivedIds.get(msgId) > 0) pair.complete++;
         acked++;
         if (result.duplicate) resentDeduped++;
-        if (phase !== 'warmup') ackLatency.add(performance.now() - at);
+        if (phases.current !== 'warmup') ackLatency.add(performance.now() - at);
       },
       (err: unknown) => {
         pair.settled++;
@@ -215,7 +216,7 @@ export async function runFailoverLoad(o: FailoverLoadOptions): Promise<FailoverL
       while (pair.sent < due) {
         const msgId = ++pair.sent;
         sentTotal++;
-        if (phase !== 'warmup') sendLag.add(now - dueAt(msgId));
+        if (phases.current !== 'warmup') sendLag.add(now - dueAt(msgId));
         send(pair, msgId, dueAt(msgId));
       }
     }
@@ -230,7 +231,7 @@ export async function runFailoverLoad(o: FailoverLoadOptions): Promise<FailoverL
     seconds = Math.max(seconds + 1, Math.round((performance.now() - t0) / 1000));
     o.onSecond({
       t: seconds,
-      phase,
+      phase: phases.second(),
       sent: sentTotal - last.sent,
       acked: acked - last.acked,
       delivered: delivered - last.delivered,
@@ -246,7 +247,7 @@ export async function runFailoverLoad(o: FailoverLoadOptions): Promise<FailoverL
   const secondTimer = setInterval(reportSecond, 1000);
 
   await sleep(o.warmupMs);
-  phase = 'measure';
+  phases.enter('measure');
   const startDelivered = delivered;
   const startAcked = acked;
   const start = performance.now();
@@ -256,7 +257,7 @@ export async function runFailoverLoad(o: FailoverLoadOptions): Promise<FailoverL
     acked: acked - startAcked,
     seconds: (performance.now() - start) / 1000,
   };
-  phase = 'drain';
+  phases.enter('drain');
   clearInterval(ticker);
   // Every send answered (or failed) and every acknowledged one received, or the time is up.
   const deadline = performance.now() + o.drainMs;

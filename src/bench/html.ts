@@ -7,6 +7,9 @@
 
 import type { BenchReport, LatencyReport, Machine, RunReport, Table, TimelinePoint } from './report.js';
 import type { ProcessSeries } from './processes.js';
+import { CPU_UNIT, formatCpu, formatValue, humanize, metricRow, optionRows, seriesLabel } from './labels.js';
+
+export { formatValue };
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 
@@ -17,13 +20,6 @@ export function escapeHtml(text: string): string {
 
 // ---------------------------------------------------------------------------------------------
 // Numbers
-
-/** A figure for a table: thousands separated, fewer decimals the larger it is; never "NaN". */
-export function formatValue(v: number): string {
-  if (!Number.isFinite(v)) return 'n/a';
-  const digits = Math.abs(v) >= 100 ? 0 : Math.abs(v) >= 1 ? 2 : 4;
-  return v.toLocaleString('en-US', { maximumFractionDigits: digits });
-}
 
 /** A tick label: as many decimals as the tick step needs, k/M for large values. */
 function formatTick(v: number, step: number): string {
@@ -48,6 +44,22 @@ function formatBytes(bytes: number): string {
 
 /** Coordinates in the SVG: one decimal is finer than a pixel. */
 const c = (v: number) => v.toFixed(1);
+
+/**
+ * The width of a label in the 11 px system font, rounded up (digits and lower case are about
+ * 6 px, '%' and capitals wider): enough to keep a label inside the chart, not to typeset it.
+ */
+export function textWidth(text: string): number {
+  let w = 0;
+  for (const ch of text) w += /[%MWmw@]/.test(ch) ? 10 : /[A-Z]/.test(ch) ? 8 : /[.,:;'|il1 ]/.test(ch) ? 4 : 6.5;
+  return w;
+}
+
+/** The centre of a label of `text` near `x`, moved just enough for the label to fit within [lo, hi]. */
+function fitCentre(x: number, text: string, lo: number, hi: number): number {
+  const half = textWidth(text) / 2;
+  return Math.min(hi - half, Math.max(lo + half, x));
+}
 
 // ---------------------------------------------------------------------------------------------
 // Scales: each maps a data value into [0, 1] along its axis and says where its ticks go.
@@ -202,7 +214,9 @@ export function lineChart(series: Series[], o: ChartOptions): string {
     const w = Math.max(2, px(Math.max(b.from, b.to)) - x0);
     const fill = BAND_FILL[b.label] ?? '#c9a400';
     out.push(`<rect x="${c(x0)}" y="${c(PLOT.top)}" width="${c(w)}" height="${c(PLOT.height)}" fill="${fill}" fill-opacity="0.18"><title>${escapeHtml(b.label)}</title></rect>`);
-    out.push(`<text class="band" x="${c(x0 + 3)}" y="${c(PLOT.top + 12)}">${escapeHtml(b.label)}</text>`);
+    // Inside the plot: a narrow band at the right edge has its label end at the edge.
+    const labelX = Math.min(x0 + 3, PLOT.left + PLOT.width - 3 - textWidth(b.label));
+    out.push(`<text class="band" x="${c(labelX)}" y="${c(PLOT.top + 12)}">${escapeHtml(b.label)}</text>`);
   }
 
   for (const t of y.ticks) {
@@ -213,7 +227,8 @@ export function lineChart(series: Series[], o: ChartOptions): string {
   for (const t of x.ticks) {
     const tx = px(t.at);
     out.push(`<line class="axis" x1="${c(tx)}" x2="${c(tx)}" y1="${c(bottom)}" y2="${c(bottom + 4)}"/>`);
-    out.push(`<text x="${c(tx)}" y="${c(bottom + 16)}" text-anchor="middle">${escapeHtml(t.label)}</text>`);
+    // The last tick sits on the plot's right edge: its label is kept inside the chart.
+    out.push(`<text x="${c(fitCentre(tx, t.label, 2, WIDTH - 2))}" y="${c(bottom + 16)}" text-anchor="middle">${escapeHtml(t.label)}</text>`);
   }
   out.push(`<line class="axis" x1="${c(PLOT.left)}" x2="${c(PLOT.left + PLOT.width)}" y1="${c(bottom)}" y2="${c(bottom)}"/>`);
   out.push(`<line class="axis" x1="${c(PLOT.left)}" x2="${c(PLOT.left)}" y1="${c(PLOT.top)}" y2="${c(bottom)}"/>`);
@@ -242,7 +257,7 @@ export function lineChart(series: Series[], o: ChartOptions): string {
   let lx = PLOT.left;
   let ly = bottom + 54;
   for (const e of entries) {
-    const w = 22 + e.name.length * 6.5 + 14;
+    const w = 22 + textWidth(e.name) + 14;
     if (lx + w > WIDTH && lx > PLOT.left) [lx, ly] = [PLOT.left, ly + LEGEND_ROW];
     out.push(`<g class="legend">${e.swatch(lx, ly)}<text x="${c(lx + 22)}" y="${c(ly + 4)}">${escapeHtml(e.name)}</text></g>`);
     lx += w;
@@ -283,11 +298,14 @@ function numericKeys(timeline: TimelinePoint[]): string[] {
 }
 
 /**
- * The spans of the timeline not in the 'measure' phase (warm-up, drain), each reaching halfway
- * to the neighbouring points of another phase.
+ * The spans of the timeline not in the 'measure' phase (warm-up, drain). A band covers exactly
+ * the samples of its phase: it reaches halfway to the neighbouring points of another phase, and
+ * at either end of the timeline as far out as half the step between the points there, so the
+ * first and last samples sit inside their band, not on its edge.
  */
 export function phaseBands(timeline: TimelinePoint[]): Band[] {
   const points = timeline.filter((p) => Number.isFinite(p.t)).sort((a, b) => a.t - b.t);
+  const halfStep = (a: TimelinePoint | undefined, b: TimelinePoint | undefined) => (a && b ? Math.abs(b.t - a.t) / 2 : 0.5);
   const bands: Band[] = [];
   let start = 0;
   for (let i = 1; i <= points.length; i++) {
@@ -298,8 +316,8 @@ export function phaseBands(timeline: TimelinePoint[]): Band[] {
       const previous = points[start - 1];
       const last = points[i - 1]!;
       bands.push({
-        from: previous ? (previous.t + first.t) / 2 : first.t,
-        to: next ? (last.t + next.t) / 2 : last.t,
+        from: previous ? (previous.t + first.t) / 2 : first.t - halfStep(first, points[start + 1]),
+        to: next ? (last.t + next.t) / 2 : last.t + halfStep(points[i - 2], last),
         label: first.phase,
       });
     }
@@ -315,7 +333,7 @@ function timelineCharts(timeline: TimelinePoint[]): string[] {
     keys
       .filter((k) => counterKind(k) === kind)
       .map((k) => ({
-        name: k,
+        name: seriesLabel(k),
         points: timeline.flatMap((p): [number, number][] => (typeof p[k] === 'number' ? [[p.t, p[k] as number]] : [])),
       }));
   const tip = (unit: string) => (name: string, t: number, v: number) => `${name} at ${formatValue(t)} s: ${formatValue(v)}${unit}`;
@@ -332,16 +350,17 @@ function timelineCharts(timeline: TimelinePoint[]): string[] {
 function latencyCharts(latency: Record<string, LatencyReport>): string[] {
   const entries = Object.entries(latency);
   if (entries.length === 0) return [noData('Latency distribution')];
-  return entries.map(([name, l]) =>
-    lineChart([{ name, points: l.distribution }], {
+  return entries.map(([key, l]) => {
+    const name = humanize(key);
+    return lineChart([{ name, points: l.distribution }], {
       title: `${name} latency by percentile`,
       xLabel: 'percentile',
       yLabel: 'ms',
       x: 'hdr',
       y: 'auto-log',
       tip: (_, p, ms) => `${name} p${p}: ${formatValue(ms)} ms`,
-    }),
-  );
+    });
+  });
 }
 
 function processCharts(processes: ProcessSeries[]): string[] {
@@ -351,8 +370,8 @@ function processCharts(processes: ProcessSeries[]): string[] {
     lineChart(series((s) => s.cpu * 100), {
       title: 'CPU over time',
       xLabel: 'time (s)',
-      yLabel: '% of a core',
-      tip: (name, t, v) => `${name} at ${formatValue(t)} s: ${v.toFixed(0)}% of a core`,
+      yLabel: CPU_UNIT,
+      tip: (name, t, v) => `${name} at ${formatValue(t)} s: ${formatCpu(v / 100)} of one core`,
     }),
     lineChart(series((s) => s.rss / 2 ** 20), {
       title: 'RSS over time',
@@ -381,15 +400,6 @@ function htmlTable(table: Table, className = 'data'): string {
 function keyValueTable(entries: [string, string][]): string {
   const rows = entries.map(([k, v]) => `<tr><th>${escapeHtml(k)}</th><td>${escapeHtml(v)}</td></tr>`).join('');
   return `<table class="kv">${rows}</table>`;
-}
-
-function optionValue(value: unknown): string {
-  if (typeof value === 'string') return value;
-  try {
-    return JSON.stringify(value) ?? String(value);
-  } catch {
-    return String(value); // a bigint or a cycle
-  }
 }
 
 function machineTable(m: Machine): string {
@@ -424,7 +434,7 @@ function latencyTable(latency: Record<string, LatencyReport>): string {
   if (entries.length === 0) return '';
   return htmlTable({
     columns: ['latency (ms)', 'count', 'p50', 'p90', 'p99', 'p99.9', 'max'],
-    rows: entries.map(([name, l]) => [name, l.count, ...[l.p50, l.p90, l.p99, l.p999, l.max].map(formatMs)]),
+    rows: entries.map(([name, l]) => [humanize(name), l.count, ...[l.p50, l.p90, l.p99, l.p999, l.max].map(formatMs)]),
   });
 }
 
@@ -435,7 +445,7 @@ function runSection(run: RunReport, index: number): string {
     `<section class="run" id="run-${index + 1}">`,
     `<h2>${escapeHtml(run.label)}</h2>`,
     '<div class="facts">',
-    `<div><h3>Metrics</h3>${metrics.length ? keyValueTable(metrics.map(([k, v]) => [k, formatValue(v)])) : '<p class="muted">none</p>'}</div>`,
+    `<div><h3>Metrics</h3>${metrics.length ? keyValueTable(metrics.map(([k, v]) => metricRow(k, v))) : '<p class="muted">none</p>'}</div>`,
     `<div><h3>Errors</h3>${errors.length ? `<div class="fail">${htmlTable({ columns: ['code', 'count'], rows: errors })}</div>` : '<p class="pass">none</p>'}</div>`,
     `<div><h3>Accounting</h3>${accountingSection(run)}</div>`,
     '</div>',
@@ -484,7 +494,7 @@ export function renderHtml(report: BenchReport): string {
   const nav = report.runs.length > 1
     ? `<nav><h3>Runs</h3><ul>${report.runs.map((r, i) => `<li><a href="#run-${i + 1}">${escapeHtml(r.label)}</a></li>`).join('')}</ul></nav>`
     : '';
-  const options = Object.entries(report.options).map(([k, v]): [string, string] => [k, optionValue(v)]);
+  const options = optionRows(report.options);
   return [
     '<!doctype html>',
     '<html lang="en">',
@@ -505,6 +515,7 @@ export function renderHtml(report: BenchReport): string {
     '</div>',
     '<h2>Summary</h2>',
     htmlTable(report.table),
+    report.table.columns.some((col) => /cpu/i.test(col)) ? `<p class="muted">CPU figures are in ${CPU_UNIT}: 100% is one core busy, 200% two.</p>` : '',
     nav,
     ...report.runs.map(runSection),
     '</body>',

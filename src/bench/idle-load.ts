@@ -10,6 +10,7 @@ import { loginRequestFrame } from './client-frames.js';
 import { HeadType } from '../protocol/types.js';
 import type { Endpoint } from './chat-load.js';
 import { Latency } from './latency.js';
+import { PhaseClock } from './timeline.js';
 import { emptyScan, scanMessage } from './wire-scan.js';
 
 export interface IdleLoadOptions {
@@ -100,7 +101,7 @@ export async function runIdleLoad(o: IdleLoadOptions): Promise<IdleLoadResult> {
   const loginTimeoutMs = o.loginTimeoutMs ?? 30_000;
   const n = o.endpoints.length;
 
-  let phase: IdleSecond['phase'] = 'connect';
+  const phases = new PhaseClock<IdleSecond['phase']>('connect');
   /** False once the run ends: closes from then on are ours. */
   let holding = true;
   let open = 0;
@@ -123,7 +124,7 @@ export async function runIdleLoad(o: IdleLoadOptions): Promise<IdleLoadResult> {
     scanMessage(body, scan);
     if (scan.type === HeadType.HEART_BEAT) {
       replies++;
-      if (phase === 'measure') measuredReplies++;
+      if (phases.current === 'measure') measuredReplies++;
       if (conn.pingAt) heartbeatLatency.add(performance.now() - conn.pingAt);
       conn.pingAt = 0;
     } else if (scan.type === HeadType.LOGIN_RESPONSE) {
@@ -201,7 +202,7 @@ export async function runIdleLoad(o: IdleLoadOptions): Promise<IdleLoadResult> {
   let lastReplies = 0;
   let lastErrors = 0;
   const reportSecond = () => {
-    o.onSecond?.({ t: ++seconds, phase, connections: open, heartbeats: replies - lastReplies, errors: errors - lastErrors });
+    o.onSecond?.({ t: ++seconds, phase: phases.second(), connections: open, heartbeats: replies - lastReplies, errors: errors - lastErrors });
     lastReplies = replies;
     lastErrors = errors;
   };
@@ -225,7 +226,7 @@ export async function runIdleLoad(o: IdleLoadOptions): Promise<IdleLoadResult> {
   await o.ready?.();
 
   // The k-th heartbeat (from 0) is due at t0 + k * spacing and goes to connection k mod N.
-  phase = o.warmupMs > 0 ? 'warmup' : 'measure';
+  phases.enter(o.warmupMs > 0 ? 'warmup' : 'measure');
   const heartbeat = encodeMessageFrame({ type: HeadType.HEART_BEAT, sequence: 1, heartBeat: { seq: 1 } });
   const spacing = o.heartbeatMs / Math.max(1, loggedIn);
   const t0 = performance.now();
@@ -247,7 +248,7 @@ export async function runIdleLoad(o: IdleLoadOptions): Promise<IdleLoadResult> {
   if (loggedIn === 0) clearInterval(ticker);
 
   await sleep(o.warmupMs);
-  phase = 'measure';
+  phases.enter('measure');
   const measureStart = performance.now();
   const startReplies = measuredReplies;
   await sleep(o.durationMs);

@@ -17,6 +17,7 @@ import { encodeMessageFrame } from '../protocol/codec.js';
 import { HeadType } from '../protocol/types.js';
 import { loginThroughGate, registerThroughGate } from '../client/gate-login.js';
 import { Latency } from './latency.js';
+import { PhaseClock } from './timeline.js';
 import { emptyScan, scanMessage } from './wire-scan.js';
 import type { Endpoint } from './chat-load.js';
 import type { TimelinePoint } from './report.js';
@@ -171,7 +172,7 @@ export async function runLoginLoad(o: LoginLoadOptions): Promise<LoginLoadResult
   });
   await o.ready?.();
 
-  let phase: LoginSecond['phase'] = 'warmup';
+  const phases = new PhaseClock<LoginSecond['phase']>('warmup');
   let running = true;
   let measureFrom = Infinity;
   let measureTo = Infinity;
@@ -241,7 +242,7 @@ export async function runLoginLoad(o: LoginLoadOptions): Promise<LoginLoadResult
       const due = Math.floor((now - t0) / interval) + 1;
       while (running && started < due && free.length > 0) {
         const at = t0 + started * interval;
-        if (phase === 'measure') startLag.add(now - at);
+        if (phases.current === 'measure') startLag.add(now - at);
         started++;
         const slot = free.pop()!;
         void attempt(slot, at).then(() => free.push(slot));
@@ -253,18 +254,18 @@ export async function runLoginLoad(o: LoginLoadOptions): Promise<LoginLoadResult
 
   let seconds = 0;
   const reportSecond = () => {
-    o.onSecond?.({ t: ++seconds, phase, ...second, inFlight, latency: secondLatency.encode() });
+    o.onSecond?.({ t: ++seconds, phase: phases.second(), ...second, inFlight, latency: secondLatency.encode() });
     secondLatency.reset();
     second.attempts = second.logins = second.failures = 0;
   };
   const secondTimer = setInterval(reportSecond, 1000);
 
   await sleep(o.warmupMs);
-  phase = 'measure';
+  phases.enter('measure');
   measureFrom = performance.now();
   await sleep(o.durationMs);
   measureTo = performance.now();
-  phase = 'drain';
+  phases.enter('drain');
   running = false;
   clearInterval(ticker);
   // Attempts in flight finish (each is bounded by its timeout): their answers may still count.
@@ -354,7 +355,7 @@ export interface GateLoadResult {
 /** Password logins through the gate, each followed by the worker login with the gate's token. */
 export async function runGateLoginLoad(o: GateLoadOptions): Promise<GateLoadResult> {
   const result: GateLoadResult = { logins: 0, seconds: 0, attempts: 0, failures: 0, rateLimited: 0, http: new Latency(), login: new Latency(), errors: {}, timeline: [] };
-  let phase: 'warmup' | 'measure' | 'drain' = 'warmup';
+  const phases = new PhaseClock<'warmup' | 'measure' | 'drain'>('warmup');
   let running = true;
   const second = { logins: 0, failures: 0, rateLimited: 0, latency: new Latency() };
   const fail = (code: string) => {
@@ -366,7 +367,7 @@ export async function runGateLoginLoad(o: GateLoadOptions): Promise<GateLoadResu
     for (let i = first; running; i += o.loops) {
       const user = o.users[i % o.users.length]!;
       const startedAt = performance.now();
-      const measuring = phase === 'measure';
+      const measuring = phases.current === 'measure';
       result.attempts++;
       let login;
       try {
@@ -402,7 +403,7 @@ export async function runGateLoginLoad(o: GateLoadOptions): Promise<GateLoadResu
   let t = 0;
   const secondTimer = setInterval(() => {
     const p = second.latency.percentiles();
-    const point: TimelinePoint = { t: ++t, phase, logins: second.logins, failures: second.failures, rateLimited: second.rateLimited, p50Ms: p.p50, p99Ms: p.p99 };
+    const point: TimelinePoint = { t: ++t, phase: phases.second(), logins: second.logins, failures: second.failures, rateLimited: second.rateLimited, p50Ms: p.p50, p99Ms: p.p99 };
     result.timeline.push(point);
     o.onSecond?.(point);
     second.logins = second.failures = second.rateLimited = 0;
@@ -410,11 +411,11 @@ export async function runGateLoginLoad(o: GateLoadOptions): Promise<GateLoadResu
   }, 1000);
   const loops = Array.from({ length: o.loops }, (_, i) => loop(i));
   await sleep(o.warmupMs);
-  phase = 'measure';
+  phases.enter('measure');
   const from = performance.now();
   await sleep(o.durationMs);
   result.seconds = (performance.now() - from) / 1000;
-  phase = 'drain';
+  phases.enter('drain');
   running = false;
   await Promise.all(loops);
   clearInterval(secondTimer);

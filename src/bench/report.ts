@@ -86,7 +86,7 @@ export function driverWarnings(processes: ProcessSeries[], from: number, to: num
     if (samples.length === 0) continue;
     const mean = samples.reduce((sum, s) => sum + s.cpu, 0) / samples.length;
     if (mean >= SATURATED) {
-      warnings.push(`${p.name} used ${(mean * 100).toFixed(0)}% of a core while measuring: the driver may be the bottleneck (add --drivers, or measure from another machine)`);
+      warnings.push(`${p.name} used ${(mean * 100).toFixed(0)}% of one core while measuring: the driver may be the bottleneck (add --drivers, or measure from another machine)`);
     }
   }
   return warnings;

@@ -58,3 +58,44 @@ export class DriverTimeline {
     return { t, phase: slot.phase, ...slot.counters, ...this.#marks.get(t), p50Ms: p.p50, p99Ms: p.p99 };
   }
 }
+
+/**
+ * The phase of a load (warm-up, measure, drain) and which phase each reported second belongs
+ * to. Seconds are reported by a 1 s interval timer and the phase changes on a timer that
+ * expires at the same moment (the warm-up of 2 s ends as the second second does), so the phase
+ * read when a second is reported is often the next one: the last warm-up second would be
+ * labelled "measure". A second is labelled with the phase it spent most of its time in, the
+ * one in effect at its midpoint, whichever timer fires first.
+ */
+export class PhaseClock<P extends string> {
+  readonly #now: () => number;
+  /** Phase changes, oldest first; only those since the current second began are kept. */
+  #changes: { at: number; phase: P }[];
+  #secondStart: number;
+
+  constructor(phase: P, now: () => number = () => performance.now()) {
+    this.#now = now;
+    this.#secondStart = now();
+    this.#changes = [{ at: this.#secondStart, phase }];
+  }
+
+  /** The phase now. */
+  get current(): P {
+    return this.#changes[this.#changes.length - 1]!.phase;
+  }
+
+  enter(phase: P): void {
+    this.#changes.push({ at: this.#now(), phase });
+  }
+
+  /** Ends the current second (begun at the previous call, or at construction) and returns its phase. */
+  second(): P {
+    const end = this.#now();
+    const middle = (this.#secondStart + end) / 2;
+    let phase = this.#changes[0]!.phase;
+    for (const change of this.#changes) if (change.at <= middle) phase = change.phase;
+    this.#secondStart = end;
+    this.#changes = [{ at: end, phase: this.current }];
+    return phase;
+  }
+}

@@ -73,6 +73,9 @@ t.test('closed loop over two drivers: every acknowledged message received exactl
   t.ok(a.sent > 0 && a.acked === a.sent && a.received === a.sent, 'every send acknowledged and received');
   t.match(a, { lost: 0, dup: 0, lostIds: [], dupIds: [] });
   t.same(report.warnings.filter((w) => w.includes('lost=')), [], 'no loss warning');
+  // The embedded node's memory inbox explains its RSS climb, with this run's count; the relay stores nothing.
+  t.match(sb.notes.join(' '), new RegExp(`memory: .*--inbox-max-messages.*${a.acked.toLocaleString('en-US').replace(/,/g, ' ')} stored so far`));
+  t.notMatch(runOf(report, 'bare relay').notes.join(' '), /inbox/);
 });
 
 t.test('open loop: the rate is split over the drivers and nothing is lost', async (t) => {

@@ -3,7 +3,8 @@
 // SVG whatever the data (empty, a single point, all zero).
 
 import t, { type Test } from 'tap';
-import { escapeHtml, hdrPosition, lineChart, phaseBands, renderHtml } from '../../src/bench/html.js';
+import { escapeHtml, hdrPosition, lineChart, phaseBands, renderHtml, textWidth } from '../../src/bench/html.js';
+import { memoryInboxNote, type ChatScenarioOptions } from '../../src/bench/scenarios/chat.js';
 import type { BenchReport, RunReport, TimelinePoint } from '../../src/bench/report.js';
 import type { ProcessSeries } from '../../src/bench/processes.js';
 
@@ -116,7 +117,7 @@ t.test('a chat report with two runs', async (t) => {
 
   for (const column of chat.table.columns) t.ok(html.includes(`<th>${escapeHtml(column)}</th>`), `summary column ${column}`);
   for (const run of chat.runs) t.ok(html.includes(`<h2>${run.label}</h2>`), `run ${run.label}`);
-  t.ok(html.includes('<th>deliveredPerSec</th><td>9,877</td>'), 'metric formatted');
+  t.ok(html.includes('<th>delivered per second</th><td>9,877</td>'), 'metric labelled and formatted');
   t.ok(html.includes('<td>SB_ERR_RATE_LIMITED</td><td>7</td>'), 'errors by code');
 
   // Accounting: the clean run passes, the lossy one fails and lists its lost ids.
@@ -137,7 +138,7 @@ t.test('a chat report with two runs', async (t) => {
 
   // Connections and p99 are not on the throughput chart; legends name the series.
   const throughput = html.slice(html.indexOf('>Throughput over time<'), html.indexOf('</svg>', html.indexOf('>Throughput over time<')));
-  for (const key of ['sent', 'delivered', 'acked', 'errors']) t.ok(throughput.includes(`">${key}</text></g>`), `legend ${key}`);
+  for (const key of ['sent', 'delivered', 'acknowledged', 'errors']) t.ok(throughput.includes(`">${key}</text></g>`), `legend ${key}`);
   t.notOk(throughput.includes('>connections</text>') || throughput.includes('>p99</text>'), 'no mixed units');
   t.ok(throughput.includes('>warmup</text>') && throughput.includes('fill="#888888"'), 'warm-up shaded and labelled');
 
@@ -191,6 +192,114 @@ t.test('helpers', async (t) => {
   t.ok(Math.abs(hdrPosition(99) - 0.5) < 1e-12, '99% half way');
   t.equal(hdrPosition(100), 1, 'the max at the last tick');
   t.equal(hdrPosition(99.9999), 1, 'beyond the last tick: clamped');
-  t.same(phaseBands(timeline(12, 1, false)), [{ from: 1, to: 3.5, label: 'warmup' }, { from: 11.5, to: 12, label: 'drain' }]);
+  t.same(phaseBands(timeline(12, 1, false)), [{ from: 0.5, to: 3.5, label: 'warmup' }, { from: 11.5, to: 12.5, label: 'drain' }]);
   t.same(phaseBands([]), []);
+});
+
+// The options exactly as `switchboard bench chat --duration 4 --warmup 2` hands them to the
+// scenario (the workers default included), as the scenario puts them into its report.
+const chatOptions = {
+  target: 'embedded',
+  workers: 2,
+  fsync: 'none',
+  secret: '[redacted]',
+  connections: 40,
+  durationS: 4,
+  warmupS: 2,
+  drivers: 1,
+  command: 'switchboard bench chat --duration 4 --warmup 2',
+  inbox: 'memory',
+  window: 32,
+  max: false,
+  maxP99Ms: 50,
+  payloadBytes: 100,
+  crossNode: false,
+  relay: true,
+  switchboard: true,
+  drainMs: 5000,
+} satisfies ChatScenarioOptions;
+
+/** The rows of the Options table, as text. */
+function optionsTable(html: string): string {
+  const start = html.indexOf('<h3>Options</h3>');
+  return html.slice(start, html.indexOf('</table>', start));
+}
+
+t.test('options and metrics are labelled for people, in their units, CPU as a percentage of one core', async (t) => {
+  const report: BenchReport = {
+    ...chat,
+    options: { ...chatOptions, progress: undefined },
+    runs: [{ ...chatRun('switchboard', true, 0), metrics: { deliveredPerSec: 49_067.02, serverCpu: 0.4107, driverCpu: 1.237, ratioToRelay: 0.2602 } }],
+    table: { columns: ['run', 'deliv/s', 'server cpu'], rows: [['switchboard', '49,067', '41%']] },
+  };
+  const html = renderHtml(report);
+  const options = optionsTable(html);
+  t.notMatch(options, /undefined/, 'no undefined option');
+  // Keys named for the code (durationS, maxP99Ms, ...); one-word keys such as target are words.
+  for (const key of [...Object.keys(chatOptions), 'progress'].filter((k) => /[A-Z]/.test(k) || ['progress', 'command', 'secret', 'switchboard', 'workers'].includes(k))) {
+    t.notOk(options.includes(`<th>${key}</th>`), `no raw key ${key}`);
+  }
+  t.notMatch(options, /worker/i, 'an embedded target is one process: no worker count');
+  t.notMatch(options, /redacted|secret/, 'no secret, not even redacted');
+  t.notMatch(options, /p99/, 'no p99 bound without --max');
+  t.notMatch(options, /<th>command<\/th>/, 'the command line is shown above, once');
+  for (const row of ['<th>measured</th><td>4 s</td>', '<th>warm-up</th><td>2 s</td>', '<th>payload</th><td>100 bytes</td>', '<th>drain after the run, at most</th><td>5,000 ms</td>', '<th>inbox</th><td>memory</td>']) {
+    t.ok(options.includes(row), row);
+  }
+
+  const cluster = optionsTable(renderHtml({ ...report, options: { ...chatOptions, target: 'cluster', max: true } }));
+  t.ok(cluster.includes('<th>worker processes</th><td>2</td>'), 'a cluster shows its workers');
+  t.ok(cluster.includes('<th>delivery p99 bound of a sustained rate</th><td>50 ms</td>'), '--max shows its bound');
+  t.notMatch(cluster, /<th>inbox<\/th>/, 'a cluster\'s inbox is Redis: no inbox option');
+
+  t.ok(html.includes('<th>server CPU (% of one core)</th><td>41%</td>'), 'server CPU in percent of one core');
+  t.ok(html.includes('<th>driver CPU (% of one core)</th><td>124%</td>'), 'over one core reads as such');
+  t.notMatch(html, /0\.4107|>0\.41<|serverCpu|deliveredPerSec/, 'no fraction, no raw metric key');
+  t.ok(html.includes('>% of one core</text>'), 'the CPU chart says its unit');
+  t.match(html, /CPU figures are in % of one core/, 'and the summary says it too');
+});
+
+t.test('bands cover the samples of their phase and no other', async (t) => {
+  // A chat run with --warmup 2 --duration 4: seconds 1-2 warm up, 3-6 measure, 7 drains.
+  const points: TimelinePoint[] = [1, 2, 3, 4, 5, 6, 7].map((s) => ({ t: s, phase: s <= 2 ? 'warmup' : s <= 6 ? 'measure' : 'drain', delivered: 1 }));
+  const bands = phaseBands(points);
+  t.same(bands.map((b) => b.label), ['warmup', 'drain']);
+  for (const band of bands) {
+    const inside = points.filter((p) => p.t > band.from && p.t < band.to).map((p) => p.t);
+    t.same(inside, points.filter((p) => p.phase === band.label).map((p) => p.t), `${band.label} holds exactly its samples`);
+  }
+  t.same(bands[0], { from: 0.5, to: 2.5, label: 'warmup' }, 'the first warm-up sample is inside its band, not on its edge');
+});
+
+t.test('every label stays inside its chart', async (t) => {
+  const svgTexts = (svg: string) => {
+    const width = Number(/viewBox="0 0 (\d+)/.exec(svg)![1]);
+    return { width, texts: [...svg.matchAll(/<text(?: class="(\w+)")? x="([\d.-]+)"[^>]*?(?:text-anchor="(\w+)")?>([^<]*)<\/text>/g)] };
+  };
+  const charts = [
+    lineChart([{ name: 'delivery', points: distribution }], { title: 'delivery latency by percentile', xLabel: 'percentile', yLabel: 'ms', x: 'hdr', y: 'auto-log' }),
+    lineChart([{ name: 'delivered', points: timeline(12, 1, false).map((p) => [p.t, 1]) }], { title: 'throughput', xLabel: 'time (s)', yLabel: '/s', bands: phaseBands(timeline(12, 1, false)) }),
+  ];
+  for (const chart of charts) {
+    const { width, texts } = svgTexts(chart);
+    t.ok(texts.length > 10, 'labels found');
+    for (const [, , x, anchor, raw] of texts) {
+      const label = raw!.replace(/&[a-z#0-9]+;/g, '&');
+      const w = textWidth(label);
+      const left = anchor === 'middle' ? Number(x) - w / 2 : anchor === 'end' ? Number(x) - w : Number(x);
+      t.ok(left >= 0 && left + w <= width, `"${label}" within 0..${width} (${left.toFixed(1)}..${(left + w).toFixed(1)})`);
+    }
+  }
+  t.ok(charts[0]!.includes('>99.99%</text>'), 'the last percentile is labelled');
+  // The drain band is the last half second of the plot: its label ends inside the plot.
+  const drain = /<text class="band" x="([\d.]+)"[^>]*>drain<\/text>/.exec(charts[1]!);
+  t.ok(drain && Number(drain[1]) + textWidth('drain') <= 62 + 560, 'the drain label ends inside the plot');
+});
+
+t.test('the memory inbox note states its bounds as the bench runs it', async (t) => {
+  const below = memoryInboxNote(20, 150_000);
+  for (const part of ['10 000 messages (--inbox-max-messages)', '30 days (--inbox-max-age-s)', '1 day (--dedupe-window-s', '16 384 MiB accounted (--inbox-memory-mb', '256 by default', 'SB_ERR_STORE_FULL', 'each of the 20 recipients holds 10 000', '150 000 stored so far, at most 150 000 of them still held (none pruned yet)']) {
+    t.ok(below.includes(part), part);
+  }
+  t.match(memoryInboxNote(20, 265_536), /265 536 stored so far, at most 200 000 of them still held \(the oldest pruned\)/);
 });

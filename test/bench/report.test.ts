@@ -29,11 +29,11 @@ t.test('mean CPU per process within an interval, by pid', async (t) => {
   t.ok(Math.abs(second[303]! - 0.6) < 1e-9);
 });
 
-t.test('a driver at ≥ 90% of a core while measuring is a warning; one below is not', async (t) => {
+t.test('a driver at ≥ 90% of one core while measuring is a warning; one below is not', async (t) => {
   t.same(driverWarnings(processes, 0, 3), []);
   const warnings = driverWarnings(processes, 10, 13);
   t.equal(warnings.length, 1);
-  t.match(warnings[0], /driver-0 used 97% of a core/);
+  t.match(warnings[0], /driver-0 used 97% of one core/);
 });
 
 t.test('slicing re-bases the samples of an interval', async (t) => {

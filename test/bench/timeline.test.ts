@@ -2,7 +2,7 @@
 // reported complete once every driver sent it, marks added to their second.
 
 import t from 'tap';
-import { DriverTimeline } from '../../src/bench/timeline.js';
+import { DriverTimeline, PhaseClock } from '../../src/bench/timeline.js';
 import { Latency } from '../../src/bench/latency.js';
 import type { TimelinePoint } from '../../src/bench/report.js';
 
@@ -28,4 +28,34 @@ t.test('two drivers: sums per second, merged latency, completion once both repor
   t.match(completed[1], { t: 2, sent: 10, connections: 6, event: 'worker-0 killed' });
   t.same(timeline.points().map((p) => p.t), [1, 2], 'in order');
   t.notOk('latency' in completed[0]!, 'the encoded histogram is not a counter');
+});
+
+t.test('a second is labelled with the phase it spent most of its time in, whichever timer fires first', async (t) => {
+  // A 2 s warm-up and a 1 s second timer expire together: the phase change may run just before
+  // or just after the second is reported, and the last warm-up second is warm-up either way.
+  let now = 0;
+  const changeFirst = new PhaseClock<'warmup' | 'measure' | 'drain'>('warmup', () => now);
+  now = 1001;
+  t.equal(changeFirst.second(), 'warmup', 'second 1');
+  now = 2000;
+  changeFirst.enter('measure');
+  now = 2002;
+  t.equal(changeFirst.current, 'measure', 'the load measures from the change on');
+  t.equal(changeFirst.second(), 'warmup', 'second 2: warm-up, although reported after the change');
+  now = 3003;
+  t.equal(changeFirst.second(), 'measure', 'second 3');
+  now = 3100;
+  changeFirst.enter('drain');
+  now = 3600;
+  t.equal(changeFirst.second(), 'drain', 'a short last second: most of it was drain');
+
+  now = 0;
+  const reportFirst = new PhaseClock<'warmup' | 'measure'>('warmup', () => now);
+  now = 1000;
+  reportFirst.second();
+  now = 2000;
+  t.equal(reportFirst.second(), 'warmup', 'second 2, reported before the change');
+  reportFirst.enter('measure');
+  now = 3001;
+  t.equal(reportFirst.second(), 'measure', 'second 3: measure, although it began with the change');
 });

@@ -11,7 +11,8 @@ import { Latency } from '../latency.js';
 import { ProcessSampler, startRelayProcess } from '../processes.js';
 import { noProgress } from '../progress.js';
 import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, sumCounts, type BenchReport, type LatencyReport, type RunReport } from '../report.js';
-import { startTarget } from '../targets.js';
+import { BENCH_WORKER_ARGS, startTarget } from '../targets.js';
+import { DEFAULT_INBOX_LIMITS } from '../../inbox/inbox-store.js';
 
 export interface ChatScenarioOptions extends ScenarioOptions {
   inbox: 'memory' | 'redis';
@@ -156,6 +157,15 @@ export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport>
   sampler.stop();
 
   if (relayRate) for (const run of runs) run.metrics.ratioToRelay = run.metrics.deliveredPerSec! / relayRate;
+  if (o.target === 'embedded' && o.inbox === 'memory') {
+    // Runs of one command share the node: what a run stored is still held in the next.
+    let stored = 0;
+    for (const run of runs) {
+      if (!run.accounting) continue;
+      stored += run.accounting.acked;
+      run.notes.push(memoryInboxNote(pairs, stored));
+    }
+  }
   for (const run of runs) {
     if (run.accounting && (run.accounting.lost > 0 || run.accounting.dup > 0)) {
       warnings.push(`${run.label}: lost=${run.accounting.lost} dup=${run.accounting.dup}: acknowledged messages were not delivered exactly once`);
@@ -196,6 +206,35 @@ export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport>
     },
     warnings,
   };
+}
+
+/** The --inbox-memory-mb the bench gives the nodes it starts. */
+function benchInboxMemoryMb(): number {
+  const at = BENCH_WORKER_ARGS.indexOf('--inbox-memory-mb');
+  return Number(BENCH_WORKER_ARGS[at + 1]);
+}
+
+const thousands = (n: number) => n.toLocaleString('en-US').replace(/,/g, ' ');
+
+/**
+ * Why the embedded node's RSS climbs through a chat run on the memory inbox: it holds every
+ * message it stored (acknowledged ones too: a user's other devices may still read them) up to
+ * the inbox's bounds, which a run of seconds reaches only by count. `stored`: messages the node
+ * acknowledged (stored) so far, this run and the earlier ones of the same command.
+ */
+export function memoryInboxNote(recipients: number, stored: number): string {
+  const perUser = DEFAULT_INBOX_LIMITS.maxMessages;
+  const days = (ms: number) => `${ms / 86_400_000} day${ms === 86_400_000 ? '' : 's'}`;
+  const held = Math.min(stored, recipients * perUser);
+  return (
+    `memory: the in-memory inbox keeps every stored message in the node's RSS, acknowledged or not, up to its bounds: ` +
+    `per recipient at most ${thousands(perUser)} messages (--inbox-max-messages) none older than ${days(DEFAULT_INBOX_LIMITS.maxAgeMs)} (--inbox-max-age-s), ` +
+    `and a dedupe entry per message for ${days(DEFAULT_INBOX_LIMITS.dedupeWindowMs)} (--dedupe-window-s, at most ${thousands(perUser)} per recipient); ` +
+    `all inboxes together at most ${thousands(benchInboxMemoryMb())} MiB accounted (--inbox-memory-mb as the bench starts the node; 256 by default), ` +
+    `past which appends are refused with SB_ERR_STORE_FULL. ` +
+    `A run of seconds reaches no age bound, so RSS grows with every message stored until each of the ${thousands(recipients)} recipients holds ${thousands(perUser)}, then levels off: ` +
+    `${thousands(stored)} stored so far, at most ${thousands(held)} of them still held (${stored > held ? 'the oldest pruned' : 'none pruned yet'}). Retention, not a leak.`
+  );
 }
 
 function summarize(load: Load, results: ChatLoadResult[], timeline: DriverTimeline, processes: RunReport['processes'], cpu: Record<string, number>): RunReport {

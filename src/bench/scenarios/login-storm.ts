@@ -150,7 +150,7 @@ async function workerRun(o: LoginStormOptions, target: RunningTarget, drivers: n
     `${usersNote(o.connections)}; source addresses cycled per connection over 64 loopback addresses per driver`,
   ];
   if (o.rate !== undefined) notes.push(`driver start lag p99 ${fmt.ms(startLag.percentiles().p99)} ms (attempts wait for one of the ${o.connections} loops to be free)`);
-  if (metrics.workerCpu !== undefined) notes.push(`worker CPU ${fmt.pct(metrics.workerCpu / endpoints.length)} of a core per worker: ${fmt.rate(loginsPerSec / Math.max(metrics.workerCpu, 1e-9))} logins per worker core-second`);
+  if (metrics.workerCpu !== undefined) notes.push(`worker CPU ${fmt.pct(metrics.workerCpu / endpoints.length)} of one core per worker: ${fmt.rate(loginsPerSec / Math.max(metrics.workerCpu, 1e-9))} logins per worker core-second`);
   return {
     label,
     metrics,
