@@ -85,11 +85,14 @@ t.test('the values of issue 11 stop the command before it starts anything', asyn
   for (const [args, env, message] of [
     [['start', '--port', '0', '--gate-port', '0', '--max-frame-length', '0'], {}, '--max-frame-length must be a whole number from 256 to 16777216, got "0"'],
     [['start', '--port', '0', '--gate-port', '0', '--max-devices', '0'], {}, '--max-devices must be a whole number from 1 to 1000, got "0"'],
+    [['worker', '--port', '70000'], {}, '--port must be a whole number from 0 to 65535, got "70000"'],
+    [['worker', '--port', '9000.5'], {}, '--port must be a whole number from 0 to 65535, got "9000.5"'],
     [['start', '--port', '0', '--gate-port', '0'], { SWITCHBOARD_NO_GATE: 'maybe' }, 'SWITCHBOARD_NO_GATE (--no-gate) must be true, false, yes, no, on, off, 1 or 0, got "maybe"'],
     [['worker', '--port', '0', '--log-level', 'loud'], {}, '--log-level must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'],
     // Nothing is connected to before the values are checked: this Redis does not exist.
     [['worker', '--port', '0', '--redis', 'redis://127.0.0.1:1', '--sync-batch', '0'], {}, '--sync-batch must be a whole number from 1 to 10000, got "0"'],
     [['worker', '--port', '0', '--redis', '127.0.0.1:6379'], {}, '--redis must be a redis:// or rediss:// URL'],
+    [['gate', '--port', '0', '--zk', '127.0.0.1', '--redis', 'redis://127.0.0.1:1'], {}, '--zk must be host:port[,host:port...]'],
     [['chat', '--user', 'alice', '--port', '70000'], {}, '--port must be a whole number from 0 to 65535, got "70000"'],
     [['bench', 'chat', '--connections', '0'], {}, '--connections must be a whole number of at least 1, got "0"'],
   ] as const) {
