@@ -124,3 +124,14 @@ t.test('an empty variable means unset; booleans take yes', async (t) => {
   t.match(start.stderr, '(gate off)');
   t.same(await start.stop(), { code: 0, signal: null });
 });
+
+t.test('missing cluster configuration: the error names only what is missing', async (t) => {
+  const secret = 'config-values-test-secret-of-32-characters';
+  const worker = await run(t, ['worker', '--port', '0', '--zk', '127.0.0.1:1', '--redis', 'redis://127.0.0.1:1', '--secret', secret, '--zk-auth', 'sb-worker:pw']);
+  t.equal(worker.code, 1);
+  t.match(worker.stderr, /^switchboard worker: SB_ERR_CONFIG cluster mode \(--zk\) needs --cluster-secret \(or SWITCHBOARD_CLUSTER_SECRET\)$/m, 'the cluster secret, and not --redis, which was given');
+  const both = await run(t, ['worker', '--port', '0', '--zk', '127.0.0.1:1']);
+  t.match(both.stderr, 'SB_ERR_CONFIG cluster mode (--zk) needs --redis (or SWITCHBOARD_REDIS) and --cluster-secret (or SWITCHBOARD_CLUSTER_SECRET)', 'both, when both are missing');
+  const gate = await run(t, ['gate', '--port', '0', '--zk', '127.0.0.1:1', '--secret', secret]);
+  t.match(gate.stderr, /^switchboard gate: SB_ERR_CONFIG the gate needs --redis \(or SWITCHBOARD_REDIS\)$/m, 'the gate: --redis, not --zk');
+});
