@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Starts ZooKeeper and Redis for local development on 127.0.0.1, prints the --zk and --redis
-# values for `switchboard worker`, with ZooKeeper identities for the workers and the gate, and
-# stops both on Ctrl-C or SIGTERM. Needs java with the ZooKeeper jar (Debian: apt-get install
+# Starts ZooKeeper and Redis for local development on 127.0.0.1, writes the environment of a
+# cluster on them (secrets, --zk, --redis, ZooKeeper identities for the workers and the gate) to
+# a file every terminal sources, prints the commands to run, and stops both on Ctrl-C or SIGTERM. Needs java with the ZooKeeper jar (Debian: apt-get install
 # zookeeper) and redis-server.
 set -euo pipefail
 
@@ -9,9 +9,10 @@ usage() {
   cat <<'EOF'
 usage: scripts/dev-services.sh [-d DIR] [--zk-port PORT] [--redis-port PORT]
 
-Starts a standalone ZooKeeper and a Redis on 127.0.0.1 and prints the --zk and --redis values
-to use, and ZooKeeper identities (--zk-auth, --zk-readers) for the workers and the gate: made up
-for this run, kept in DIR with --dir. Ctrl-C (or SIGTERM) stops both.
+Starts a standalone ZooKeeper and a Redis on 127.0.0.1, writes DIR/env with the variables a
+cluster on them needs (token and cluster secrets, --zk, --redis, and ZooKeeper identities for the
+workers and the gate: made up for this run, kept in DIR with --dir) and prints the commands to
+run in other terminals after `. DIR/env`. Stays in the foreground: Ctrl-C (or SIGTERM) stops both.
 
   -d, --dir DIR       keep the data (and logs) in DIR, which is kept on exit;
                       default: a temporary directory, removed on exit
@@ -141,6 +142,23 @@ wait_for() {
 wait_for ZooKeeper "$zk_pid" "$zk_port" 'srvr' 'Mode: standalone' "$dir/zookeeper/zookeeper.log"
 wait_for Redis "$redis_pid" "$redis_port" 'PING\r\n' '+PONG' "$dir/redis/redis.log"
 
+# Everything a worker, a gate and a chat of this run need, in one environment: each command
+# reads its own variables (the gate's identity is SWITCHBOARD_GATE_ZK_AUTH, the workers'
+# SWITCHBOARD_ZK_AUTH), so every terminal sources the same file.
+env_file="$dir/env"
+(
+  umask 077
+  cat >"$env_file" <<EOF
+export SWITCHBOARD_SECRET=$token_secret
+export SWITCHBOARD_CLUSTER_SECRET=$cluster_secret
+export SWITCHBOARD_ZK=127.0.0.1:$zk_port
+export SWITCHBOARD_REDIS=redis://127.0.0.1:$redis_port
+export SWITCHBOARD_ZK_AUTH='$zk_worker'
+export SWITCHBOARD_ZK_READERS='$zk_gate_id'
+export SWITCHBOARD_GATE_ZK_AUTH='$zk_gate'
+EOF
+)
+
 cat <<EOF
 ZooKeeper  127.0.0.1:$zk_port   (data $dir/zookeeper)
 Redis      redis://127.0.0.1:$redis_port   (data $dir/redis)
@@ -151,13 +169,18 @@ ZooKeeper identities for this run (OPERATIONS.md, ZooKeeper authentication):
   workers: --zk-auth '$zk_worker' --zk-readers '$zk_gate_id'
   gate:    --zk-auth '$zk_gate'
 
-e.g.
-  export SWITCHBOARD_SECRET=$token_secret SWITCHBOARD_CLUSTER_SECRET=$cluster_secret
-  export SWITCHBOARD_ZK=127.0.0.1:$zk_port SWITCHBOARD_REDIS=redis://127.0.0.1:$redis_port
-  SWITCHBOARD_ZK_AUTH='$zk_worker' SWITCHBOARD_ZK_READERS='$zk_gate_id' npx switchboard worker --port 9001
-  SWITCHBOARD_ZK_AUTH='$zk_worker' SWITCHBOARD_ZK_READERS='$zk_gate_id' npx switchboard worker --port 9002
-  SWITCHBOARD_ZK_AUTH='$zk_gate' npx switchboard gate --port 8080
-Ctrl-C stops both.
+This script stays in the foreground: Ctrl-C stops ZooKeeper and Redis. In each new terminal,
+load this run's secrets, addresses and identities (the same in every terminal):
+
+  . $env_file
+
+then run one of these per terminal (each stays in the foreground; Ctrl-C stops it):
+
+  npx switchboard worker --port 9001
+  npx switchboard worker --port 9002
+  npx switchboard gate --port 8080
+  npx switchboard chat --gate http://127.0.0.1:8080 --user alice --register
+  npx switchboard chat --gate http://127.0.0.1:8080 --user bob --register
 EOF
 
 # Wait until one of them exits (that is an error) or a signal arrives.

@@ -12,114 +12,162 @@ import { DEFAULT_HEALTH_SETTINGS, type HealthSettings } from '../server/store-he
 import { DEFAULT_REDIS_TIMEOUT_MS } from '../redis/redis-client.js';
 import { SwitchboardError } from '../errors.js';
 import { isIP } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import type { Logger } from '../log.js';
 import { parseDigestAuth, parseDigestIds } from '../registry/cluster-acl.js';
 import type { ZooKeeperDigestAuth } from '../registry/zookeeper-client.js';
 import type { Redis } from 'ioredis';
-import type { OptionSpecs, OptionValues } from './options.js';
+import { MAX_TIMER_MS, PORT, count, envOf, ms, type OptionSpecs, type OptionValues } from './options.js';
+import { pino, type LevelWithSilent } from 'pino';
+
+/** Where an option binds or connects: an IP address or a host name, never `host:port`. */
+const HOST_CHECK = {
+  check: {
+    test: (v: string) => isIP(v) !== 0 || /^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/.test(v),
+    allowed: 'an IP address or a host name (no port)',
+  },
+} as const;
+
+export const NETWORK_OPTIONS = {
+  host: { type: 'string', group: 'network', ...HOST_CHECK, description: 'address to listen on; 0.0.0.0 or :: for every interface (then set --announce-host)', default: '127.0.0.1' },
+  'announce-host': { type: 'string', group: 'network', ...HOST_CHECK, description: 'address clients and peers are told to reach this worker at (default: --host; 127.0.0.1 when --host is 0.0.0.0 or ::)' },
+} as const satisfies OptionSpecs;
 
 export const SECRET_OPTION = {
-  secret: { type: 'string', secret: true, description: 'token signing secret shared by every node and the gate, at least 32 characters; unset: a built-in development secret' },
+  secret: { type: 'string', group: 'secrets', secret: true, description: 'token signing secret shared by every node and the gate, at least 32 characters; unset: a built-in development secret' },
 } as const satisfies OptionSpecs;
 
 export const DEV_OPTION = {
-  dev: { type: 'boolean', description: 'development mode: allow the built-in development secret, shorter secrets and tokens valid up to 365 days' },
+  dev: { type: 'boolean', group: 'secrets', description: 'development mode: allow the built-in development secret, shorter secrets and tokens valid up to 365 days' },
 } as const satisfies OptionSpecs;
 
+/** pino's levels, most severe first, and `silent`. */
+export const LOG_LEVELS = [...Object.entries(pino.levels.values).sort(([, a], [, b]) => b - a).map(([name]) => name), 'silent'] as LevelWithSilent[];
+
 export const LOG_OPTION = {
-  'log-level': { type: 'string', description: 'fatal, error, warn, info, debug, trace or silent', default: 'info' },
+  'log-level': { type: 'string', group: 'logging', choices: LOG_LEVELS, description: 'least severe level logged (JSON lines on stdout)', default: 'info' },
 } as const satisfies OptionSpecs;
 
 export const LIMIT_OPTIONS = {
-  'max-frame-length': { type: 'number', description: 'largest accepted frame body, bytes', default: DEFAULT_LIMITS.maxFrameLength },
-  'login-timeout-ms': { type: 'number', description: 'close connections not logged in after this long', default: DEFAULT_LIMITS.loginTimeoutMs },
-  'heartbeat-interval-ms': { type: 'number', description: 'expected client heartbeat interval', default: DEFAULT_LIMITS.heartbeatIntervalMs },
-  'idle-intervals': { type: 'number', description: 'close a connection silent for this many heartbeat intervals', default: DEFAULT_LIMITS.idleIntervals },
-  'max-devices': { type: 'number', description: 'sessions (devices) one user may hold at once', default: DEFAULT_LIMITS.maxDevicesPerUser },
-  'max-outbound-bytes': { type: 'number', description: 'unsent output that marks a slow consumer, bytes', default: DEFAULT_LIMITS.maxOutboundBytes },
-  'drain-timeout-ms': { type: 'number', description: 'close a connection whose output stays undrained this long', default: DEFAULT_LIMITS.drainTimeoutMs },
-  'prelogin-queue': { type: 'number', description: 'frames accepted while a login is being processed', default: DEFAULT_LIMITS.preLoginQueueLimit },
-  'inbound-queue': { type: 'number', description: 'frames queued behind a busy handler before reading pauses', default: DEFAULT_LIMITS.inboundQueueLimit },
-  'close-grace-ms': { type: 'number', description: 'time a closing connection gets to flush its last frame', default: DEFAULT_LIMITS.closeGraceMs },
-  'ack-timeout-ms': { type: 'number', description: 'resend deliveries a device has not acknowledged after this long', default: DEFAULT_LIMITS.ackTimeoutMs },
-  'sync-batch': { type: 'number', description: 'messages per inbox read when replaying', default: DEFAULT_LIMITS.syncBatchSize },
-  'session-refresh-ms': { type: 'number', description: 'how often a worker refreshes its session records', default: DEFAULT_LIMITS.sessionRefreshMs },
-  'msg-rate': { type: 'number', description: 'chat messages per second one connection may send; 0: no limit', default: DEFAULT_LIMITS.messageRate },
-  'msg-burst': { type: 'number', description: 'chat messages one connection may send at once above --msg-rate', default: DEFAULT_LIMITS.messageBurst },
-  'user-msg-rate': { type: 'number', description: "chat messages per second one user's sessions on this worker may send together; 0: no limit", default: DEFAULT_LIMITS.userMessageRate },
-  'user-msg-burst': { type: 'number', description: "chat messages one user's sessions on this worker may send at once", default: DEFAULT_LIMITS.userMessageBurst },
-  'flood-refusals': { type: 'number', description: 'rate refusals within --flood-window-ms that close the connection (SB_ERR_FLOOD); 0: never', default: DEFAULT_LIMITS.floodRefusals },
-  'flood-window-ms': { type: 'number', description: 'the window --flood-refusals are counted in', default: DEFAULT_LIMITS.floodWindowMs },
-  'max-connections-per-ip': { type: 'number', description: 'connections one client address (IPv6: one /64) may hold; 0: no cap', default: DEFAULT_LIMITS.maxConnectionsPerIp },
-  'max-unauthenticated': { type: 'number', description: 'connections not logged in yet; at the cap the longest waiting is shed for a new one; 0: no cap', default: DEFAULT_LIMITS.maxUnauthenticated },
-  'recipient-cache-size': { type: 'number', description: 'recipients remembered as existing users', default: DEFAULT_LIMITS.recipientCacheSize },
+  'max-frame-length': { ...count(256, 16 * 1024 * 1024), group: 'limits', description: 'largest accepted frame body, bytes', default: DEFAULT_LIMITS.maxFrameLength },
+  'login-timeout-ms': { ...ms(), group: 'limits', description: 'close connections not logged in after this long', default: DEFAULT_LIMITS.loginTimeoutMs },
+  'heartbeat-interval-ms': { ...ms(), group: 'limits', description: 'expected client heartbeat interval', default: DEFAULT_LIMITS.heartbeatIntervalMs },
+  'idle-intervals': { ...count(1, 1000), group: 'limits', description: 'close a connection silent for this many heartbeat intervals', default: DEFAULT_LIMITS.idleIntervals },
+  'max-devices': { ...count(1, 1000), group: 'limits', description: 'sessions (devices) one user may hold at once', default: DEFAULT_LIMITS.maxDevicesPerUser },
+  'max-outbound-bytes': { ...count(1), group: 'limits', description: 'unsent output that marks a slow consumer, bytes', default: DEFAULT_LIMITS.maxOutboundBytes },
+  'drain-timeout-ms': { ...ms(), group: 'limits', description: 'close a connection whose output stays undrained this long', default: DEFAULT_LIMITS.drainTimeoutMs },
+  'prelogin-queue': { ...count(0, 10_000), group: 'limits', description: 'frames accepted while a login is being processed', default: DEFAULT_LIMITS.preLoginQueueLimit },
+  'inbound-queue': { ...count(1, 1_000_000), group: 'limits', description: 'frames queued behind a busy handler before reading pauses', default: DEFAULT_LIMITS.inboundQueueLimit },
+  'close-grace-ms': { ...ms(0), group: 'limits', description: 'time a closing connection gets to flush its last frame', default: DEFAULT_LIMITS.closeGraceMs },
+  'ack-timeout-ms': { ...ms(), group: 'limits', description: 'resend deliveries a device has not acknowledged after this long', default: DEFAULT_LIMITS.ackTimeoutMs },
+  'sync-batch': { ...count(1, 10_000), group: 'limits', description: 'messages per inbox read when replaying', default: DEFAULT_LIMITS.syncBatchSize },
+  'session-refresh-ms': { ...ms(), group: 'limits', description: 'how often a worker refreshes its session records', default: DEFAULT_LIMITS.sessionRefreshMs },
+  'msg-rate': { type: 'number', min: 0, group: 'limits', description: 'chat messages per second one connection may send; 0: no limit', default: DEFAULT_LIMITS.messageRate },
+  'msg-burst': { ...count(1), group: 'limits', description: 'chat messages one connection may send at once above --msg-rate', default: DEFAULT_LIMITS.messageBurst },
+  'user-msg-rate': { type: 'number', min: 0, group: 'limits', description: "chat messages per second one user's sessions on this worker may send together; 0: no limit", default: DEFAULT_LIMITS.userMessageRate },
+  'user-msg-burst': { ...count(1), group: 'limits', description: "chat messages one user's sessions on this worker may send at once", default: DEFAULT_LIMITS.userMessageBurst },
+  'flood-refusals': { ...count(0), group: 'limits', description: 'rate refusals within --flood-window-ms that close the connection (SB_ERR_FLOOD); 0: never', default: DEFAULT_LIMITS.floodRefusals },
+  'flood-window-ms': { ...ms(), group: 'limits', description: 'the window --flood-refusals are counted in', default: DEFAULT_LIMITS.floodWindowMs },
+  'max-connections-per-ip': { ...count(0), group: 'limits', description: 'connections one client address (IPv6: one /64) may hold; 0: no cap', default: DEFAULT_LIMITS.maxConnectionsPerIp },
+  'max-unauthenticated': { ...count(0), group: 'limits', description: 'connections not logged in yet; at the cap the longest waiting is shed for a new one; 0: no cap', default: DEFAULT_LIMITS.maxUnauthenticated },
+  'recipient-cache-size': { ...count(1), group: 'limits', description: 'recipients remembered as existing users', default: DEFAULT_LIMITS.recipientCacheSize },
 } as const satisfies OptionSpecs;
 
 export const RECIPIENT_OPTIONS = {
   'allow-unknown-recipients': {
     type: 'boolean',
+    group: 'stores',
     description: 'accept any recipient id, unchecked and as written (users live outside switchboard); default: recipients must have an account, names in lower case',
   },
 } as const satisfies OptionSpecs;
 
+const REDIS_URL = {
+  check: {
+    test: (v: string) => URL.canParse(v) && ['redis:', 'rediss:'].includes(new URL(v).protocol),
+    allowed: 'a redis:// or rediss:// URL',
+  },
+} as const;
+
+export const REDIS_OPTION = {
+  redis: { type: 'string', group: 'stores', secret: true, ...REDIS_URL, description: 'redis://[user:password@]host:port[/db] of the inbox store and the accounts; unset: in memory (lost on exit)' },
+} as const satisfies OptionSpecs;
+
+export const REDIS_PREFIX_OPTION = {
+  'redis-prefix': { type: 'string', group: 'stores', description: 'prefix of every Redis key switchboard uses (what a Redis ACL user is limited to)', default: 'sb:' },
+} as const satisfies OptionSpecs;
+
 export const INBOX_OPTIONS = {
-  redis: { type: 'string', secret: true, description: 'redis://[user:password@]host:port[/db] of the inbox store; unset: in memory (lost on exit)' },
-  'redis-prefix': { type: 'string', description: 'prefix of every Redis key switchboard uses (what a Redis ACL user is limited to)', default: 'sb:' },
-  'inbox-max-messages': { type: 'number', description: 'messages kept per user inbox', default: DEFAULT_INBOX_LIMITS.maxMessages },
-  'inbox-max-age-s': { type: 'number', description: 'messages older than this are pruned (seconds)', default: DEFAULT_INBOX_LIMITS.maxAgeMs / 1000 },
-  'dedupe-window-s': { type: 'number', description: 'a resent msg_id within this window is stored once (seconds)', default: DEFAULT_INBOX_LIMITS.dedupeWindowMs / 1000 },
-  'inbox-memory-mb': { type: 'number', description: 'in-memory inbox only: accounted MiB of all inboxes; appends past it are refused (SB_ERR_STORE_FULL)', default: DEFAULT_MEMORY_INBOX_BYTES / (1024 * 1024) },
+  ...REDIS_OPTION,
+  ...REDIS_PREFIX_OPTION,
+  'inbox-max-messages': { ...count(1), group: 'stores', description: 'messages kept per user inbox', default: DEFAULT_INBOX_LIMITS.maxMessages },
+  'inbox-max-age-s': { ...count(1, 10 * 365 * 86_400), group: 'stores', description: 'messages older than this are pruned (seconds)', default: DEFAULT_INBOX_LIMITS.maxAgeMs / 1000 },
+  'dedupe-window-s': { ...count(1, 10 * 365 * 86_400), group: 'stores', description: 'a resent msg_id within this window is stored once (seconds)', default: DEFAULT_INBOX_LIMITS.dedupeWindowMs / 1000 },
+  'inbox-memory-mb': { type: 'number', min: 1, max: 1024 * 1024, group: 'stores', description: 'in-memory inbox only: accounted MiB of all inboxes; appends past it are refused (SB_ERR_STORE_FULL)', default: DEFAULT_MEMORY_INBOX_BYTES / (1024 * 1024) },
+} as const satisfies OptionSpecs;
+
+/** A ZooKeeper connect string: host:port[,host:port...][/chroot]. */
+const ZK_CONNECT = {
+  check: {
+    test: (v: string) => {
+      const [hosts = '', ...chroot] = v.split('/');
+      return (chroot.length === 0 || chroot.every((p) => p !== '')) && hosts.split(',').every((h) => /^[^\s,]+:(\d{1,5})$/.test(h) && Number(h.slice(h.lastIndexOf(':') + 1)) >= 1 && Number(h.slice(h.lastIndexOf(':') + 1)) <= 65_535);
+    },
+    allowed: 'host:port[,host:port...] (ZooKeeper servers, ports 1 to 65535)',
+  },
+} as const;
+
+const ZK_ROOT = {
+  check: { test: (v: string) => /^(\/[^/\s]+)+$/.test(v) && !v.split('/').some((p) => p === '.' || p === '..'), allowed: 'an absolute ZooKeeper path without a trailing / (e.g. /switchboard)' },
+} as const;
+
+export const ZK_OPTIONS = {
+  zk: { type: 'string', group: 'cluster', ...ZK_CONNECT, description: 'ZooKeeper connect string (host:port,...): join a cluster; needs --redis and --cluster-secret' },
+  'zk-root': { type: 'string', group: 'cluster', ...ZK_ROOT, description: 'ZooKeeper path under which workers register', default: '/switchboard' },
+  'zk-auth': { type: 'string', group: 'cluster', secret: true, description: 'ZooKeeper digest identity user:password, the same on every worker: only it can change what the workers create; required with --zk unless --dev' },
 } as const satisfies OptionSpecs;
 
 export const CLUSTER_OPTIONS = {
-  zk: { type: 'string', description: 'ZooKeeper connect string (host:port,...): join a cluster; needs --redis and --cluster-secret' },
-  'zk-root': { type: 'string', description: 'ZooKeeper path under which workers register', default: '/switchboard' },
-  'zk-session-timeout-ms': { type: 'number', description: 'ZooKeeper session timeout: a crashed worker leaves the registry after it', default: 10_000 },
-  'zk-auth': { type: 'string', secret: true, description: 'ZooKeeper digest identity user:password, the same on every worker: only it can change what the workers create; required with --zk unless --dev' },
-  'zk-readers': { type: 'string', description: 'ZooKeeper digest ids (user:base64(sha1(user:password)), comma-separated) granted read access: the gates\'' },
-  'cluster-secret': { type: 'string', secret: true, description: 'secret every worker of the cluster shares, at least 32 characters: authenticates peer links' },
-  'peer-port': { type: 'number', description: 'TCP port for links from other workers, announced in the registry; 0 picks a free one', default: DEFAULT_CLUSTER_SETTINGS.peerPort },
-  'peer-host': { type: 'string', description: 'address the peer port listens on (default: --host)' },
-  'peer-handshake-timeout-ms': { type: 'number', description: 'close peer-port connections that have not completed the handshake after this long', default: DEFAULT_CLUSTER_SETTINGS.peerHandshakeTimeoutMs },
-  'peer-max-pending': { type: 'number', description: 'peer-port connections still in the handshake at once; more are refused', default: DEFAULT_CLUSTER_SETTINGS.peerMaxPending },
-  'peer-reconnect-ms': { type: 'number', description: 'delay between connection attempts to a registered peer', default: DEFAULT_CLUSTER_SETTINGS.peerReconnectMs },
-  'peer-queue': { type: 'number', description: 'frames kept per peer while its link is down', default: DEFAULT_CLUSTER_SETTINGS.peerQueueLimit },
-  'route-cache-ttl-ms': { type: 'number', description: 'how long a user → workers route is cached', default: DEFAULT_CLUSTER_SETTINGS.routeCacheTtlMs },
-  'route-cache-size': { type: 'number', description: 'users kept in the route cache', default: DEFAULT_CLUSTER_SETTINGS.routeCacheSize },
-  'session-ttl-ms': { type: 'number', description: 'a session record not refreshed this long expires', default: DEFAULT_SESSION_TTL_MS },
-  'reconcile-ms': { type: 'number', description: 'full registry re-read that repairs a missed watch', default: 30_000 },
+  ...ZK_OPTIONS,
+  'zk-session-timeout-ms': { ...ms(), group: 'cluster', description: 'ZooKeeper session timeout: a crashed worker leaves the registry after it', default: 10_000 },
+  'zk-readers': { type: 'string', group: 'cluster', description: 'ZooKeeper digest ids (user:base64(sha1(user:password)), comma-separated) granted read access: the gates\'' },
+  'cluster-secret': { type: 'string', group: 'cluster', secret: true, description: 'secret every worker of the cluster shares, at least 32 characters: authenticates peer links' },
+  'peer-port': { ...PORT, group: 'cluster', description: 'TCP port for links from other workers, announced in the registry; 0 picks a free one', default: DEFAULT_CLUSTER_SETTINGS.peerPort },
+  'peer-host': { type: 'string', group: 'cluster', ...HOST_CHECK, description: 'address the peer port listens on (default: --host)' },
+  'peer-handshake-timeout-ms': { ...ms(), group: 'cluster', description: 'close peer-port connections that have not completed the handshake after this long', default: DEFAULT_CLUSTER_SETTINGS.peerHandshakeTimeoutMs },
+  'peer-max-pending': { ...count(1), group: 'cluster', description: 'peer-port connections still in the handshake at once; more are refused', default: DEFAULT_CLUSTER_SETTINGS.peerMaxPending },
+  'peer-reconnect-ms': { ...ms(), group: 'cluster', description: 'delay between connection attempts to a registered peer', default: DEFAULT_CLUSTER_SETTINGS.peerReconnectMs },
+  'peer-queue': { ...count(1), group: 'cluster', description: 'frames kept per peer while its link is down', default: DEFAULT_CLUSTER_SETTINGS.peerQueueLimit },
+  'route-cache-ttl-ms': { ...ms(), group: 'cluster', description: 'how long a user → workers route is cached', default: DEFAULT_CLUSTER_SETTINGS.routeCacheTtlMs },
+  'route-cache-size': { ...count(1), group: 'cluster', description: 'users kept in the route cache', default: DEFAULT_CLUSTER_SETTINGS.routeCacheSize },
+  'session-ttl-ms': { ...ms(), group: 'cluster', description: 'a session record not refreshed this long expires', default: DEFAULT_SESSION_TTL_MS },
+  'reconcile-ms': { ...ms(), group: 'cluster', description: 'full registry re-read that repairs a missed watch', default: 30_000 },
 } as const satisfies OptionSpecs;
 
 export const REDIS_TIMEOUT_OPTION = {
-  'redis-timeout-ms': { type: 'number', description: 'a Redis command not answered within this fails with SB_ERR_STORE_UNAVAILABLE', default: DEFAULT_REDIS_TIMEOUT_MS },
+  'redis-timeout-ms': { ...ms(), group: 'stores', description: 'a Redis command not answered within this fails with SB_ERR_STORE_UNAVAILABLE', default: DEFAULT_REDIS_TIMEOUT_MS },
 } as const satisfies OptionSpecs;
 
 export const HEALTH_OPTIONS = {
-  'health-interval-ms': { type: 'number', description: 'how often a worker checks that its stores answer', default: DEFAULT_HEALTH_SETTINGS.intervalMs },
-  'health-failures': { type: 'number', description: 'failed store checks in a row that make a worker unready (no new logins)', default: DEFAULT_HEALTH_SETTINGS.failures },
+  'health-interval-ms': { ...ms(), group: 'stores', description: 'how often a worker checks that its stores answer', default: DEFAULT_HEALTH_SETTINGS.intervalMs },
+  'health-failures': { ...count(1, 1000), group: 'stores', description: 'failed store checks in a row that make a worker unready (no new logins)', default: DEFAULT_HEALTH_SETTINGS.failures },
 } as const satisfies OptionSpecs;
 
 export const PROBE_OPTIONS = {
-  'probe-interval-ms': { type: 'number', description: 'how often the gate probes each worker (connect, heartbeat, echo)', default: DEFAULT_PROBE_SETTINGS.intervalMs },
-  'probe-timeout-ms': { type: 'number', description: 'a worker whose probe is not answered within this is not handed out', default: DEFAULT_PROBE_SETTINGS.timeoutMs },
+  'probe-interval-ms': { ...ms(), group: 'gate', description: 'how often the gate probes each worker (connect, heartbeat, echo)', default: DEFAULT_PROBE_SETTINGS.intervalMs },
+  'probe-timeout-ms': { ...ms(), group: 'gate', description: 'a worker whose probe is not answered within this is not handed out', default: DEFAULT_PROBE_SETTINGS.timeoutMs },
 } as const satisfies OptionSpecs;
 
-/** Checked before any connection is opened: a refused flag must not leave one behind. */
+// The ranges are the parser's (options.ts): these only shape the values.
 export function redisTimeoutFrom(v: OptionValues<typeof REDIS_TIMEOUT_OPTION>): number {
-  return atLeastOne('redis-timeout-ms', v['redis-timeout-ms']);
+  return v['redis-timeout-ms'];
 }
 
 export function healthFrom(v: OptionValues<typeof HEALTH_OPTIONS>): HealthSettings {
-  return { intervalMs: atLeastOne('health-interval-ms', v['health-interval-ms']), failures: Math.floor(atLeastOne('health-failures', v['health-failures'])) };
+  return { intervalMs: v['health-interval-ms'], failures: v['health-failures'] };
 }
 
 export function probeFrom(v: OptionValues<typeof PROBE_OPTIONS>): ProbeSettings {
-  return { ...DEFAULT_PROBE_SETTINGS, intervalMs: atLeastOne('probe-interval-ms', v['probe-interval-ms']), timeoutMs: atLeastOne('probe-timeout-ms', v['probe-timeout-ms']) };
-}
-
-function atLeastOne(flag: string, value: number): number {
-  if (value < 1) throw new SwitchboardError('SB_ERR_CONFIG', `--${flag} must be at least 1, got ${value}`);
-  return value;
+  return { ...DEFAULT_PROBE_SETTINGS, intervalMs: v['probe-interval-ms'], timeoutMs: v['probe-timeout-ms'] };
 }
 
 export function inboxLimitsFrom(v: OptionValues<typeof INBOX_OPTIONS>): InboxLimits {
@@ -132,12 +180,14 @@ export function inboxLimitsFrom(v: OptionValues<typeof INBOX_OPTIONS>): InboxLim
 
 /** --inbox-memory-mb in bytes; at least one MiB (there is no unbounded memory inbox). */
 export function memoryInboxBytesFrom(v: OptionValues<typeof INBOX_OPTIONS>): number {
-  const mb = v['inbox-memory-mb'];
-  if (mb < 1) throw new SwitchboardError('SB_ERR_CONFIG', `--inbox-memory-mb must be at least 1, got ${mb}`);
-  return Math.floor(mb * 1024 * 1024);
+  return Math.floor(v['inbox-memory-mb'] * 1024 * 1024);
 }
 
 export function limitsFrom(v: OptionValues<typeof LIMIT_OPTIONS>): WorkerLimits {
+  // The idle timeout is one timer: longer than a timer can wait, it would fire at once.
+  if (v['heartbeat-interval-ms'] * v['idle-intervals'] > MAX_TIMER_MS) {
+    throw new SwitchboardError('SB_ERR_CONFIG', `--heartbeat-interval-ms times --idle-intervals (the idle timeout) must be at most ${MAX_TIMER_MS} ms, got ${v['heartbeat-interval-ms'] * v['idle-intervals']}`);
+  }
   return {
     maxFrameLength: v['max-frame-length'],
     loginTimeoutMs: v['login-timeout-ms'],
@@ -165,12 +215,12 @@ export function limitsFrom(v: OptionValues<typeof LIMIT_OPTIONS>): WorkerLimits 
 }
 
 export const GATE_OPTIONS = {
-  'token-ttl-s': { type: 'number', description: 'validity of the tokens the gate issues (seconds; at most 30 days, 365 with --dev)', default: DEFAULT_GATE_LIMITS.tokenTtlMs / 1000 },
-  'no-registration': { type: 'boolean', description: 'switch POST /api/users off' },
-  'rate-ip': { type: 'number', description: 'login and registration requests per client address per minute (IPv6: per /64)', default: DEFAULT_GATE_LIMITS.perIp.max },
-  'rate-user-ip': { type: 'number', description: 'failed logins per user name and client address per 15 minutes', default: DEFAULT_GATE_LIMITS.perUserIp.max },
-  'rate-user': { type: 'number', description: 'failed logins per user name per hour, from addresses it has not logged in from within 30 days', default: DEFAULT_GATE_LIMITS.perUser.max },
-  'trust-proxy': { type: 'string', description: 'proxies whose X-Forwarded-For names the client: comma-separated addresses, CIDRs, loopback, linklocal, uniquelocal; unset: none' },
+  'token-ttl-s': { type: 'number', above: 0, group: 'gate', description: 'validity of the tokens the gate issues (seconds; at most 30 days, 365 with --dev)', default: DEFAULT_GATE_LIMITS.tokenTtlMs / 1000 },
+  'no-registration': { type: 'boolean', group: 'gate', description: 'switch POST /api/users off' },
+  'rate-ip': { ...count(1), group: 'gate', description: 'login and registration requests per client address per minute (IPv6: per /64)', default: DEFAULT_GATE_LIMITS.perIp.max },
+  'rate-user-ip': { ...count(1), group: 'gate', description: 'failed logins per user name and client address per 15 minutes', default: DEFAULT_GATE_LIMITS.perUserIp.max },
+  'rate-user': { ...count(1), group: 'gate', description: 'failed logins per user name per hour, from addresses it has not logged in from within 30 days', default: DEFAULT_GATE_LIMITS.perUser.max },
+  'trust-proxy': { type: 'string', group: 'gate', description: 'proxies whose X-Forwarded-For names the client: comma-separated addresses, CIDRs, loopback, linklocal, uniquelocal; unset: none' },
 } as const satisfies OptionSpecs;
 
 /** The gate's limits from its flags; `dev` as decided by tokenSecretFrom. */
@@ -181,6 +231,56 @@ export function gateLimitsFrom(v: OptionValues<typeof GATE_OPTIONS>, dev: boolea
     perIp: { ...DEFAULT_GATE_LIMITS.perIp, max: v['rate-ip'] },
     perUserIp: { ...DEFAULT_GATE_LIMITS.perUserIp, max: v['rate-user-ip'] },
     perUser: { ...DEFAULT_GATE_LIMITS.perUser, max: v['rate-user'] },
+  };
+}
+
+/**
+ * Refuses a command that lacks options it needs, naming each missing one (flag and variable)
+ * and nothing that was given.
+ */
+export function requireOptions<S extends OptionSpecs>(what: string, specs: S, values: Partial<Record<keyof S, unknown>>, names: readonly (keyof S & string)[]): void {
+  const missing = names.filter((name) => values[name] === undefined || values[name] === '');
+  if (missing.length === 0) return;
+  const list = missing.map((name) => `--${name} (or ${envOf(name, specs[name]!)})`);
+  const all = list.length === 1 ? list[0] : `${list.slice(0, -1).join(', ')} and ${list.at(-1)}`;
+  throw new SwitchboardError('SB_ERR_CONFIG', `${what} needs ${all}`);
+}
+
+/**
+ * A listen error in words an operator can act on: which port of the command it was and the
+ * flag (and variable) that moves it. Keeps Node's code, EADDRINUSE, which scripts match on.
+ */
+export function addressInUse(err: unknown, ports: readonly { port: number; what: string; flag: string; env: string }[]): unknown {
+  const e = err as NodeJS.ErrnoException & { address?: string; port?: number };
+  if (e?.code !== 'EADDRINUSE') return err;
+  const hit = ports.find((p) => p.port !== 0 && p.port === e.port);
+  if (!hit) return err;
+  const address = e.address?.includes(':') ? `[${e.address}]` : e.address;
+  return Object.assign(
+    new Error(`${address ?? ''}:${hit.port} (the ${hit.what}) is in use by another process: stop it, or choose another port with --${hit.flag} (or ${hit.env})`, { cause: err }),
+    { code: 'EADDRINUSE' },
+  );
+}
+
+/** Wildcard addresses: listening on every interface says nothing about where to be reached. */
+export function isWildcard(host: string): boolean {
+  return host === '0.0.0.0' || host === '::' || host === '[::]';
+}
+
+/**
+ * The warning for a server listening on every interface without --announce-host: it tells
+ * clients (and peers) 127.0.0.1, which reaches it from this host only. Names this host's
+ * addresses a remote client could use.
+ */
+export function wildcardWarning(host: string, announced: string, forPeers: boolean): { message: string; addresses: string[] } {
+  const addresses = Object.values(networkInterfaces())
+    .flat()
+    .filter((a) => a !== undefined && !a.internal && (a.family === 'IPv4' || !a.address.startsWith('fe80:')))
+    .map((a) => a!.address);
+  const who = forPeers ? 'clients and the other workers' : 'clients';
+  return {
+    message: `--host ${host} without --announce-host: ${who} are told ${announced}, which reaches this worker from this host only; set --announce-host (or SWITCHBOARD_ANNOUNCE_HOST) to the address they reach it at`,
+    addresses,
   };
 }
 

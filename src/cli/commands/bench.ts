@@ -3,10 +3,10 @@
 // stdout, and writes --json / --html reports. Scenarios live in src/bench/scenarios.
 
 import { SwitchboardError } from '../../errors.js';
-import { parseOptions, secretFlags, usage, type OptionSpecs, type OptionValues } from '../options.js';
+import { count, ms, parseOptions, secretFlags, usage, type OptionSpecs, type OptionValues } from '../options.js';
 import { redactArgv } from '../../redact.js';
 import { chatScenario } from '../../bench/scenarios/chat.js';
-import { loginStormScenario } from '../../bench/scenarios/login-storm.js';
+import { MAX_GATE_USERS, loginStormScenario } from '../../bench/scenarios/login-storm.js';
 import { idleScenario } from '../../bench/scenarios/idle.js';
 import { DEFAULT_LIMITS } from '../../config.js';
 import { failoverScenario } from '../../bench/scenarios/failover.js';
@@ -16,30 +16,30 @@ import type { TargetKind } from '../../bench/targets.js';
 import type { ScenarioOptions } from '../../bench/scenarios/options.js';
 
 export const BENCH_OPTIONS = {
-  target: { type: 'string', description: 'embedded (one `start` process), cluster (ZooKeeper + Redis + workers + gate) or external', default: 'embedded' },
-  workers: { type: 'number', description: 'cluster: worker processes', default: 2 },
-  worker: { type: 'string', description: 'external: worker endpoints, host:port[,host:port...]' },
-  gate: { type: 'string', description: 'external: the gate\'s base URL' },
-  secret: { type: 'string', secret: true, description: 'token secret of the target (external: the deployment\'s; default: SWITCHBOARD_SECRET, else a bench secret); never written to a report' },
-  inbox: { type: 'string', description: 'embedded: memory or redis (a Redis the bench starts)', default: 'memory' },
-  'redis-fsync': { type: 'string', description: 'persistence of a Redis the bench starts: none, everysec or always', default: 'none' },
-  connections: { type: 'number', description: 'logged-in connections in total (chat: half send, half receive; login-storm: concurrent login loops)', default: 200 },
-  rate: { type: 'number', description: 'open loop: messages (or logins) per second in total' },
-  max: { type: 'boolean', description: 'find the highest sustained rate (chat)' },
-  'max-p99-ms': { type: 'number', description: '--max: a rate is sustained only with delivery p99 at or below this', default: 50 },
-  window: { type: 'number', description: 'chat closed loop: messages in flight per pair', default: 32 },
-  duration: { type: 'number', description: 'measured seconds', default: 10 },
-  warmup: { type: 'number', description: 'seconds of load before measuring', default: 2 },
-  payload: { type: 'number', description: 'message content, bytes', default: 100 },
-  drivers: { type: 'number', description: 'driver processes the load is spread over', default: 1 },
-  users: { type: 'number', description: 'login-storm: users registered at the gate for the password-login run (one scrypt hash each, ~0.4 s; at most 200; 0 skips it)', default: 20 },
-  'heartbeat-ms': { type: 'number', description: 'idle: each connection heartbeats this often (the default is the worker\'s interval)', default: DEFAULT_LIMITS.heartbeatIntervalMs },
-  'cross-node': { type: 'boolean', description: 'chat: every receiver on another worker than its sender' },
-  'no-relay': { type: 'boolean', description: 'chat: skip the bare-relay baseline' },
-  'drain-ms': { type: 'number', description: 'after the run, wait this long at most for outstanding deliveries', default: 5000 },
-  json: { type: 'string', description: 'write the report as JSON to this file' },
-  html: { type: 'string', description: 'write a self-contained HTML report to this file' },
-  quiet: { type: 'boolean', description: 'no live progress on stderr' },
+  target: { type: 'string', group: 'target', choices: ['embedded', 'cluster', 'external'], description: 'embedded (one `start` process), cluster (ZooKeeper + Redis + workers + gate) or external', default: 'embedded' },
+  workers: { ...count(1, 64), group: 'target', description: 'cluster: worker processes', default: 2 },
+  worker: { type: 'string', group: 'target', description: 'external: worker endpoints, host:port[,host:port...]' },
+  gate: { type: 'string', group: 'target', description: 'external: the gate\'s base URL' },
+  secret: { type: 'string', group: 'target', secret: true, description: 'token secret of the target (external: the deployment\'s; default: SWITCHBOARD_SECRET, else a bench secret); never written to a report' },
+  inbox: { type: 'string', group: 'target', choices: ['memory', 'redis'], description: 'embedded: memory or redis (a Redis the bench starts)', default: 'memory' },
+  'redis-fsync': { type: 'string', group: 'target', choices: ['none', 'everysec', 'always'], description: 'persistence of a Redis the bench starts: none, everysec or always', default: 'none' },
+  connections: { ...count(1), group: 'load', description: 'logged-in connections in total (chat: half send, half receive; login-storm: concurrent login loops)', default: 200 },
+  rate: { type: 'number', above: 0, group: 'load', description: 'open loop: messages (or logins) per second in total' },
+  max: { type: 'boolean', group: 'load', description: 'find the highest sustained rate (chat)' },
+  'max-p99-ms': { type: 'number', above: 0, group: 'load', description: '--max: a rate is sustained only with delivery p99 at or below this', default: 50 },
+  window: { ...count(1), group: 'load', description: 'chat closed loop: messages in flight per pair', default: 32 },
+  duration: { type: 'number', above: 0, group: 'load', description: 'measured seconds', default: 10 },
+  warmup: { type: 'number', min: 0, group: 'load', description: 'seconds of load before measuring', default: 2 },
+  payload: { ...count(0, 16 * 1024 * 1024), group: 'load', description: 'message content, bytes', default: 100 },
+  drivers: { ...count(1, 256), group: 'load', description: 'driver processes the load is spread over', default: 1 },
+  users: { ...count(0, MAX_GATE_USERS), group: 'load', description: 'login-storm: users registered at the gate for the password-login run (one scrypt hash each, ~0.4 s; at most 200; 0 skips it)', default: 20 },
+  'heartbeat-ms': { ...ms(), group: 'load', description: 'idle: each connection heartbeats this often (the default is the worker\'s interval)', default: DEFAULT_LIMITS.heartbeatIntervalMs },
+  'cross-node': { type: 'boolean', group: 'load', description: 'chat: every receiver on another worker than its sender' },
+  'no-relay': { type: 'boolean', group: 'load', description: 'chat: skip the bare-relay baseline' },
+  'drain-ms': { ...ms(0), group: 'load', description: 'after the run, wait this long at most for outstanding deliveries', default: 5000 },
+  json: { type: 'string', group: 'reports', description: 'write the report as JSON to this file' },
+  html: { type: 'string', group: 'reports', description: 'write a self-contained HTML report to this file' },
+  quiet: { type: 'boolean', group: 'reports', description: 'no live progress on stderr' },
 } as const satisfies OptionSpecs;
 
 export type BenchOptions = OptionValues<typeof BENCH_OPTIONS>;
@@ -138,7 +138,7 @@ function loginStormOptions(o: BenchOptions, c: ScenarioContext) {
 
 function help(): string {
   const rows = Object.entries(SCENARIOS).map(([name, s]) => `  ${name.padEnd(12)} ${s.summary}`);
-  return `${usage('bench <scenario>', 'Measures switchboard under real load; see bench/README.md.', BENCH_OPTIONS).replace(/\n {2}.{30} env SWITCHBOARD_[A-Z_0-9]+/g, '')}\nscenarios:\n${rows.join('\n')}\n`;
+  return `${usage('bench <scenario>', 'Measures switchboard under real load; see bench/README.md.', BENCH_OPTIONS, { env: false })}\nscenarios:\n${rows.join('\n')}\n`;
 }
 
 export async function benchCommand(argv: string[]): Promise<void> {

@@ -7,14 +7,14 @@ import { TokenSigner, DEV_SECRET } from '../../auth/token.js';
 import { ImClient, type ImClientOptions } from '../../client/im-client.js';
 import { gateEndpoint, registerThroughGate } from '../../client/gate-login.js';
 import { SwitchboardError, isSwitchboardError } from '../../errors.js';
-import { parseOptions, usage, type OptionSpecs } from '../options.js';
+import { PORT, parseOptions, usage, type OptionSpecs } from '../options.js';
 import { SECRET_OPTION } from '../common.js';
 import { normalizeUsername } from '../../auth/password.js';
 
 const OPTIONS = {
   user: { type: 'string', description: 'your user id (required)' },
   host: { type: 'string', description: 'worker address', default: '127.0.0.1' },
-  port: { type: 'number', description: 'worker port', default: 9000 },
+  port: { ...PORT, description: 'worker port', default: 9000 },
   device: { type: 'string', description: 'device id: the chat resumes where this device left off', default: 'cli' },
   token: { type: 'string', secret: true, description: 'login token; unset: minted locally with --secret' },
   gate: { type: 'string', description: 'gate URL (e.g. http://127.0.0.1:8080): log in with a password instead of a token' },

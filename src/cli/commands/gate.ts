@@ -1,7 +1,6 @@
 // `switchboard gate`: the HTTP gate of a cluster. Follows the workers in ZooKeeper (without
 // registering itself), keeps users in Redis, and reads the OnlineCounter for /api/stats.
 
-import type { LevelWithSilent } from 'pino';
 import { createLogger } from '../../log.js';
 import { TokenSigner } from '../../auth/token.js';
 import { PasswordHasher } from '../../auth/password.js';
@@ -9,27 +8,50 @@ import { ZooKeeperRegistry } from '../../registry/zk-registry.js';
 import { RedisUserStore } from '../../users/redis-user-store.js';
 import { OnlineCounter } from '../../cluster/online-counter.js';
 import { Gate } from '../../gate/gate-server.js';
-import { SwitchboardError } from '../../errors.js';
-import { parseOptions, usage, type OptionSpecs } from '../options.js';
-import { CLUSTER_OPTIONS, DEV_OPTION, GATE_OPTIONS, INBOX_OPTIONS, LOG_OPTION, PROBE_OPTIONS, REDIS_TIMEOUT_OPTION, SECRET_OPTION, gateLimitsFrom, logRedis, probeFrom, redisPrefixFrom, redisTimeoutFrom, tokenSecretFrom, trustProxyFrom, zooKeeperAccessFrom } from '../common.js';
+import { PORT, envOf, parseOptions, usage, type OptionSpecs } from '../options.js';
+import {
+  DEV_OPTION,
+  GATE_OPTIONS,
+  LOG_OPTION,
+  NETWORK_OPTIONS,
+  PROBE_OPTIONS,
+  REDIS_OPTION,
+  REDIS_PREFIX_OPTION,
+  REDIS_TIMEOUT_OPTION,
+  SECRET_OPTION,
+  ZK_OPTIONS,
+  addressInUse,
+  requireOptions,
+  gateLimitsFrom, logRedis, probeFrom, redisPrefixFrom, redisTimeoutFrom, tokenSecretFrom, trustProxyFrom, zooKeeperAccessFrom } from '../common.js';
 import { RedisRateLimitStore } from '../../gate/redis-rate-limit-store.js';
 import { WorkerProbe } from '../../gate/worker-probe.js';
 
+// The gate's own address and ZooKeeper identity have variables of their own: SWITCHBOARD_PORT,
+// SWITCHBOARD_HOST and SWITCHBOARD_ZK_AUTH are the worker's, and one environment (a shared
+// file, a terminal) can serve both. The old names still work, with a warning.
 const OPTIONS = {
-  host: { type: 'string', description: 'address to listen on', default: '127.0.0.1' },
-  port: { type: 'number', description: 'HTTP port', default: 8080 },
-  zk: { type: 'string', description: 'ZooKeeper connect string of the cluster (required)' },
-  'zk-root': { type: 'string', description: 'ZooKeeper path of the cluster', default: '/switchboard' },
-  'zk-auth': { ...CLUSTER_OPTIONS['zk-auth'], description: 'ZooKeeper digest identity user:password of the gate, one the workers grant read access (their --zk-readers); required unless --dev' },
-  redis: { type: 'string', secret: true, description: 'redis://[user:password@]host:port[/db] of the user store and the rate-limit counts, shared by every gate (required)' },
-  'redis-prefix': INBOX_OPTIONS['redis-prefix'],
-  ...DEV_OPTION,
+  host: { ...NETWORK_OPTIONS.host, description: 'address the HTTP gate listens on; 0.0.0.0 or :: for every interface', env: 'SWITCHBOARD_GATE_HOST', legacyEnv: 'SWITCHBOARD_HOST' },
+  port: { ...PORT, group: 'network', description: 'HTTP port', default: 8080, env: 'SWITCHBOARD_GATE_PORT', legacyEnv: 'SWITCHBOARD_PORT' },
   ...SECRET_OPTION,
-  ...LOG_OPTION,
-  ...GATE_OPTIONS,
+  ...DEV_OPTION,
+  redis: { ...REDIS_OPTION.redis, description: 'redis://[user:password@]host:port[/db] of the user store and the rate-limit counts, shared by every gate (required)' },
+  ...REDIS_PREFIX_OPTION,
   ...REDIS_TIMEOUT_OPTION,
+  zk: { ...ZK_OPTIONS.zk, description: 'ZooKeeper connect string of the cluster (required)' },
+  'zk-root': ZK_OPTIONS['zk-root'],
+  'zk-auth': {
+    ...ZK_OPTIONS['zk-auth'],
+    description: 'ZooKeeper digest identity user:password of the gate, one the workers grant read access (their --zk-readers); required unless --dev',
+    env: 'SWITCHBOARD_GATE_ZK_AUTH',
+    legacyEnv: 'SWITCHBOARD_ZK_AUTH',
+  },
+  ...GATE_OPTIONS,
   ...PROBE_OPTIONS,
+  ...LOG_OPTION,
 } as const satisfies OptionSpecs;
+
+/** The options of `gate` (for tests and docs). */
+export const GATE_COMMAND_OPTIONS = OPTIONS;
 
 const SUMMARY = 'Runs the HTTP gate: registration, login (token + least-loaded worker), stats.';
 
@@ -39,8 +61,12 @@ export async function gateCommand(argv: string[]): Promise<void> {
     process.stdout.write(usage('gate', SUMMARY, OPTIONS));
     return;
   }
-  if (!o.zk || !o.redis) throw new SwitchboardError('SB_ERR_CONFIG', '--zk and --redis are required (the embedded gate runs inside `switchboard start`)');
-  const log = createLogger({ level: (o['log-level'] ?? 'info') as LevelWithSilent });
+  // The embedded gate runs inside `switchboard start`: this one serves a cluster.
+  requireOptions('the gate', OPTIONS, o, ['zk', 'redis']);
+  const zk = o.zk!;
+  const redis = o.redis!;
+  const log = createLogger({ level: o['log-level'] });
+  for (const warning of o.warnings) log.warn(warning);
   const { secret, dev } = tokenSecretFrom(o, false, (message) => log.warn(message));
   const limits = gateLimitsFrom(o, dev);
   const trustProxy = trustProxyFrom(o['trust-proxy']);
@@ -48,9 +74,9 @@ export async function gateCommand(argv: string[]): Promise<void> {
   const keyPrefix = redisPrefixFrom(o['redis-prefix']);
   const timeoutMs = redisTimeoutFrom(o);
   const probeSettings = probeFrom(o);
-  const registry = new ZooKeeperRegistry({ connect: o.zk, root: o['zk-root'], auth, log: log.child({ component: 'zookeeper' }) });
+  const registry = new ZooKeeperRegistry({ connect: zk, root: o['zk-root'], auth, log: log.child({ component: 'zookeeper' }) });
   const online = new OnlineCounter({
-    connect: o.zk,
+    connect: zk,
     root: o['zk-root'],
     sessionTimeoutMs: 10_000,
     selfId: () => '',
@@ -58,10 +84,10 @@ export async function gateCommand(argv: string[]): Promise<void> {
     auth,
     log: log.child({ component: 'online' }),
   });
-  const users = new RedisUserStore({ url: o.redis, keyPrefix, timeoutMs });
+  const users = new RedisUserStore({ url: redis, keyPrefix, timeoutMs });
   logRedis(users.redis, log.child({ component: 'redis', store: 'users' }));
   // Every gate on this Redis counts in the same windows: the limits hold for the whole fleet.
-  const rateLimits = new RedisRateLimitStore({ url: o.redis, keyPrefix: `${keyPrefix}rl:`, timeoutMs });
+  const rateLimits = new RedisRateLimitStore({ url: redis, keyPrefix: `${keyPrefix}rl:`, timeoutMs });
   const probe = new WorkerProbe({ registry, ...probeSettings, log: log.child({ component: 'probe' }) });
   const gate = new Gate({
     host: o.host,
@@ -93,7 +119,7 @@ export async function gateCommand(argv: string[]): Promise<void> {
   } catch (err) {
     // The ZooKeeper session and the Redis connection would keep the process alive forever.
     await shutdown();
-    throw err;
+    throw addressInUse(err, [{ port: o.port, what: 'gate port', flag: 'port', env: envOf('port', OPTIONS.port) }]);
   }
   await new Promise<void>((resolve) => {
     const stop = () => {

@@ -3,8 +3,7 @@
 
 import { createNode } from '../../node.js';
 import { createLogger } from '../../log.js';
-import type { LevelWithSilent } from 'pino';
-import { parseOptions, usage, type OptionSpecs } from '../options.js';
+import { PORT, envOf, parseOptions, usage, type OptionSpecs, type OptionValues, type ParsedOptions } from '../options.js';
 import {
   CLUSTER_OPTIONS,
   GATE_OPTIONS,
@@ -12,6 +11,7 @@ import {
   INBOX_OPTIONS,
   LIMIT_OPTIONS,
   LOG_OPTION,
+  NETWORK_OPTIONS,
   RECIPIENT_OPTIONS,
   REDIS_TIMEOUT_OPTION,
   SECRET_OPTION,
@@ -28,6 +28,10 @@ import {
   redisPrefixFrom,
   redisTimeoutFrom,
   zooKeeperAccessFrom,
+  requireOptions,
+  addressInUse,
+  isWildcard,
+  wildcardWarning,
 } from '../common.js';
 import { Gate } from '../../gate/gate-server.js';
 import { MemoryUserStore } from '../../users/memory-user-store.js';
@@ -38,50 +42,72 @@ import { MemoryInboxStore } from '../../inbox/memory-inbox-store.js';
 import { RedisInboxStore } from '../../inbox/redis-inbox-store.js';
 import { RedisSessionStore } from '../../session/redis-session-store.js';
 import { ZooKeeperRegistry } from '../../registry/zk-registry.js';
-import { SwitchboardError } from '../../errors.js';
 import type { AddressInfo } from 'node:net';
 
-function serveOptions(port: number) {
-  return {
-    host: { type: 'string', description: 'address to listen on', default: '127.0.0.1' },
-    port: { type: 'number', description: 'TCP port for client connections', default: port },
-    'announce-host': { type: 'string', description: 'address clients and peers should use to reach this worker (default: --host)' },
-    'gate-port': { type: 'number', description: 'start only: HTTP port of the embedded gate', default: 8080 },
-    'no-gate': { type: 'boolean', description: 'start only: run without the embedded gate' },
-    ...DEV_OPTION,
-    ...SECRET_OPTION,
-    ...LOG_OPTION,
-    ...INBOX_OPTIONS,
-    ...RECIPIENT_OPTIONS,
-    ...REDIS_TIMEOUT_OPTION,
-    ...HEALTH_OPTIONS,
-    ...CLUSTER_OPTIONS,
-    ...GATE_OPTIONS,
-    ...LIMIT_OPTIONS,
-  } as const satisfies OptionSpecs;
-}
+const START_OPTIONS = {
+  ...NETWORK_OPTIONS,
+  port: { ...PORT, group: 'network', description: 'TCP port for client connections', default: 9000 },
+  'gate-port': { ...PORT, group: 'network', description: 'HTTP port of the embedded gate', default: 8080 },
+  'no-gate': { type: 'boolean', group: 'network', description: 'run without the embedded gate' },
+  ...DEV_OPTION,
+  ...SECRET_OPTION,
+  ...INBOX_OPTIONS,
+  ...RECIPIENT_OPTIONS,
+  ...REDIS_TIMEOUT_OPTION,
+  ...HEALTH_OPTIONS,
+  ...GATE_OPTIONS,
+  ...LIMIT_OPTIONS,
+  ...LOG_OPTION,
+} as const satisfies OptionSpecs;
 
-const START_SUMMARY = 'Runs a complete single-node switchboard with in-memory stores.';
-const WORKER_SUMMARY = 'Runs one worker node.';
+const WORKER_OPTIONS = {
+  ...NETWORK_OPTIONS,
+  port: { ...PORT, group: 'network', description: 'TCP port for client connections', default: 9001 },
+  ...DEV_OPTION,
+  ...SECRET_OPTION,
+  ...INBOX_OPTIONS,
+  ...RECIPIENT_OPTIONS,
+  ...REDIS_TIMEOUT_OPTION,
+  ...HEALTH_OPTIONS,
+  ...CLUSTER_OPTIONS,
+  ...LIMIT_OPTIONS,
+  ...LOG_OPTION,
+} as const satisfies OptionSpecs;
+
+/** The options of `start` and `worker` (for tests and docs). */
+export const SERVE_COMMAND_OPTIONS = { start: START_OPTIONS, worker: WORKER_OPTIONS } as const;
+
+const START_SUMMARY =
+  'Runs a complete single node: a worker and its HTTP gate in one process, with in-memory stores,\nor with --redis inboxes and accounts in Redis. A cluster is `switchboard worker --zk` and `switchboard gate`.';
+const WORKER_SUMMARY = 'Runs one worker node: alone, or with --zk as a worker of a cluster (ZooKeeper + Redis).';
 
 export function startCommand(argv: string[]): Promise<void> {
-  return serve('start', START_SUMMARY, 9000, argv);
+  const o = parseOptions(START_OPTIONS, argv);
+  if (o.help) {
+    process.stdout.write(usage('start', START_SUMMARY, START_OPTIONS));
+    return Promise.resolve();
+  }
+  // A single node: no cluster option is read, from flags or from the environment.
+  return serve('start', { ...parseOptions(CLUSTER_OPTIONS, [], {}), ...o });
 }
 
 export function workerCommand(argv: string[]): Promise<void> {
-  return serve('worker', WORKER_SUMMARY, 9001, argv);
+  const o = parseOptions(WORKER_OPTIONS, argv);
+  if (o.help) {
+    process.stdout.write(usage('worker', WORKER_SUMMARY, WORKER_OPTIONS));
+    return Promise.resolve();
+  }
+  return serve('worker', { ...parseOptions(GATE_OPTIONS, [], {}), 'gate-port': 0, 'no-gate': true, ...o });
 }
 
-async function serve(command: string, summary: string, defaultPort: number, argv: string[]): Promise<void> {
-  const specs = serveOptions(defaultPort);
-  const o = parseOptions(specs, argv);
-  if (o.help) {
-    process.stdout.write(usage(command, summary, specs));
-    return;
-  }
-  const log = createLogger({ level: (o['log-level'] ?? 'info') as LevelWithSilent });
-  if (o.zk && (!o.redis || !o['cluster-secret'])) {
-    throw new SwitchboardError('SB_ERR_CONFIG', '--zk (cluster mode) needs --redis (shared inboxes and sessions) and --cluster-secret');
+/** What serve() reads: each command's own options, and the other's at their defaults. */
+type ServeValues = OptionValues<typeof START_OPTIONS> & OptionValues<typeof WORKER_OPTIONS> & ParsedOptions;
+
+async function serve(command: 'start' | 'worker', o: ServeValues): Promise<void> {
+  const log = createLogger({ level: o['log-level'] });
+  for (const warning of o.warnings) log.warn(warning);
+  if (o.zk) {
+    requireOptions('cluster mode (--zk)', WORKER_OPTIONS, o, ['redis', 'cluster-secret']);
   }
   // Without --zk a worker may run on the development secret (a development run); a cluster may not.
   const { secret, dev } = tokenSecretFrom(o, !o.zk, (message) => log.warn(message));
@@ -152,6 +178,13 @@ async function serve(command: string, summary: string, defaultPort: number, argv
     await node.stop();
     if (!checkRecipients) await users?.close();
   };
+  // What the worker tells clients (and peers) to connect to: the server's own rule.
+  const wildcard = !o['announce-host'] && isWildcard(o.host) ? wildcardWarning(o.host, '127.0.0.1', Boolean(o.zk)) : undefined;
+  if (wildcard) log.warn({ host: o.host, announceHost: '127.0.0.1', addresses: wildcard.addresses }, wildcard.message);
+  const ports = [
+    { port: o.port, what: 'client port', flag: 'port', env: envOf('port', WORKER_OPTIONS.port) },
+    { port: o['peer-port'], what: 'peer port', flag: 'peer-port', env: envOf('peer-port', WORKER_OPTIONS['peer-port']) },
+  ];
   let info;
   try {
     info = await node.start();
@@ -159,7 +192,7 @@ async function serve(command: string, summary: string, defaultPort: number, argv
     // Listening already, and connected to Redis: without this a worker that could not register
     // (e.g. SB_ERR_REGISTRY_ACL) would print its error and keep running.
     await stopNode().catch((stopErr: unknown) => log.error({ err: stopErr }, 'shutdown failed'));
-    throw err;
+    throw addressInUse(err, ports);
   }
   // `start` is a complete system: the gate runs in the same process, on the same stores.
   const gate =
@@ -184,12 +217,16 @@ async function serve(command: string, summary: string, defaultPort: number, argv
   } catch (err) {
     // The worker is up already: without this, a busy gate port left it running after the error.
     await stopNode();
-    throw err;
+    throw addressInUse(err, [{ port: o['gate-port'], what: 'gate port', flag: 'gate-port', env: envOf('gate-port', START_OPTIONS['gate-port']) }]);
   }
   if (command === 'start') {
-    const gateUrl = gateAddress ? `http://${o.host}:${gateAddress.port}` : undefined;
+    const hostPort = (host: string, port: number) => `${host.includes(':') ? `[${host}]` : host}:${port}`;
+    const gateUrl = gateAddress ? `http://${hostPort(info.host, gateAddress.port)}` : undefined;
+    const listening = o.host === info.host ? '' : `  listening on ${hostPort(o.host, info.port)}${gateAddress ? ` and ${hostPort(o.host, gateAddress.port)}` : ''}\n`;
     process.stderr.write(
-      `\nswitchboard is running on ${info.host}:${info.port} (node ${info.id})${gateUrl ? `, gate ${gateUrl}` : ''}.\n` +
+      `\nswitchboard is running (node ${info.id}): clients are told ${hostPort(info.host, info.port)}${gateUrl ? `, gate ${gateUrl}` : ''}.\n` +
+        listening +
+        (wildcard ? `warning: ${wildcard.message}${wildcard.addresses.length > 0 ? ` (this host's addresses: ${wildcard.addresses.join(', ')})` : ''}\n` : '') +
         (gateUrl
           ? `Chat from two terminals (register a password on first use):\n  npx switchboard chat --gate ${gateUrl} --user alice --register\n  npx switchboard chat --gate ${gateUrl} --user bob --register\n`
           : `Chat from two terminals:\n  npx switchboard chat --user alice --port ${info.port}\n  npx switchboard chat --user bob --port ${info.port}\n` +

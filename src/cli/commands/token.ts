@@ -8,7 +8,7 @@ import { DEV_OPTION, MAX_TOKEN_TTL_S, SECRET_OPTION, tokenSecretFrom, tokenTtlMs
 const OPTIONS = {
   user: { type: 'string', description: 'user id the token is for (required)' },
   device: { type: 'string', description: `device id the token is bound to; ${ANY_DEVICE} = any device`, default: ANY_DEVICE },
-  'ttl-s': { type: 'number', description: `validity in seconds (at most ${MAX_TOKEN_TTL_S}, 30 days; 365 days in development mode)`, default: 86_400 },
+  'ttl-s': { type: 'number', above: 0, description: `validity in seconds (at most ${MAX_TOKEN_TTL_S}, 30 days; 365 days in development mode)`, default: 86_400 },
   ...SECRET_OPTION,
   ...DEV_OPTION,
 } as const satisfies OptionSpecs;
