@@ -46,6 +46,13 @@ t.test('a --secret or --cluster-secret under 32 characters is refused outside de
   t.equal(new TokenSigner('s').verify(dev.stdout.trim()).uid, 'alice');
 });
 
+t.test('a --cluster-secret equal to --secret is refused: the gates hold the token secret', async (t) => {
+  const { code, stdout, stderr } = await run(t, ['worker', '--port', '0', ...NOWHERE, '--secret', SECRET, '--cluster-secret', SECRET]);
+  t.equal(code, 1, 'exit 1');
+  t.match(stderr, 'SB_ERR_CONFIG --cluster-secret must differ from --secret', 'says why');
+  t.notMatch(stdout + stderr, SECRET, 'without showing the secret');
+});
+
 t.test('token lifetimes: at most 30 days, 365 in development mode, 1e15 s never', async (t) => {
   const month = 30 * 86_400;
   for (const [what, args] of [

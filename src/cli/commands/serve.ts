@@ -3,6 +3,7 @@
 
 import { createNode } from '../../node.js';
 import { createLogger } from '../../log.js';
+import { SwitchboardError } from '../../errors.js';
 import { PORT, envOf, parseOptions, usage, type OptionSpecs, type OptionValues, type ParsedOptions } from '../options.js';
 import {
   CLUSTER_OPTIONS,
@@ -112,6 +113,11 @@ async function serve(command: 'start' | 'worker', o: ServeValues): Promise<void>
   // Without --zk a worker may run on the development secret (a development run); a cluster may not.
   const { secret, dev } = tokenSecretFrom(o, !o.zk, (message) => log.warn(message));
   const clusterSecret = o.zk ? checkSecret('cluster-secret', o['cluster-secret']!, dev) : undefined;
+  // Gates hold the token secret; with the same value as the cluster secret they could pass the
+  // peer handshake and deliver as any worker.
+  if (clusterSecret !== undefined && clusterSecret === secret) {
+    throw new SwitchboardError('SB_ERR_CONFIG', '--cluster-secret must differ from --secret: whoever holds the token secret (every gate) could otherwise join the cluster as a worker');
+  }
   const gateLimits = command === 'start' && !o['no-gate'] ? gateLimitsFrom(o, dev) : undefined;
   const trustProxy = trustProxyFrom(o['trust-proxy']);
   const zkAccess = o.zk ? zooKeeperAccessFrom(o, o.dev, log) : undefined;
