@@ -98,17 +98,21 @@ t.test('the worked reset example in PROTOCOL.md is what the codec produces', asy
 t.test('every document the sources and tests cite is in the repository', async (t) => {
   const { readdirSync, existsSync } = await import('node:fs');
   const root = new URL('../../', import.meta.url);
-  const cited = new Set<string>();
+  /** Each cited document, resolved: a path starting with `.` from the citing file, else from the root. */
+  const cited = new Map<string, URL>();
   const walk = (dir: string): void => {
     for (const entry of readdirSync(new URL(dir, root), { withFileTypes: true })) {
       const path = `${dir}/${entry.name}`;
       if (entry.isDirectory()) walk(path);
-      else if (/\.(ts|py|js|sh)$/.test(entry.name)) for (const m of readFileSync(new URL(path, root), 'utf8').matchAll(/[\w./-]+\.md\b/g)) cited.add(m[0]);
+      else if (/\.(ts|py|js|sh)$/.test(entry.name)) {
+        const from = new URL(path, root);
+        for (const m of readFileSync(from, 'utf8').matchAll(/[\w./-]+\.md\b/g)) cited.set(m[0], new URL(m[0], m[0].startsWith('.') ? from : root));
+      }
     }
   };
   for (const dir of ['src', 'test', 'bin', 'scripts', 'bench']) if (existsSync(new URL(dir, root))) walk(dir);
   t.ok(cited.has('PROTOCOL.md'), 'the scan finds citations');
-  for (const file of cited) t.ok(existsSync(new URL(file.replace(/^\.?\//, ''), root)), `${file} exists`);
+  for (const [file, url] of cited) t.ok(existsSync(url), `${file} exists`);
 });
 
 /** The text of PROTOCOL.md section `n` (from its heading to the next one of the same level). */
