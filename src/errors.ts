@@ -53,6 +53,7 @@ export const ERROR_CODES = {
   SB_ERR_CLIENT_TIMEOUT: 'server did not answer in time',
   SB_ERR_CLIENT_QUEUE_FULL: 'too many requests are waiting for the connection',
   SB_ERR_CLIENT_LOGIN_FAILED: 'server refused the login',
+  SB_ERR_CLIENT_CONNECT_FAILED: 'the server or the gate could not be reached',
 
   // Naming service (ZooKeeper).
   SB_ERR_REGISTRY_UNAVAILABLE: 'the registry (ZooKeeper) could not be reached or refused an operation',

@@ -2,7 +2,7 @@
 // least-loaded worker. `gateEndpoint` turns that into an ImClient endpoint resolver, so a client
 // whose worker went away moves to another one.
 
-import { SwitchboardError, isErrorCode } from '../errors.js';
+import { SwitchboardError, isErrorCode, isSwitchboardError, type ErrorCode } from '../errors.js';
 import type { Endpoint } from './im-client.js';
 
 export interface GateWorker {
@@ -26,17 +26,38 @@ export interface GateCredentials {
   platform?: number;
 }
 
+/** A refusal by the gate: its code and message, the HTTP status, and its `retry-after` if any. */
+export class GateError extends SwitchboardError {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    readonly status: number,
+    /** From `retry-after` (a 429, a 503): how long to wait before asking again. */
+    readonly retryAfterMs?: number,
+  ) {
+    super(code, message);
+  }
+}
+
+const GATE_TIMEOUT_MS = 15_000;
+
 async function post<T>(gateUrl: string, path: string, body: unknown): Promise<T> {
   const response = await fetch(new URL(path, gateUrl), {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify(body),
-    signal: AbortSignal.timeout(15_000),
+    signal: AbortSignal.timeout(GATE_TIMEOUT_MS),
   });
   const json = (await response.json().catch(() => ({}))) as T & { error?: { code?: string; message?: string } };
   if (!response.ok) {
     const code = json.error?.code;
-    throw new SwitchboardError(code && isErrorCode(code) ? code : 'SB_ERR_INTERNAL', json.error?.message ?? `gate answered ${response.status}`);
+    const retryAfterS = Number(response.headers.get('retry-after') ?? '');
+    throw new GateError(
+      code && isErrorCode(code) ? code : 'SB_ERR_INTERNAL',
+      json.error?.message ?? `gate answered ${response.status}`,
+      response.status,
+      Number.isFinite(retryAfterS) && retryAfterS > 0 ? retryAfterS * 1000 : undefined,
+    );
   }
   return json;
 }
@@ -49,6 +70,23 @@ export function loginThroughGate(gateUrl: string, credentials: GateCredentials):
   return post(gateUrl, '/api/login', credentials);
 }
 
+/**
+ * A failure to reach the gate at all, as a switchboard error naming the address: fetch only says
+ * "fetch failed" and keeps the socket's error (ECONNREFUSED 127.0.0.1:8080) in its cause. A
+ * SwitchboardError (the gate's answer) is returned as it is.
+ */
+export function gateFailure(gateUrl: string, err: unknown): SwitchboardError {
+  if (isSwitchboardError(err)) return err;
+  const e = err as Error & { cause?: { code?: unknown; message?: unknown; errors?: { message?: unknown }[] } };
+  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') {
+    return new SwitchboardError('SB_ERR_CLIENT_TIMEOUT', `the gate ${gateUrl} did not answer within ${GATE_TIMEOUT_MS / 1000} s`, { cause: err });
+  }
+  // An AggregateError (a name with several addresses) has no message of its own: its errors do.
+  const cause = e?.cause;
+  const detail = [cause?.message, ...(cause?.errors ?? []).map((x) => x.message)].find((m) => typeof m === 'string' && m !== '') ?? cause?.code ?? e?.message;
+  return new SwitchboardError('SB_ERR_CLIENT_CONNECT_FAILED', `cannot reach the gate ${gateUrl}: ${String(detail)}`, { cause: err });
+}
+
 /** A token this close to its expiry is not reused. */
 const TOKEN_MARGIN_MS = 60_000;
 
@@ -56,14 +94,18 @@ const TOKEN_MARGIN_MS = 60_000;
  * An ImClient `endpoint` option. The first attempt logs in at the gate; later attempts try the
  * gate's fallback workers with the same token, and log in again (a full password check at the
  * gate) only once they are used up or the token is about to expire. So when a worker dies, its
- * clients spread over the fallbacks instead of all queueing at the gate at once.
+ * clients spread over the fallbacks instead of all queueing at the gate at once. A failure says
+ * why: the gate's refusal (GateError, with `retryAfterMs` that ImClient waits out), or
+ * gateFailure()'s SB_ERR_CLIENT_CONNECT_FAILED naming the address when the gate cannot be reached.
  */
 export function gateEndpoint(gateUrl: string, credentials: GateCredentials): () => Promise<Endpoint> {
   let login: GateLogin | undefined;
   let candidates: GateWorker[] = [];
   return async () => {
     if (!login || candidates.length === 0 || Date.now() > login.expiresAt - TOKEN_MARGIN_MS) {
-      login = await loginThroughGate(gateUrl, credentials);
+      login = await loginThroughGate(gateUrl, credentials).catch((err: unknown) => {
+        throw gateFailure(gateUrl, err);
+      });
       candidates = [login.worker, ...login.workers];
     }
     const worker = candidates.shift()!;

@@ -2,14 +2,18 @@
 // Connects and logs in, sends chat messages whose promises settle on the MESSAGE_RESPONSE,
 // emits incoming messages, heartbeats, and reconnects with capped exponential backoff and
 // jitter. Status changes go through one setStatus(); an epoch counter makes callbacks of a
-// replaced socket harmless.
+// replaced socket harmless. Every lost connection and failed attempt says why ('disconnect'),
+// and what would only be refused again (an oversized message, a protocol error, a wrong
+// password) is refused or ends the client instead of being retried.
 
 import net from 'node:net';
 import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { SwitchboardError, isErrorCode, isSwitchboardError, type ErrorCode } from '../errors.js';
 import { FrameDecoder, DEFAULT_MAX_FRAME_LENGTH } from '../protocol/frame.js';
-import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
+import { decodeMessage, encodeMessageFrame, encodeMessageRequest, storedRequestBody } from '../protocol/codec.js';
+import { DELIVERY_OVERHEAD, deliveryFits } from '../protocol/chat-frames.js';
+import { HEADER_LENGTH } from '../protocol/frame.js';
 import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage, type MessageRequest } from '../protocol/types.js';
 import { silentLogger, type Logger } from '../log.js';
 import { writePerTick } from '../net/write-per-tick.js';
@@ -51,8 +55,16 @@ export interface ImClientOptions {
   requestTimeoutMs?: number;
   /** Sends waiting for a response or for the connection, together. Default 1000. */
   maxPendingRequests?: number;
+  /**
+   * The server's maximum frame length (`--max-frame-length`, default 65536): frames received are
+   * checked against it, and a message that would not fit once sent or delivered is refused by
+   * send() with SB_ERR_MESSAGE_TOO_LARGE before anything is written. Set it to the server's.
+   */
   maxFrameLength?: number;
-  /** Default: capped exponential backoff with jitter, never giving up. False: no reconnect. */
+  /**
+   * Default: capped exponential backoff with jitter, never giving up. False: no reconnect. An
+   * `endpoint()` rejection carrying a numeric `retryAfterMs` (the gate's 429) is waited out.
+   */
   retryStrategy?: RetryStrategy | false;
   /**
    * Acknowledge deliveries (MESSAGE_ACK) and replay from the last processed one; also what makes
@@ -80,10 +92,13 @@ export interface IncomingMessage {
   content: string;
   /** The sender's message id, as a decimal string (uint64). */
   msgId: string;
-  /** The sender's clock (ms), as the sender wrote it. */
+  /** The sender's clock (ms) when it sent the message: not to be trusted for display. */
   time: number;
-  /** When the server accepted the message (its clock, ms since the epoch); 0 from an older server. */
-  storedAt: number;
+  /**
+   * When the server stored the message (ms, the server's clock: MessageRequest.stored_at);
+   * undefined from a server that does not send it.
+   */
+  storedAt: number | undefined;
   msgType: number;
   json: string;
   url: string;
@@ -131,6 +146,17 @@ export interface ImClientEvents {
    * in `epoch`. Messages shown before may be shown again; some sent before may be lost.
    */
   reset: [{ requested: number; previousEpoch: number; from: number; epoch: number }];
+  /**
+   * A connection was lost or an attempt to make one failed, and why (`reason.code`: the server's
+   * CLOSING code, the gate's code, SB_ERR_CLIENT_CONNECT_FAILED for a socket that never
+   * connected, SB_ERR_CLIENT_CONNECTION_LOST for one that broke). `retryInMs` is the wait before
+   * the next attempt, or null when the client closes for good. Not emitted by close() or logout().
+   */
+  disconnect: [{ reason: SwitchboardError; retryInMs: number | null }];
+  /**
+   * The client closed for good on its own (a refusal or close by the server, a gate refusal,
+   * retrying given up) with no connect() left to reject; only emitted when listened to.
+   */
   error: [Error];
 }
 
@@ -145,8 +171,37 @@ interface Pending {
   retry: boolean;
 }
 
-/** Codes after which reconnecting would only repeat the refusal or fight another device. */
-const FINAL_CLOSE_CODES: ReadonlySet<string> = new Set(['SB_ERR_SESSION_REPLACED', 'SB_ERR_TOO_MANY_DEVICES']);
+/**
+ * CLOSING codes after which reconnecting would only repeat the refusal or fight another device,
+ * and the protocol errors (PROTOCOL.md §9: "fix the client"): reconnecting would send the same
+ * frame again and be closed again, each time a fresh login.
+ */
+const FINAL_CLOSE_CODES: ReadonlySet<string> = new Set([
+  'SB_ERR_SESSION_REPLACED',
+  'SB_ERR_TOO_MANY_DEVICES',
+  'SB_ERR_FRAME_BAD_MAGIC',
+  'SB_ERR_FRAME_BAD_VERSION',
+  'SB_ERR_FRAME_NEGATIVE_LENGTH',
+  'SB_ERR_FRAME_TOO_LONG',
+  'SB_ERR_BAD_PROTOBUF',
+  'SB_ERR_UNKNOWN_TYPE',
+  'SB_ERR_NOT_LOGGED_IN',
+  'SB_ERR_PRELOGIN_QUEUE_FULL',
+]);
+
+/**
+ * Gate refusals that another attempt would only repeat: a wrong password (each retry counts as
+ * a failed login toward the gate's lock-out), a malformed request, a wrong gate URL.
+ */
+const FINAL_ENDPOINT_CODES: ReadonlySet<string> = new Set(['SB_ERR_LOGIN_FAILED', 'SB_ERR_BAD_REQUEST', 'SB_ERR_BAD_USERNAME', 'SB_ERR_BAD_PASSWORD', 'SB_ERR_NOT_FOUND']);
+
+/**
+ * Bytes a chat message's fields other than its strings can take at most: the tags and length
+ * prefixes of MessageRequest's fields, msg_id, time, stored_at and msg_type as 10-byte varints,
+ * the envelope around it in the frame sent (type, sequence, tag and length of the request), and
+ * what a forward to another worker adds beyond the delivery (its epoch and tags).
+ */
+const REQUEST_FIXED_BYTES = 128;
 
 export function defaultRetryStrategy({ baseMs = 200, maxMs = 30_000 } = {}): RetryStrategy {
   return (attempt) => {
@@ -182,6 +237,14 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   #login: { resolve: () => void; reject: (err: Error) => void } | undefined;
   #loginSequence = -1;
   #final = false;
+  /** logout() is under way: the connection ending is its expected end, not a disconnect. */
+  #loggingOut = false;
+  /** Why the current connection is going: a CLOSING from the server, a dead server. */
+  #dropReason: SwitchboardError | undefined;
+  /** The current socket's error, if it had one. */
+  #socketError: Error | undefined;
+  /** The current socket connected. */
+  #connected = false;
   /** Highest inbox sequence processed; undefined until known. */
   #lastSeq: number | undefined;
   /** The inbox epoch #lastSeq counts in; 0 while unknown. */
@@ -267,10 +330,32 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       property: options.property,
       fromNick: options.fromNick,
     };
+    const tooLarge = this.#sizeCheck(request);
+    if (tooLarge) throw tooLarge;
     const response = await this.#request(HeadType.MESSAGE_REQUEST, { messageRequest: request }, this.#acks);
     const body = response.messageResponse;
     if (!body?.result) throw serverError(body?.errorCode, body?.info, 'message refused');
     return { msgId, sequence: Number(response.sequence), seq: Number(body.seq ?? 0), duplicate: body.duplicate === true };
+  }
+
+  /**
+   * A message the server would refuse for its size (SB_ERR_MESSAGE_TOO_LARGE: the delivered form,
+   * which adds the inbox seq and the envelope, would exceed the frame limit) or close the
+   * connection for (SB_ERR_FRAME_TOO_LONG) is refused here, before it is written: otherwise it
+   * is sent again after each reconnect. The strings' lengths bound the size without encoding in
+   * the usual case; near the limit the request is encoded to know.
+   */
+  #sizeCheck(request: MessageRequest): SwitchboardError | undefined {
+    const max = this.#options.maxFrameLength;
+    const to = request.to ?? '';
+    let chars = this.uid.length + to.length * 2 + this.#sessionId.length;
+    for (const field of [request.content, request.json, request.url, request.property, request.fromNick]) chars += field?.length ?? 0;
+    // A UTF-16 unit is at most 3 bytes of UTF-8 (a surrogate pair, two units, is 4).
+    if (chars * 3 + REQUEST_FIXED_BYTES + DELIVERY_OVERHEAD <= max) return undefined;
+    // Near the limit, the server's own rule on the body it would store.
+    const stored = storedRequestBody(request, this.uid, Date.now(), to).length;
+    if (deliveryFits(stored, Buffer.byteLength(to), max)) return undefined;
+    return new SwitchboardError('SB_ERR_MESSAGE_TOO_LARGE', `the message takes ${stored} bytes once stored; with its delivery it would exceed the frame limit of ${max}`);
   }
 
   /** Logs out and closes. Resolves once the server confirmed or the connection ended. */
@@ -280,6 +365,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       return;
     }
     this.#final = true;
+    this.#loggingOut = true;
     try {
       await this.#request(HeadType.LOGOUT_REQUEST, {}, false);
     } catch {
@@ -291,6 +377,11 @@ export class ImClient extends EventEmitter<ImClientEvents> {
 
   /** Closes at once without logging out; everything waiting is rejected with SB_ERR_CLIENT_CLOSED. */
   close(): void {
+    this.#close(undefined);
+  }
+
+  /** close(), with the reason the client gives up (the cause of the rejections), if any. */
+  #close(cause: SwitchboardError | undefined): void {
     if (this.#status === 'closed') return;
     this.#final = true;
     this.#epoch++;
@@ -299,7 +390,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     this.#socket?.destroy();
     this.#socket = undefined;
     this.#sessionId = '';
-    this.#rejectAll(new SwitchboardError('SB_ERR_CLIENT_CLOSED'));
+    this.#rejectAll(new SwitchboardError('SB_ERR_CLIENT_CLOSED', cause ? `client closed: ${cause.code} ${cause.message}` : undefined, { cause }));
     // A connect() still waiting for its first login would otherwise never settle.
     const login = this.#login;
     this.#login = undefined;
@@ -329,15 +420,10 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       (err: unknown) => {
         if (epoch !== this.#epoch) return;
         this.#log.warn({ err }, 'no endpoint');
-        const login = this.#login;
-        // A refused password will not get better by retrying.
-        if (login && err instanceof SwitchboardError && err.code === 'SB_ERR_LOGIN_FAILED') {
-          this.#login = undefined;
-          this.close();
-          login.reject(err);
-          return;
-        }
-        this.#onDisconnect();
+        const reason = isSwitchboardError(err) ? err : new SwitchboardError('SB_ERR_CLIENT_CONNECT_FAILED', `no endpoint: ${String((err as Error)?.message ?? err)}`, { cause: err });
+        if (FINAL_ENDPOINT_CODES.has(reason.code)) this.#final = true;
+        const retryAfterMs = (err as { retryAfterMs?: unknown }).retryAfterMs;
+        this.#onDisconnect(reason, typeof retryAfterMs === 'number' ? retryAfterMs : 0);
       },
     );
   }
@@ -345,9 +431,13 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   #dial(epoch: number, where: Endpoint): void {
     const socket = net.connect({ host: where.host, port: where.port, noDelay: true });
     this.#socket = socket;
+    this.#dropReason = undefined;
+    this.#socketError = undefined;
+    this.#connected = false;
     const decoder = new FrameDecoder((body) => this.#onFrame(epoch, body), { maxFrameLength: this.#options.maxFrameLength });
     socket.on('connect', () => {
       if (epoch !== this.#epoch) return;
+      this.#connected = true;
       this.#lastInboundAt = Date.now();
       this.#loginSequence = ++this.#sequence;
       this.#write(
@@ -376,15 +466,27 @@ export class ImClient extends EventEmitter<ImClientEvents> {
         // A throwing 'message' listener is the application's bug, not a bad frame: let it surface.
         if (!isSwitchboardError(err)) throw err;
         this.#log.warn({ err }, 'bad frame from server');
+        this.#dropReason = new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', `bad frame from the server: ${err.code} ${err.message}`, { cause: err });
         socket.destroy();
       }
     });
     socket.on('error', (err) => {
-      if (epoch === this.#epoch) this.#log.debug({ err }, 'socket error');
+      if (epoch !== this.#epoch) return;
+      this.#log.debug({ err }, 'socket error');
+      this.#socketError = err;
     });
     socket.on('close', () => {
-      if (epoch === this.#epoch) this.#onDisconnect();
+      if (epoch === this.#epoch) this.#onDisconnect(this.#closeReason(where));
     });
+  }
+
+  /** Why the current socket closed, from what was seen on it. */
+  #closeReason(where: Endpoint): SwitchboardError {
+    if (this.#dropReason) return this.#dropReason;
+    const err = this.#socketError;
+    // Node's message names the address already: "connect ECONNREFUSED 127.0.0.1:9999".
+    if (!this.#connected) return new SwitchboardError('SB_ERR_CLIENT_CONNECT_FAILED', err?.message ?? `could not connect to ${where.host}:${where.port}`, { cause: err });
+    return new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', err ? `connection lost: ${err.message}` : 'the server closed the connection', { cause: err });
   }
 
   #onFrame(epoch: number, body: Buffer): void {
@@ -395,6 +497,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       message = decodeMessage(body);
     } catch (err) {
       this.#log.warn({ err }, 'undecodable frame from server');
+      this.#dropReason = new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', 'undecodable frame from the server', { cause: err });
       this.#socket?.destroy();
       return;
     }
@@ -425,12 +528,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     if (!body?.result) {
       const err = serverError(body?.errorCode, body?.info, 'login refused', 'SB_ERR_CLIENT_LOGIN_FAILED');
       this.#log.warn({ code: err.code, reason: err.message }, 'login refused');
-      const login = this.#login;
-      this.#login = undefined;
-      this.close();
-      // A refusal on reconnect has no connect() to reject: it is an 'error' event, if anyone listens.
-      if (login) login.reject(err);
-      else if (this.listenerCount('error') > 0) this.emit('error', err);
+      this.#finalDisconnect(err);
       return;
     }
     this.#sessionId = message.sessionId ?? '';
@@ -489,7 +587,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       content: m.content ?? '',
       msgId: String(m.msgId ?? 0),
       time: Number(m.time ?? 0),
-      storedAt: Number(m.storedAt ?? 0),
+      storedAt: m.storedAt ? Number(m.storedAt) : undefined,
       msgType: m.msgType ?? 0,
       json: m.json ?? '',
       url: m.url ?? '',
@@ -527,6 +625,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       const data = (parsed.data ?? {}) as { code?: string; reason?: string };
       const closing = { code: data.code ?? 'SB_ERR_INTERNAL', reason: data.reason ?? '' };
       if (FINAL_CLOSE_CODES.has(closing.code)) this.#final = true;
+      this.#dropReason = serverError(closing.code, closing.reason, 'the server closed the connection');
       this.emit('closing', closing);
       return;
     }
@@ -548,6 +647,9 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       return Promise.reject(new SwitchboardError('SB_ERR_CLIENT_QUEUE_FULL', `${this.#pending.size} requests are already waiting`));
     }
     const frame = encodeMessageFrame({ ...body, type, sequence, sessionId: this.#sessionId });
+    if (frame.length - HEADER_LENGTH > this.#options.maxFrameLength) {
+      return Promise.reject(new SwitchboardError('SB_ERR_MESSAGE_TOO_LARGE', `the frame takes ${frame.length - HEADER_LENGTH} bytes; the limit is ${this.#options.maxFrameLength}`));
+    }
     return new Promise<ImMessage>((resolve, reject) => {
       const ready = this.#status === 'ready';
       this.#pending.set(sequence, { resolve, reject, deadline: Date.now() + this.#options.requestTimeoutMs, frame, sent: ready, retry });
@@ -572,6 +674,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       if (this.#status !== 'ready') return;
       if (now - this.#lastInboundAt > 3 * heartbeatMs) {
         this.#log.warn('server silent for 3 heartbeat intervals, reconnecting');
+        this.#dropReason = new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', `the server was silent for ${3 * heartbeatMs} ms`);
         this.#socket?.destroy();
         return;
       }
@@ -592,42 +695,60 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     }
   }
 
-  #onDisconnect(): void {
+  #onDisconnect(reason: SwitchboardError, retryAfterMs = 0): void {
     this.#socket = undefined;
     this.#sessionId = '';
     clearInterval(this.#timer);
     this.#timer = undefined;
+    const final = this.#final || this.#retry === false;
     // Sent but unanswered: the server may or may not have taken them. An ack client's chat
-    // messages go again after the reconnect (deduplicated by msg_id); anything else cannot be known.
+    // messages go again after the reconnect (deduplicated by msg_id); anything else cannot be
+    // known. When the server ends the client for good (a protocol error: one of them is the
+    // frame at fault), they fail with the server's reason.
+    const closedBy = final && FINAL_CLOSE_CODES.has(reason.code);
     for (const [sequence, pending] of this.#pending) {
       if (!pending.sent) continue;
-      if (pending.retry && !this.#final && this.#retry !== false) {
+      if (pending.retry && !final) {
         pending.sent = false;
         continue;
       }
       this.#pending.delete(sequence);
-      pending.reject(new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST'));
+      pending.reject(closedBy ? reason : new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', undefined, { cause: reason }));
     }
-    if (this.#final || this.#retry === false) {
-      this.#giveUp(new SwitchboardError('SB_ERR_CLIENT_CLOSED', 'connection closed'));
+    if (this.#loggingOut) {
+      this.#close(undefined);
       return;
     }
-    const delay = this.#retry(++this.#attempt);
+    if (final) {
+      this.#finalDisconnect(reason);
+      return;
+    }
+    let delay = this.#retry(++this.#attempt);
+    if (delay !== null) delay = Math.max(delay, retryAfterMs);
+    this.#log.info({ attempt: this.#attempt, delay, code: reason.code, reason: reason.message }, delay === null ? 'giving up' : 'reconnecting');
+    this.emit('disconnect', { reason, retryInMs: delay });
     if (delay === null) {
-      this.#giveUp(new SwitchboardError('SB_ERR_CLIENT_CLOSED', `gave up after ${this.#attempt - 1} reconnect attempts`));
+      this.#giveUp(reason);
       return;
     }
     this.#setStatus('reconnecting');
-    this.#log.info({ attempt: this.#attempt, delay }, 'reconnecting');
     this.#reconnectTimer = setTimeout(() => this.#open(), delay);
     if (this.#pending.size > 0) this.#startTimer();
   }
 
-  #giveUp(err: SwitchboardError): void {
+  /** Ends the client for `reason`, after which no attempt is made. */
+  #finalDisconnect(reason: SwitchboardError): void {
+    this.emit('disconnect', { reason, retryInMs: null });
+    this.#giveUp(reason);
+  }
+
+  /** Closes; a connect() still waiting rejects with `reason`, else it is an 'error' event, if anyone listens. */
+  #giveUp(reason: SwitchboardError): void {
     const login = this.#login;
     this.#login = undefined;
-    this.close();
-    login?.reject(err);
+    this.#close(reason);
+    if (login) login.reject(reason);
+    else if (this.listenerCount('error') > 0) this.emit('error', reason);
   }
 
   #rejectAll(err: SwitchboardError): void {

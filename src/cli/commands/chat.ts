@@ -1,11 +1,13 @@
-// `switchboard chat`: an interactive terminal client. `@bob hello` sends, incoming messages
-// print as they arrive, `/quit` logs out. With --gate it logs in with a password through the
-// HTTP gate (registering first with --register) and goes to the worker the gate names.
+// `switchboard chat`: a terminal client. `@bob hello` sends, incoming messages print as they
+// arrive, `/quit` or the end of input logs out once what was sent is stored. With --gate it logs
+// in with a password through the HTTP gate (registering first with --register) and goes to the
+// worker the gate names. Input may be piped: lines read before the login are queued and sent,
+// and output that is not a terminal gets plain lines (no prompt, no escape codes).
 
 import readline from 'node:readline';
 import { TokenSigner, DEV_SECRET } from '../../auth/token.js';
-import { ImClient, type ImClientOptions } from '../../client/im-client.js';
-import { gateEndpoint, registerThroughGate } from '../../client/gate-login.js';
+import { ImClient, defaultRetryStrategy, type ImClientOptions, type IncomingMessage } from '../../client/im-client.js';
+import { gateEndpoint, gateFailure, registerThroughGate } from '../../client/gate-login.js';
 import { SwitchboardError, isSwitchboardError } from '../../errors.js';
 import { PORT, parseOptions, usage, type OptionSpecs } from '../options.js';
 import { SECRET_OPTION } from '../common.js';
@@ -18,12 +20,17 @@ const OPTIONS = {
   device: { type: 'string', description: 'device id: the chat resumes where this device left off', default: 'cli' },
   token: { type: 'string', secret: true, description: 'login token; unset: minted locally with --secret' },
   gate: { type: 'string', description: 'gate URL (e.g. http://127.0.0.1:8080): log in with a password instead of a token' },
-  password: { type: 'string', secret: true, description: 'with --gate: the password (unset: asked for)' },
-  register: { type: 'boolean', description: 'with --gate: create the account first (an existing one is just logged in to)' },
+  password: { type: 'string', secret: true, description: 'with --gate: the password (unset: asked for on a terminal, else the first line of input)' },
+  register: { type: 'boolean', description: 'with --gate: create the account first (asks for the password twice; a name taken by your own account is logged in to)' },
   ...SECRET_OPTION,
 } as const satisfies OptionSpecs;
 
-const SUMMARY = 'Interactive chat: "@bob hello" sends to bob, "/quit" logs out.';
+const SUMMARY = 'Chat: "@bob hello" sends to bob, "/quit" or the end of input logs out. Input may be piped.';
+
+/** Sends written and not yet answered: the SDK's queue (1000) stays well below its bound. */
+const MAX_IN_FLIGHT = 100;
+/** Lines read and not yet sent before input is paused (piped input can be any size). */
+const MAX_QUEUED_LINES = 1000;
 
 export async function chatCommand(argv: string[]): Promise<void> {
   const o = parseOptions(OPTIONS, argv);
@@ -33,78 +40,290 @@ export async function chatCommand(argv: string[]): Promise<void> {
   }
   if (!o.user) throw new SwitchboardError('SB_ERR_CONFIG', '--user is required');
   const deviceId = o.device;
+  const terminal = process.stdin.isTTY === true && process.stdout.isTTY === true;
   // On a terminal the password is read before readline takes over the input, so it is not
   // echoed; piped input keeps one reader, so no line is lost between two of them.
-  const typedPassword = o.gate && o.password === undefined && process.stdin.isTTY ? await askHidden('password: ') : undefined;
-  const rl = readline.createInterface({ input: process.stdin, output: process.stdout, prompt: `${o.user}> ` });
-  const abandon = (err: unknown): never => {
-    // readline holds stdin open: without this, a refused login or registration printed its
-    // error and then left the process waiting on the terminal.
-    rl.close();
-    process.stdin.destroy();
-    throw err;
-  };
+  let typedPassword: string | undefined;
+  if (o.gate && o.password === undefined && process.stdin.isTTY) {
+    typedPassword = o.register ? await askNewPassword(askHidden, (line) => process.stdout.write(`${line}\n`)) : await askHidden('password: ');
+  }
+  const rl = readline.createInterface({ input: process.stdin, output: terminal ? process.stdout : undefined, terminal, prompt: `${o.user}> ` });
+  const out = new ChatOutput(rl, terminal);
+  // From the first line on, before the connection is up: piped lines arrive at once.
+  const lines = new LineQueue(rl);
   let where: Pick<ImClientOptions, 'host' | 'port' | 'token' | 'endpoint'>;
   let uid = o.user;
-  if (o.gate) {
-    const password = o.password ?? typedPassword ?? (await new Promise<string>((resolve) => rl.question('password: ', resolve)));
-    uid = o.user.toLowerCase();
-    if (o.register) {
-      try {
-        await registerThroughGate(o.gate, o.user, password);
-      } catch (err) {
-        if (!isSwitchboardError(err) || err.code !== 'SB_ERR_USERNAME_TAKEN') abandon(err);
+  let taken = false;
+  try {
+    if (o.gate) {
+      const password = o.password ?? typedPassword ?? (await lines.first());
+      if (password === undefined) throw new SwitchboardError('SB_ERR_CONFIG', 'no password: give --password, or the password as the first line of input');
+      uid = o.user.toLowerCase();
+      if (o.register) {
+        try {
+          await registerThroughGate(o.gate, o.user, password);
+          out.line(`* registered ${uid}`);
+        } catch (err) {
+          if (!isSwitchboardError(err) || err.code !== 'SB_ERR_USERNAME_TAKEN') throw gateFailure(o.gate, err);
+          taken = true;
+          out.line(`* the name ${uid} is taken: logging in to it with this password`);
+        }
       }
+      where = { endpoint: gateEndpoint(o.gate, { username: o.user, password, deviceId }) };
+    } else {
+      where = { host: o.host, port: o.port, token: o.token ?? new TokenSigner(o.secret ?? DEV_SECRET).mint({ uid: o.user, deviceId, ttlMs: 86_400_000 }) };
     }
-    where = { endpoint: gateEndpoint(o.gate, { username: o.user, password, deviceId }) };
-  } else {
-    where = { host: o.host, port: o.port, token: o.token ?? new TokenSigner(o.secret ?? DEV_SECRET).mint({ uid: o.user, deviceId, ttlMs: 86_400_000 }) };
+  } catch (err) {
+    lines.abandon();
+    throw err;
   }
-  const client = new ImClient({ ...where, uid, deviceId });
-  const print = (line: string) => {
+
+  let loggedIn = false;
+  const backoff = defaultRetryStrategy();
+  const client = new ImClient({
+    ...where,
+    uid,
+    deviceId,
+    // The first connect fails at once, with its reason: a wrong port or a gate that is down is
+    // not worth a wait. Once logged in, a lost connection is retried for as long as it takes.
+    retryStrategy: (attempt) => (loggedIn ? backoff(attempt) : null),
+  });
+
+  client.on('message', (m) => out.line(`[${formatTime(shownTime(m, Date.now()))}] ${m.from}: ${m.content}`));
+  client.on('login', () => {
+    out.line(`* logged in as ${uid} (device ${deviceId})`);
+    loggedIn = true;
+  });
+  client.on('disconnect', ({ reason, retryInMs }) => {
+    if (retryInMs === null || !loggedIn) return; // the end: the error the command fails with says why
+    out.line(`* ${client.status === 'ready' ? 'connection lost' : 'reconnect failed'}: ${reason.code} ${reason.message}; reconnecting in ${formatDelay(retryInMs)}`);
+  });
+  client.on('gap', ({ from }) => out.line(`* older messages were pruned by the server; showing from #${from + 1}`));
+  // The SDK has forgotten the old position; what follows may repeat messages shown before.
+  client.on('reset', () => out.line('* the server lost or rewound its copy of your inbox: showing everything it holds again'));
+  // The client closed for good after the login (a replaced session, a refusal on reconnect):
+  // the chat ends with that reason instead of leaving a prompt nobody serves.
+  const ended = new Promise<never>((_, reject) => client.on('error', (err) => reject(endReason(err, uid, deviceId))));
+  ended.catch(() => {});
+
+  const sender = new Sender(client, lines, out, o.gate ? (name) => normalizeUsername(name) ?? name : (name) => name);
+  try {
+    await client.connect().catch((err: unknown) => {
+      if (taken && isSwitchboardError(err) && err.code === 'SB_ERR_LOGIN_FAILED') {
+        throw new SwitchboardError('SB_ERR_USERNAME_TAKEN', `the name ${uid} is taken by another account (this password is not its password): choose another --user`);
+      }
+      throw err;
+    });
+    out.prompt();
+    await Promise.race([sender.run(), ended]);
+  } catch (err) {
+    lines.abandon();
+    client.close();
+    out.end();
+    throw err;
+  }
+  lines.abandon();
+  await client.logout();
+  out.end();
+  if (sender.failed > 0) throw new SwitchboardError(sender.firstFailure!, `${sender.failed} of ${sender.failed + sender.stored} messages were not sent`);
+}
+
+/** Lines of input, in order, waiting to be taken; input is paused while too many wait. */
+class LineQueue {
+  readonly #rl: readline.Interface;
+  readonly #lines: string[] = [];
+  #ended = false;
+  #paused = false;
+  #wake: (() => void) | undefined;
+
+  constructor(rl: readline.Interface) {
+    this.#rl = rl;
+    rl.on('line', (line) => {
+      this.#lines.push(line);
+      if (this.#lines.length >= MAX_QUEUED_LINES && !this.#paused) {
+        this.#paused = true;
+        rl.pause();
+      }
+      this.#notify();
+    });
+    // Ctrl-C on a terminal: leave as /quit does.
+    rl.on('SIGINT', () => rl.close());
+    rl.on('close', () => {
+      this.#ended = true;
+      this.#notify();
+    });
+  }
+
+  /** The next line, or undefined once input has ended and every line was taken. */
+  async next(): Promise<string | undefined> {
+    while (this.#lines.length === 0 && !this.#ended) await new Promise<void>((resolve) => (this.#wake = resolve));
+    const line = this.#lines.shift();
+    if (this.#paused && this.#lines.length < MAX_QUEUED_LINES / 2) {
+      this.#paused = false;
+      this.#rl.resume();
+    }
+    return line;
+  }
+
+  /** The first line (the password, on piped input), or undefined if there is none. */
+  first(): Promise<string | undefined> {
+    return this.next();
+  }
+
+  /** Stops reading: readline alone only pauses stdin, and a piped stdin left open keeps the process alive. */
+  abandon(): void {
+    this.#rl.close();
+    process.stdin.destroy();
+  }
+
+  #notify(): void {
+    const wake = this.#wake;
+    this.#wake = undefined;
+    wake?.();
+  }
+}
+
+/** Takes lines, sends them in order with a bounded number in flight, and marks each stored. */
+class Sender {
+  stored = 0;
+  failed = 0;
+  firstFailure: SwitchboardError['code'] | undefined;
+  #inFlight = 0;
+  #slot: (() => void) | undefined;
+
+  constructor(
+    readonly client: ImClient,
+    readonly lines: LineQueue,
+    readonly out: ChatOutput,
+    readonly recipient: (name: string) => string,
+  ) {}
+
+  /** Resolves once input ended (or /quit) and every message sent was answered. */
+  async run(): Promise<void> {
+    for (;;) {
+      const line = await this.lines.next();
+      if (line === undefined) break;
+      const text = line.trim();
+      if (text === '/quit') break;
+      if (text === '') {
+        this.out.prompt();
+        continue;
+      }
+      const match = /^@(\S+)\s+(.+)$/.exec(text);
+      if (!match) {
+        this.#fail('SB_ERR_BAD_REQUEST', `* not sent: type "@user message" to send, "/quit" to leave`);
+        continue;
+      }
+      while (this.#inFlight >= MAX_IN_FLIGHT) await new Promise<void>((resolve) => (this.#slot = resolve));
+      this.#send(this.recipient(match[1]!), match[2]!);
+    }
+    while (this.#inFlight > 0) await new Promise<void>((resolve) => (this.#slot = resolve));
+  }
+
+  // Through the gate the names are switchboard accounts: `@Alice` is alice, as the gate folds
+  // names. With a token the server decides (it folds them where it checks accounts).
+  #send(to: string, content: string): void {
+    this.#inFlight++;
+    this.client.send(to, content).then(
+      (r) => {
+        this.stored++;
+        this.out.line(`✓ stored (${to} #${r.seq})`);
+      },
+      (err: unknown) => {
+        const code = isSwitchboardError(err) ? err.code : 'SB_ERR_INTERNAL';
+        this.#fail(code, `* not sent to ${to}: ${isSwitchboardError(err) ? `${err.code} ${err.message}` : String(err)}`);
+      },
+    ).finally(() => {
+      this.#inFlight--;
+      const slot = this.#slot;
+      this.#slot = undefined;
+      slot?.();
+    });
+  }
+
+  #fail(code: SwitchboardError['code'], line: string): void {
+    this.failed++;
+    this.firstFailure ??= code;
+    this.out.line(line);
+  }
+}
+
+/** What the chat prints: on a terminal around the prompt line, elsewhere plain lines only. */
+class ChatOutput {
+  /** readline refuses prompt() once closed (input ended, /quit), and messages may still come. */
+  #open = true;
+
+  constructor(
+    readonly rl: readline.Interface,
+    readonly terminal: boolean,
+  ) {
+    rl.on('close', () => (this.#open = false));
+  }
+
+  line(text: string): void {
+    if (!this.terminal) {
+      process.stdout.write(`${text}\n`);
+      return;
+    }
     readline.clearLine(process.stdout, 0);
     readline.cursorTo(process.stdout, 0);
-    process.stdout.write(`${line}\n`);
-    rl.prompt(true);
-  };
+    process.stdout.write(`${text}\n`);
+    this.prompt();
+  }
 
-  client.on('message', (m) => print(`[${new Date(m.time || Date.now()).toLocaleTimeString()}] ${m.from}: ${m.content}`));
-  client.on('closing', ({ code, reason }) => print(`* server closing the connection: ${code} ${reason}`));
-  client.on('status', (status) => {
-    if (status === 'reconnecting') print('* connection lost, reconnecting...');
-  });
-  client.on('login', () => print(`* logged in as ${uid} (device ${deviceId})`));
-  client.on('gap', ({ from }) => print(`* older messages were pruned by the server; showing from #${from + 1}`));
-  // The SDK has forgotten the old position; what follows may repeat messages shown before.
-  client.on('reset', () => print('* the server lost or rewound its copy of your inbox: showing everything it holds again'));
+  prompt(): void {
+    if (this.terminal && this.#open) this.rl.prompt(true);
+  }
 
-  await client.connect().catch(abandon);
-  rl.prompt();
-  const done = new Promise<void>((resolve) => rl.on('close', resolve));
-  rl.on('line', (line) => {
-    const text = line.trim();
-    if (text === '/quit') {
-      rl.close();
-      return;
-    }
-    const match = /^@(\S+)\s+(.+)$/.exec(text);
-    if (!match) {
-      if (text) print('* type "@user message" to send, "/quit" to leave');
-      else rl.prompt();
-      return;
-    }
-    // Through the gate the names are switchboard accounts: `@Alice` is alice, as the gate
-    // folds names. With a token the server decides (it folds them where it checks accounts).
-    const to = o.gate ? (normalizeUsername(match[1]!) ?? match[1]!) : match[1]!;
-    client.send(to, match[2]!).then(
-      () => rl.prompt(),
-      (err: unknown) => print(`* not sent: ${isSwitchboardError(err) ? `${err.code} ${err.message}` : String(err)}`),
-    );
-  });
-  await done;
-  // rl.close() only pauses stdin; a piped stdin left open would keep the process alive.
-  process.stdin.destroy();
-  await client.logout();
+  /** Leaves the terminal on a clean line. */
+  end(): void {
+    if (!this.terminal) return;
+    readline.clearLine(process.stdout, 0);
+    readline.cursorTo(process.stdout, 0);
+  }
+}
+
+/** The error a chat that the client ended on its own fails with: the reason, said plainly. */
+function endReason(err: Error, uid: string, deviceId: string): Error {
+  if (isSwitchboardError(err) && err.code === 'SB_ERR_SESSION_REPLACED') {
+    return new SwitchboardError(err.code, `${uid} logged in with device "${deviceId}" elsewhere, which ended this chat (use another --device to chat from both)`);
+  }
+  return err;
+}
+
+/**
+ * The time a message is shown with: the server's (when it stored it) where the delivery says,
+ * else when it arrived here; never the sender's clock, which may be anything.
+ */
+export function shownTime(m: Pick<IncomingMessage, 'storedAt'>, receivedAt: number): number {
+  return m.storedAt ?? receivedAt;
+}
+
+/** HH:MM:SS, with the date in front when it is not today's. */
+export function formatTime(ms: number, now = Date.now()): string {
+  const at = new Date(ms);
+  const pad = (n: number) => String(n).padStart(2, '0');
+  const time = `${pad(at.getHours())}:${pad(at.getMinutes())}:${pad(at.getSeconds())}`;
+  if (at.toDateString() === new Date(now).toDateString()) return time;
+  return `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())} ${time}`;
+}
+
+function formatDelay(ms: number): string {
+  return ms < 1000 ? `${ms} ms` : `${Math.round(ms / 1000)} s`;
+}
+
+/**
+ * A new password, typed twice: a typo in a password nobody sees would lock its owner out of the
+ * account just made. Asks again when the two differ, three times at most.
+ */
+export async function askNewPassword(ask: (prompt: string) => Promise<string>, say: (line: string) => void, tries = 3): Promise<string> {
+  for (let i = 0; i < tries; i++) {
+    const first = await ask('password: ');
+    const second = await ask('password again: ');
+    if (first === second) return first;
+    say('* the two passwords differ; again');
+  }
+  throw new SwitchboardError('SB_ERR_BAD_PASSWORD', `the two passwords differed ${tries} times`);
 }
 
 /** Reads a line from the terminal without echoing it (a password). */

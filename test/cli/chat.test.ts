@@ -1,0 +1,158 @@
+// `switchboard chat` as a user meets it, a real process (the compiled dist/: `npm run build`
+// first) against a real node: piped input sent in full and acknowledged line by line, plain
+// output off a terminal, a reason for every failure to connect or reconnect, a replaced session
+// that ends the chat, a taken name at --register, and times that are not the sender's clock.
+// The terminal-only parts (the password asked twice) are tested as the logic behind them.
+
+import t, { type Test } from 'tap';
+import { ImClient, type IncomingMessage } from '../../src/client/im-client.js';
+import { SwitchboardError } from '../../src/errors.js';
+import { askNewPassword, formatTime, shownTime } from '../../src/cli/commands/chat.js';
+import { CliProcess } from '../helpers/cli-process.js';
+import { startNode, type TestNode } from '../helpers/node.js';
+import { connectLoggedIn } from '../helpers/raw-client.js';
+import { freePort } from '../helpers/free-port.js';
+import { until } from '../helpers/cluster.js';
+
+t.jobs = 4;
+
+const SECRET = 'chat-test-secret-of-at-least-32-characters';
+const EXIT_MS = 20_000;
+
+function chat(t: Test, n: TestNode | { port: number }, user: string, extra: string[] = []): CliProcess {
+  return new CliProcess(t, `chat ${user}`, ['chat', '--user', user, '--port', String(n.port), '--secret', SECRET, ...extra]);
+}
+
+async function online(t: Test, n: TestNode, uid: string): Promise<{ client: ImClient; got: IncomingMessage[] }> {
+  const client = new ImClient({ host: '127.0.0.1', port: n.port, uid, deviceId: `${uid}-phone`, token: n.token(uid), retryStrategy: false });
+  const got: IncomingMessage[] = [];
+  client.on('message', (m) => got.push(m));
+  t.teardown(() => client.close());
+  await client.connect();
+  return { client, got };
+}
+
+t.test('piped input: lines written before the login are all sent, each marked stored, then it logs out and exits 0, with no escape codes', async (t) => {
+  const n = await startNode(t, {}, { secret: SECRET });
+  const bob = await online(t, n, 'bob');
+  const alice = chat(t, n, 'alice');
+  // All of it at once, before the process could have connected, then the end of input.
+  const lines = Array.from({ length: 250 }, (_, i) => `@bob line ${i + 1}`);
+  alice.child.stdin.end(`${lines.join('\n')}\n`);
+
+  t.same(await alice.exit(EXIT_MS), { code: 0, signal: null }, 'exit 0 at the end of input');
+  await until('bob has every line', () => bob.got.length === lines.length);
+  t.same(bob.got.map((m) => m.content), lines.map((l) => l.slice('@bob '.length)), 'every line, in order');
+  t.equal(alice.stdout.match(/^✓ stored \(bob #\d+\)$/gm)?.length, lines.length, 'one stored mark per line');
+  t.notMatch(alice.stdout, /\x1b/, 'no escape codes when stdout is not a terminal');
+  t.notMatch(alice.stdout, /alice> /, 'no prompt either');
+  await until('alice logged out', () => n.node.server.sessions.byUser('alice').length === 0);
+});
+
+t.test('piped input with a refused line: the others are sent, the refusal is said, the exit code is 1', async (t) => {
+  const n = await startNode(t, {}, { secret: SECRET });
+  const bob = await online(t, n, 'bob');
+  const alice = chat(t, n, 'alice');
+  alice.child.stdin.end('@bob first\nhello without a recipient\n@bob last\n');
+  t.equal((await alice.exit(EXIT_MS)).code, 1);
+  await until('bob has both', () => bob.got.length === 2);
+  t.match(alice.stdout, /not sent: type "@user message"/);
+  t.match(alice.stderr, /SB_ERR_BAD_REQUEST 1 of 3 messages were not sent/);
+});
+
+t.test('a first connect that fails exits 1 with the reason', async (t) => {
+  const port = await freePort();
+  const alice = chat(t, { port }, 'alice');
+  t.equal((await alice.exit(EXIT_MS)).code, 1);
+  t.match(alice.stderr, new RegExp(`^switchboard chat: SB_ERR_CLIENT_CONNECT_FAILED .*ECONNREFUSED 127\\.0\\.0\\.1:${port}$`, 'm'));
+  t.notMatch(alice.stdout, /reconnecting/);
+});
+
+t.test('a gate that is down: exit 1 naming the gate and the reason', async (t) => {
+  const port = await freePort();
+  const alice = new CliProcess(t, 'chat via a dead gate', ['chat', '--user', 'alice', '--gate', `http://127.0.0.1:${port}`, '--password', 'a long enough password']);
+  t.equal((await alice.exit(EXIT_MS)).code, 1);
+  t.match(alice.stderr, `cannot reach the gate http://127.0.0.1:${port}: connect ECONNREFUSED 127.0.0.1:${port}`);
+});
+
+t.test('a session replaced by the same device elsewhere ends the chat with a line saying so', async (t) => {
+  const n = await startNode(t, {}, { secret: SECRET });
+  const alice = chat(t, n, 'alice');
+  await alice.waitFor('logged in', () => alice.stdout.includes('logged in as alice'));
+  const other = new ImClient({ host: '127.0.0.1', port: n.port, uid: 'alice', deviceId: 'cli', token: n.token('alice'), retryStrategy: false });
+  t.teardown(() => other.close());
+  await other.connect();
+  // stdin stays open: the chat must end by itself, not at the end of its input.
+  t.equal((await alice.exit(EXIT_MS)).code, 1);
+  t.match(alice.stderr, /^switchboard chat: SB_ERR_SESSION_REPLACED alice logged in with device "cli" elsewhere/m);
+  t.equal(other.status, 'ready', 'the new session was not taken back');
+});
+
+t.test('the time shown is not the sender\'s clock', async (t) => {
+  const n = await startNode(t, {}, { secret: SECRET });
+  const alice = chat(t, n, 'alice');
+  await alice.waitFor('logged in', () => alice.stdout.includes('logged in as alice'));
+  // A sender whose clock is a year, 6 h 17 min 29 s behind: no digit of its time can match now's.
+  const skewed = Date.now() - (365 * 86_400_000 + 6 * 3600_000 + 17 * 60_000 + 29_000);
+  const bob = await connectLoggedIn(t, n.port, 'bob', n.token('bob'), 'raw', { acks: true });
+  await bob.chatAndWait('alice', 'from a wrong clock', { time: skewed });
+  await alice.waitFor('printed', () => alice.stdout.includes('bob: from a wrong clock'));
+  const line = alice.stdout.split('\n').find((l) => l.includes('bob: from a wrong clock'))!;
+  const sender = new Date(skewed);
+  const mmss = `${String(sender.getMinutes()).padStart(2, '0')}:${String(sender.getSeconds()).padStart(2, '0')}`;
+  t.notMatch(line, mmss, `not the sender's ${mmss}: ${line}`);
+  t.match(line, /^\[\d\d:\d\d:\d\d\] bob: /, "today's time: when it arrived (the server sends no stored time yet)");
+  alice.child.stdin.end();
+  t.equal((await alice.exit(EXIT_MS)).code, 0);
+});
+
+t.test('through the gate: --register with a taken name says so; with its own password it logs in; a failed reconnect prints the gate\'s code and message', async (t) => {
+  // Five logins and registrations a minute per address: the chat's reconnect is the sixth.
+  const node = new CliProcess(t, 'start', ['start', '--port', '0', '--gate-port', '0', '--dev', '--secret', SECRET, '--log-level', 'info', '--rate-ip', '5', '--heartbeat-interval-ms', '1000', '--idle-intervals', '2']);
+  const gateUrl = `http://127.0.0.1:${String((await node.waitForLog({ msg: 'gate listening' })).port)}`;
+  const register = await fetch(`${gateUrl}/api/users`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'carol', password: 'carols own password' }) });
+  t.equal(register.status, 201, 'carol registered (1 of 5)');
+
+  const intruder = new CliProcess(t, 'chat --register carol, another password', ['chat', '--gate', gateUrl, '--user', 'carol', '--register', '--password', 'not carols password']);
+  intruder.child.stdin.end();
+  t.equal((await intruder.exit(EXIT_MS)).code, 1, '(2 and 3 of 5)');
+  t.match(intruder.stderr, /^switchboard chat: SB_ERR_USERNAME_TAKEN the name carol is taken/m);
+  t.notMatch(intruder.stdout, /logged in/);
+
+  // The chat is stopped (SIGSTOP) until the worker has closed it as idle (no heartbeat for 2 s);
+  // resumed, it reconnects through the gate, which refuses this sixth request of the minute (4
+  // and 5: the chat's registration and login).
+  const carol = new CliProcess(t, 'chat --register carol', ['chat', '--gate', gateUrl, '--user', 'carol', '--register', '--password', 'carols own password']);
+  await carol.waitFor('logged in', () => carol.stdout.includes('logged in as carol'));
+  t.match(carol.stdout, '* the name carol is taken: logging in to it with this password');
+  carol.child.kill('SIGSTOP');
+  await node.waitForLog({ msg: 'closing connection', code: 'SB_ERR_IDLE_TIMEOUT' });
+  carol.child.kill('SIGCONT');
+  await carol.waitFor('the refused reconnect', () => carol.stdout.includes('reconnect failed'));
+  t.match(carol.stdout, /^\* connection lost: SB_ERR_IDLE_TIMEOUT .*; reconnecting in /m);
+  t.match(carol.stdout, /^\* reconnect failed: SB_ERR_RATE_LIMITED too many requests; retry later; reconnecting in \d+ s$/m);
+  t.ok(carol.alive, 'still trying, as it should after a 429');
+});
+
+t.test('the logic behind the terminal: the password asked twice, the time shown', async (t) => {
+  const asked = (answers: string[]) => {
+    const prompts: string[] = [];
+    return { prompts, ask: async (prompt: string) => (prompts.push(prompt), answers.shift()!) };
+  };
+  const ok = asked(['first-try-typo', 'first-try', 'the password', 'the password']);
+  const said: string[] = [];
+  t.equal(await askNewPassword(ok.ask, (l) => said.push(l)), 'the password', 'taken once both agree');
+  t.same(ok.prompts, ['password: ', 'password again: ', 'password: ', 'password again: ']);
+  t.same(said, ['* the two passwords differ; again']);
+
+  const never = asked(['a', 'b', 'c', 'd', 'e', 'f']);
+  const err = await askNewPassword(never.ask, () => {}).catch((e: unknown) => e);
+  t.ok(err instanceof SwitchboardError && err.code === 'SB_ERR_BAD_PASSWORD', 'three differing pairs: SB_ERR_BAD_PASSWORD');
+
+  // The seam for the server's stored time: shown when the delivery has one.
+  t.equal(shownTime({ storedAt: 1_000 }, 5_000), 1_000, "the server's stored time when the delivery has it");
+  t.equal(shownTime({ storedAt: undefined }, 5_000), 5_000, 'else the local receive time');
+  const now = new Date(2024, 4, 6, 12, 0, 0).getTime();
+  t.equal(formatTime(new Date(2024, 4, 6, 9, 5, 7).getTime(), now), '09:05:07', 'today: the time');
+  t.equal(formatTime(new Date(2024, 4, 5, 23, 59, 59).getTime(), now), '2024-05-05 23:59:59', 'another day: with the date');
+});
