@@ -165,6 +165,28 @@ t.test('PROTOCOL.md §5 states the message size limit deliveryFits applies', asy
   t.ok(deliveryFits(stored(65_476), 3, 65_536) && !deliveryFits(stored(65_477), 3, 65_536), 'and deliveryFits agrees');
 });
 
+t.test("PROTOCOL.md §5's size examples hold on a running node for a client that sends its session_id (§3)", async (t) => {
+  // "from `alice` to `X` with `msg_id` 1 ... **N** bytes ...; N+1 <outcome> `CODE`"
+  const examples = [...section(5).replace(/\s+/g, ' ').matchAll(/from `alice` to `([a-z.]+)` with `msg_id` 1[^*]*\*\*(\d\d) (\d{3})\*\* bytes(?: \(UTF-8\))?; \d\d \d{3} (?:is refused with|closes the connection with) `(SB_ERR_\w+)`/g)];
+  t.equal(examples.length, 2, 'both examples are there');
+  const tn = await startNode(t);
+  // One connection per attempt, so that msg_id 1 and a sequence below 128 hold as in the example.
+  const attempt = async (to: string, length: number) => {
+    const alice = await connect(t, tn.port);
+    await alice.login('alice', tn.token('alice'), 'doc');
+    alice.send({ type: HeadType.MESSAGE_REQUEST, sequence: 2, sessionId: alice.sessionId, messageRequest: { msgId: 1, from: 'alice', to, content: 'x'.repeat(length) } });
+    const answer = await alice.next((m) => m.type === HeadType.MESSAGE_RESPONSE || m.type === HeadType.MESSAGE_NOTIFICATION);
+    alice.destroy();
+    if (answer.messageResponse) return answer.messageResponse.result ? 'stored' : answer.messageResponse.errorCode;
+    return (JSON.parse(answer.notification?.json ?? '{}') as { data?: { code?: string } }).data?.code;
+  };
+  for (const [, to, high, low, code] of examples) {
+    const largest = Number(`${high}${low}`);
+    t.equal(await attempt(to!, largest), 'stored', `alice to ${to}: ${largest} bytes of content are stored`);
+    t.equal(await attempt(to!, largest + 1), code, `one more: ${code}`);
+  }
+});
+
 t.test("PROTOCOL.md §9 lists every peer close code, and §0 every status the gate answers", async (t) => {
   const s9 = section(9);
   for (const code of Object.keys(ERROR_CODES).filter((c) => c.startsWith('SB_ERR_PEER_'))) t.ok(s9.includes(`| \`${code}\` |`), `${code} in the close table`);
