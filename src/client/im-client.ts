@@ -556,6 +556,10 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       this.emit('gap', { requested, from: syncFrom });
     }
     this.#setStatus('ready');
+    // A request made before the login started the timer at the interval then known: restart it
+    // at the one just told, or the server closes the connection for idleness.
+    clearInterval(this.#timer);
+    this.#timer = undefined;
     this.#startTimer();
     for (const pending of this.#pending.values()) {
       if (!pending.sent) {

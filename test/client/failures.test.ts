@@ -168,3 +168,19 @@ t.test('a gate nobody listens on: the first connect rejects naming the gate and 
   t.match(err.message, url);
   t.match(err.message, `ECONNREFUSED 127.0.0.1:${port}`);
 });
+
+t.test("a send made before the login heartbeats at the server's interval, not at the default 50 s the client started with", async (t) => {
+  // Idle after 3 × 200 ms: a client still heartbeating at 50 s is closed with SB_ERR_IDLE_TIMEOUT.
+  const n = await startNode(t, { heartbeatIntervalMs: 200, idleIntervals: 3 });
+  const proxy = await FrameProxy.start(t, n.port);
+  const alice = watch(t, { ...direct(n, 'alice'), port: proxy.port });
+  const connected = alice.client.connect();
+  const sent = alice.client.send('alice', 'written before the login');
+  await connected;
+  await sent;
+  t.equal(alice.client.heartbeatIntervalMs, 200, "the server's interval");
+  await until('three heartbeats', () => proxy.seen('toServer', HeadType.HEART_BEAT).length >= 3);
+  t.equal(proxy.connections, 1, 'never closed for idleness');
+  t.same(alice.statuses, ['connecting', 'ready']);
+  t.same(alice.disconnects, []);
+});
