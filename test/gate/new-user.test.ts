@@ -37,9 +37,9 @@ t.test('two new users sign up through the embedded gate and chat', async (t) => 
   t.match(server.stderr, new RegExp(`chat --gate ${gateUrl.replace(/[.]/g, '\\.')} --user alice --register`), 'the banner says how to chat');
 
   const alice = chat(t, 'alice', ['--gate', gateUrl, '--user', 'alice', '--register', '--password', ALICE_PASSWORD]);
-  // bob types his password at the prompt, and his name with a capital.
+  // bob gives his password as the first line of input (off a terminal there is no prompt), and
+  // his name with a capital.
   const bob = chat(t, 'bob', ['--gate', gateUrl, '--user', 'Bob', '--register']);
-  await bob.waitFor('bob is asked for his password', () => bob.stdout.includes('password: '));
   bob.write(`${BOB_PASSWORD}\n`);
 
   await alice.waitFor('alice logged in', () => alice.stdout.includes('logged in as alice'));
@@ -59,10 +59,12 @@ t.test('two new users sign up through the embedded gate and chat', async (t) => 
   alice.write('@Bob by any case\n');
   await bob.waitFor('bob is shown the message to Bob', () => /alice: by any case$/m.test(bob.stdout));
   alice.write('@nobody are you there\n');
-  await alice.waitFor('alice is told nobody has no account', () => /not sent: SB_ERR_UNKNOWN_RECIPIENT/.test(alice.stdout));
+  await alice.waitFor('alice is told nobody has no account', () => /not sent to nobody: SB_ERR_UNKNOWN_RECIPIENT/.test(alice.stdout));
   t.pass('@Bob reached bob; @nobody was refused with SB_ERR_UNKNOWN_RECIPIENT');
 
-  await quit(t, alice);
+  // A chat in which a line was refused says so in its exit code, as piped input needs.
+  alice.write('/quit\n');
+  t.same(await alice.exit(), { code: 1, signal: null }, 'alice: /quit exits 1, one of her lines was refused');
   await quit(t, bob);
 
   // Coming back: --register again is harmless, the account is logged in to.

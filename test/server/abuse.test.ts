@@ -128,6 +128,9 @@ t.test('malformed input closes only the connection that sent it', async (t) => {
  * gone. Every message is accepted and stored whether or not the victim is still there; resolves
  * how many were sent.
  */
+/** Flooding is what these tests do: the message rate is off, so a slow machine meets the output bound, not the rate. */
+const UNLIMITED_RATE = { messageRate: 0, userMessageRate: 0 };
+
 async function floodUntilGone(
   t: Test,
   tn: TestNode,
@@ -176,7 +179,7 @@ t.test('a recipient whose output exceeds maxOutboundBytes is dropped as a slow c
   const { log, closes } = captureLog();
   // Above what one socket read (64 KiB) can make the server send in one tick, so only output
   // that really piles up counts.
-  const tn = await startNode(t, { maxOutboundBytes: 256 * 1024 }, { log });
+  const tn = await startNode(t, { ...UNLIMITED_RATE, maxOutboundBytes: 256 * 1024 }, { log });
   const { carol, exchange } = await chattingPair(t, tn);
   const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
   const reader = await connectLoggedIn(t, tn.port, 'reader', tn.token('reader'));
@@ -211,7 +214,7 @@ t.test('a recipient whose output exceeds maxOutboundBytes is dropped as a slow c
 
 t.test('a recipient whose output does not drain within drainTimeoutMs is dropped', async (t) => {
   const { log, closes } = captureLog();
-  const tn = await startNode(t, { maxOutboundBytes: 256 * 1024 * 1024, drainTimeoutMs: 300 }, { log });
+  const tn = await startNode(t, { ...UNLIMITED_RATE, maxOutboundBytes: 256 * 1024 * 1024, drainTimeoutMs: 300 }, { log });
   const { exchange } = await chattingPair(t, tn);
   const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
   const slow = await connectLoggedIn(t, tn.port, 'slow', tn.token('slow'));

@@ -234,7 +234,7 @@ async function serve(command: 'start' | 'worker', o: ServeValues): Promise<void>
         listening +
         (wildcard ? `warning: ${wildcard.message}${wildcard.addresses.length > 0 ? ` (this host's addresses: ${wildcard.addresses.join(', ')})` : ''}\n` : '') +
         (gateUrl
-          ? `Chat from two terminals (register a password on first use):\n  npx switchboard chat --gate ${gateUrl} --user alice --register\n  npx switchboard chat --gate ${gateUrl} --user bob --register\n`
+          ? `Chat from two terminals (register a password on first use; messages go to registered names):\n  npx switchboard chat --gate ${gateUrl} --user bob --register\n  npx switchboard chat --gate ${gateUrl} --user alice --register   # then type: @bob hello\n`
           : `Chat from two terminals:\n  npx switchboard chat --user alice --port ${info.port}\n  npx switchboard chat --user bob --port ${info.port}\n` +
             (node.users ? 'Recipients need an account in the Redis user store (made by a gate on it), unless the node runs with --allow-unknown-recipients.\n' : '')) +
         `Native clients log in through POST ${gateUrl ?? '(gate off)'}/api/login, or with a token from: npx switchboard token --user alice\n\n`,
