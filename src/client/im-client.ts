@@ -190,6 +190,12 @@ const FINAL_CLOSE_CODES: ReadonlySet<string> = new Set([
 ]);
 
 /**
+ * Login refusals by a worker that pass: its stores did not answer (PROTOCOL.md §5: log in
+ * again, through the gate, after a backoff). Every other refusal ends the client.
+ */
+const RETRIED_LOGIN_CODES: ReadonlySet<string> = new Set(['SB_ERR_STORE_UNAVAILABLE']);
+
+/**
  * Gate refusals that another attempt would only repeat: a wrong password (each retry counts as
  * a failed login toward the gate's lock-out), a malformed request, a wrong gate URL.
  */
@@ -528,6 +534,13 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     if (!body?.result) {
       const err = serverError(body?.errorCode, body?.info, 'login refused', 'SB_ERR_CLIENT_LOGIN_FAILED');
       this.#log.warn({ code: err.code, reason: err.message }, 'login refused');
+      if (RETRIED_LOGIN_CODES.has(err.code)) {
+        // The server closes the connection behind the refusal: the reconnect, after a backoff,
+        // logs in again (through the gate, when there is one, which hands out workers that can serve).
+        this.#dropReason = err;
+        this.#socket?.destroy();
+        return;
+      }
       this.#finalDisconnect(err);
       return;
     }

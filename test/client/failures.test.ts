@@ -15,6 +15,9 @@ import { startNode, type TestNode } from '../helpers/node.js';
 import { freePort } from '../helpers/free-port.js';
 import { until } from '../helpers/cluster.js';
 import { FrameProxy } from './frame-proxy.js';
+import { startRedis } from '../helpers/redis.js';
+import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
+import { RedisSessionStore } from '../../src/session/redis-session-store.js';
 
 interface Watched {
   client: ImClient;
@@ -183,4 +186,20 @@ t.test("a send made before the login heartbeats at the server's interval, not at
   t.equal(proxy.connections, 1, 'never closed for idleness');
   t.same(alice.statuses, ['connecting', 'ready']);
   t.same(alice.disconnects, []);
+});
+
+t.test('a login refused with SB_ERR_STORE_UNAVAILABLE is tried again after a backoff, not the end of the client', async (t) => {
+  const redis = await startRedis(t);
+  const url = redis.url;
+  // The health threshold is never reached: the login itself meets the frozen store.
+  const n = await startNode(t, {}, { inbox: new RedisInboxStore({ url, timeoutMs: 300 }), store: new RedisSessionStore({ url, timeoutMs: 300 }), health: { failures: 1_000_000 } });
+  redis.freeze();
+  const alice = watch(t, direct(n, 'alice'));
+  // Redis answers again once the first refusal has been seen.
+  alice.client.once('disconnect', () => redis.thaw());
+  await within(alice.client.connect(), 30_000);
+  t.equal(alice.disconnects[0]?.code, 'SB_ERR_STORE_UNAVAILABLE', 'the first login was refused for the stores');
+  t.not(alice.disconnects[0]?.retryInMs, null, 'and tried again');
+  t.equal(alice.client.status, 'ready', 'the next login succeeded');
+  t.same(alice.errors, []);
 });
