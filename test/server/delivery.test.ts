@@ -452,7 +452,7 @@ t.test('a message whose delivery would exceed maxFrameLength is refused with SB_
   t.equal(delivered.messageRequest?.content, fits.messageRequest?.content);
 });
 
-t.test('the content limit of PROTOCOL.md §5: 65 476 bytes from alice to bob (msg_id 1) are delivered, one byte more is refused', async (t) => {
+t.test('the stored-request limit of PROTOCOL.md §5: 65 476 bytes from alice to bob (msg_id 1, no session_id in the request) are delivered, one byte more is refused', async (t) => {
   const tn = await startNode(t);
   const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
   const bob = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'));
