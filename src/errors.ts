@@ -1,89 +1,110 @@
 // The one catalogue of switchboard errors. Every error carries a stable string code; code
-// matches on `err.code`, never on the message. Each code is documented in PROTOCOL.md (the ones
-// a client can see) or OPERATIONS.md, and a test keeps the catalogue and the docs in step.
+// matches on `err.code`, never on the message. Each entry holds the code's default message, the
+// result code an original client is sent for it (`result`, a ResultCode name; UNKNOWN_ERROR
+// when absent) and the gate's HTTP status (`http`; 500 when absent), so that the three are
+// never out of step. Each code is documented in PROTOCOL.md (the ones a client can see) or
+// OPERATIONS.md, and a test keeps the catalogue and the docs in step.
+
+import type { ResultCode } from './protocol/types.js';
+
+interface ErrorEntry {
+  message: string;
+  result?: keyof typeof ResultCode;
+  http?: number;
+}
 
 export const ERROR_CODES = {
   // Framing: the stream is unrecoverable after any of these, the connection is closed.
-  SB_ERR_FRAME_BAD_MAGIC: 'frame magic is not 0x0086',
-  SB_ERR_FRAME_BAD_VERSION: 'frame version is not supported',
-  SB_ERR_FRAME_NEGATIVE_LENGTH: 'frame body length is negative',
-  SB_ERR_FRAME_TOO_LONG: 'frame body length exceeds the maximum',
-  SB_ERR_BAD_PROTOBUF: 'frame body is not a valid Message',
-  SB_ERR_UNKNOWN_TYPE: 'message type is unknown or not accepted from a client',
+  SB_ERR_FRAME_BAD_MAGIC: { message: 'frame magic is not 0x0086' },
+  SB_ERR_FRAME_BAD_VERSION: { message: 'frame version is not supported' },
+  SB_ERR_FRAME_NEGATIVE_LENGTH: { message: 'frame body length is negative' },
+  SB_ERR_FRAME_TOO_LONG: { message: 'frame body length exceeds the maximum' },
+  SB_ERR_BAD_PROTOBUF: { message: 'frame body is not a valid Message' },
+  SB_ERR_UNKNOWN_TYPE: { message: 'message type is unknown or not accepted from a client' },
 
   // Session lifecycle.
-  SB_ERR_NOT_LOGGED_IN: 'only LOGIN_REQUEST and HEART_BEAT are accepted before login',
-  SB_ERR_PRELOGIN_QUEUE_FULL: 'too many frames sent while the login was in progress',
-  SB_ERR_LOGIN_TIMEOUT: 'no successful login within the login timeout',
-  SB_ERR_ALREADY_LOGGED_IN: 'this connection is already logged in',
-  SB_ERR_NO_TOKEN: 'login carries no token',
-  SB_ERR_TOKEN_INVALID: 'token is malformed or its signature does not verify',
-  SB_ERR_TOKEN_EXPIRED: 'token has expired',
-  SB_ERR_TOKEN_MISMATCH: 'token was issued for another user or device',
-  SB_ERR_TOO_MANY_DEVICES: 'user is logged in on the maximum number of devices',
-  SB_ERR_SESSION_REPLACED: 'a new login from the same user and device replaced this session',
-  SB_ERR_IDLE_TIMEOUT: 'no frame received within the idle timeout',
-  SB_ERR_SLOW_CONSUMER: 'connection did not drain its output in time',
-  SB_ERR_SERVER_SHUTDOWN: 'server is shutting down',
-  SB_ERR_INBOX_RESET: "the inbox was reset (its epoch changed): this session's position is void; log in again",
-  SB_ERR_TOO_MANY_CONNECTIONS: 'this address has the maximum number of connections open',
-  SB_ERR_SERVER_BUSY: 'too many connections are waiting to log in: this one waited longest',
-  SB_ERR_INTERNAL: 'internal server error',
+  SB_ERR_NOT_LOGGED_IN: { message: 'only LOGIN_REQUEST and HEART_BEAT are accepted before login', result: 'NOT_LOGGED_IN' },
+  SB_ERR_PRELOGIN_QUEUE_FULL: { message: 'too many frames sent while the login was in progress' },
+  SB_ERR_LOGIN_TIMEOUT: { message: 'no successful login within the login timeout' },
+  SB_ERR_ALREADY_LOGGED_IN: { message: 'this connection is already logged in', result: 'BAD_REQUEST' },
+  SB_ERR_NO_TOKEN: { message: 'login carries no token', result: 'NO_TOKEN' },
+  SB_ERR_TOKEN_INVALID: { message: 'token is malformed or its signature does not verify', result: 'AUTH_FAILED' },
+  SB_ERR_TOKEN_EXPIRED: { message: 'token has expired', result: 'AUTH_FAILED' },
+  SB_ERR_TOKEN_MISMATCH: { message: 'token was issued for another user or device', result: 'AUTH_FAILED' },
+  SB_ERR_TOO_MANY_DEVICES: { message: 'user is logged in on the maximum number of devices', result: 'TOO_MANY_DEVICES' },
+  SB_ERR_SESSION_REPLACED: { message: 'a new login from the same user and device replaced this session' },
+  SB_ERR_IDLE_TIMEOUT: { message: 'no frame received within the idle timeout' },
+  SB_ERR_SLOW_CONSUMER: { message: 'connection did not drain its output in time' },
+  SB_ERR_SERVER_SHUTDOWN: { message: 'server is shutting down' },
+  SB_ERR_INBOX_RESET: { message: "the inbox was reset (its epoch changed): this session's position is void; log in again" },
+  SB_ERR_TOO_MANY_CONNECTIONS: { message: 'this address has the maximum number of connections open' },
+  SB_ERR_SERVER_BUSY: { message: 'too many connections are waiting to log in: this one waited longest' },
+  SB_ERR_INTERNAL: { message: 'internal server error' },
 
   // Cluster.
-  SB_ERR_PEER_NOT_AUTHENTICATED: 'peer frame before the peer handshake completed',
-  SB_ERR_PEER_AUTH_FAILED: 'peer handshake failed: the cluster secret was not proven',
-  SB_ERR_PEER_BAD_HELLO: 'PEER_HELLO lacks a valid node id or a 16-byte nonce, or came twice',
-  SB_ERR_PEER_UNKNOWN_NODE: 'the claimed node id is not another worker in the registry',
-  SB_ERR_PEER_HANDSHAKE_TIMEOUT: 'the peer handshake was not completed within the handshake timeout',
-  SB_ERR_PEER_REPLACED: 'a newer link from the same worker replaced this one',
+  SB_ERR_PEER_NOT_AUTHENTICATED: { message: 'peer frame before the peer handshake completed' },
+  SB_ERR_PEER_AUTH_FAILED: { message: 'peer handshake failed: the cluster secret was not proven' },
+  SB_ERR_PEER_BAD_HELLO: { message: 'PEER_HELLO lacks a valid node id or a 16-byte nonce, or came twice' },
+  SB_ERR_PEER_UNKNOWN_NODE: { message: 'the claimed node id is not another worker in the registry' },
+  SB_ERR_PEER_HANDSHAKE_TIMEOUT: { message: 'the peer handshake was not completed within the handshake timeout' },
+  SB_ERR_PEER_REPLACED: { message: 'a newer link from the same worker replaced this one' },
 
   // Chat.
-  SB_ERR_BAD_REQUEST: 'request is missing a required field',
-  SB_ERR_SENDER_MISMATCH: 'from differs from the logged-in user',
-  SB_ERR_MESSAGE_TOO_LARGE: 'the message would not fit in a frame once delivered',
-  SB_ERR_STORE_UNAVAILABLE: 'a store (Redis) did not answer in time or refused; try again later (a message: with the same msg_id)',
-  SB_ERR_STORE_FULL: 'the inbox store is at its memory bound; send it again later with the same msg_id',
-  SB_ERR_UNKNOWN_RECIPIENT: 'no user with this name exists',
-  SB_ERR_FLOOD: 'too many messages were refused for exceeding the message rate',
+  SB_ERR_BAD_REQUEST: { message: 'request is missing a required field', result: 'BAD_REQUEST', http: 400 },
+  SB_ERR_SENDER_MISMATCH: { message: 'from differs from the logged-in user', result: 'SENDER_MISMATCH' },
+  SB_ERR_MESSAGE_TOO_LARGE: { message: 'the message would not fit in a frame once delivered', result: 'BAD_REQUEST' },
+  SB_ERR_STORE_UNAVAILABLE: { message: 'a store (Redis) did not answer in time or refused; try again later (a message: with the same msg_id)', http: 503 },
+  SB_ERR_STORE_FULL: { message: 'the inbox store is at its memory bound; send it again later with the same msg_id', result: 'STORE_FULL' },
+  SB_ERR_UNKNOWN_RECIPIENT: { message: 'no user with this name exists', result: 'UNKNOWN_RECIPIENT' },
+  SB_ERR_FLOOD: { message: 'too many messages were refused for exceeding the message rate' },
 
   // Client SDK.
-  SB_ERR_CLIENT_CLOSED: 'client was closed',
-  SB_ERR_CLIENT_CONNECTION_LOST: 'connection was lost before the server answered',
-  SB_ERR_CLIENT_TIMEOUT: 'server did not answer in time',
-  SB_ERR_CLIENT_QUEUE_FULL: 'too many requests are waiting for the connection',
-  SB_ERR_CLIENT_LOGIN_FAILED: 'server refused the login',
-  SB_ERR_CLIENT_CONNECT_FAILED: 'the server or the gate could not be reached',
+  SB_ERR_CLIENT_CLOSED: { message: 'client was closed' },
+  SB_ERR_CLIENT_CONNECTION_LOST: { message: 'connection was lost before the server answered' },
+  SB_ERR_CLIENT_TIMEOUT: { message: 'server did not answer in time' },
+  SB_ERR_CLIENT_QUEUE_FULL: { message: 'too many requests are waiting for the connection' },
+  SB_ERR_CLIENT_LOGIN_FAILED: { message: 'server refused the login' },
+  SB_ERR_CLIENT_CONNECT_FAILED: { message: 'the server or the gate could not be reached' },
 
   // Naming service (ZooKeeper).
-  SB_ERR_REGISTRY_UNAVAILABLE: 'the registry (ZooKeeper) could not be reached or refused an operation',
-  SB_ERR_REGISTRY_CLOSED: 'the registry was closed',
-  SB_ERR_REGISTRY_ACL: "ZooKeeper refused switchboard's identity, or the registry is not protected by the cluster ACL",
+  SB_ERR_REGISTRY_UNAVAILABLE: { message: 'the registry (ZooKeeper) could not be reached or refused an operation' },
+  SB_ERR_REGISTRY_CLOSED: { message: 'the registry was closed' },
+  SB_ERR_REGISTRY_ACL: { message: "ZooKeeper refused switchboard's identity, or the registry is not protected by the cluster ACL" },
 
   // Accounts.
-  SB_ERR_BAD_PASSWORD: 'password does not meet the password rule',
-  SB_ERR_BAD_USERNAME: 'user name does not meet the user name rule',
-  SB_ERR_USERNAME_TAKEN: 'an account with this user name already exists',
+  SB_ERR_BAD_PASSWORD: { message: 'password does not meet the password rule', http: 400 },
+  SB_ERR_BAD_USERNAME: { message: 'user name does not meet the user name rule', http: 400 },
+  SB_ERR_USERNAME_TAKEN: { message: 'an account with this user name already exists', http: 409 },
 
   // Gate (HTTP).
-  SB_ERR_LOGIN_FAILED: 'wrong username or password',
-  SB_ERR_REGISTRATION_CLOSED: 'registration is switched off',
+  SB_ERR_LOGIN_FAILED: { message: 'wrong username or password', http: 401 },
+  SB_ERR_REGISTRATION_CLOSED: { message: 'registration is switched off', http: 403 },
   // Also a chat refusal: the sender is over its message rate.
-  SB_ERR_RATE_LIMITED: 'too many requests',
-  SB_ERR_NO_WORKER: 'no worker is available',
-  SB_ERR_NOT_FOUND: 'no such route',
+  SB_ERR_RATE_LIMITED: { message: 'too many requests', result: 'RATE_LIMITED', http: 429 },
+  SB_ERR_NO_WORKER: { message: 'no worker is available', http: 503 },
+  SB_ERR_NOT_FOUND: { message: 'no such route', http: 404 },
 
   // Process.
-  SB_ERR_CONFIG: 'invalid configuration',
-} as const;
+  SB_ERR_CONFIG: { message: 'invalid configuration' },
+} as const satisfies Record<string, ErrorEntry>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** The ResultCode name an original client is sent for `code`. */
+export function resultNameOf(code: ErrorCode): keyof typeof ResultCode {
+  return (ERROR_CODES[code] as ErrorEntry).result ?? 'UNKNOWN_ERROR';
+}
+
+/** The HTTP status the gate answers `code` with. */
+export function httpStatusOf(code: ErrorCode): number {
+  return (ERROR_CODES[code] as ErrorEntry).http ?? 500;
+}
 
 export class SwitchboardError extends Error {
   readonly code: ErrorCode;
 
   constructor(code: ErrorCode, message?: string, options?: { cause?: unknown }) {
-    super(message ?? ERROR_CODES[code], options);
+    super(message ?? ERROR_CODES[code].message, options);
     this.name = 'SwitchboardError';
     this.code = code;
   }

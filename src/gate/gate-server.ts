@@ -7,7 +7,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRepl
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../log.js';
 import type { TokenSigner } from '../auth/token.js';
-import { SwitchboardError, isSwitchboardError, type ErrorCode } from '../errors.js';
+import { SwitchboardError, httpStatusOf, isSwitchboardError } from '../errors.js';
 import type { Registry, WorkerInfo } from '../registry/registry.js';
 import type { UserStore } from '../users/user-store.js';
 import { checkPassword, checkUsername, type PasswordHasher } from '../auth/password.js';
@@ -75,17 +75,6 @@ export interface GateOptions {
   log: Logger;
 }
 
-const HTTP_STATUS: Partial<Record<ErrorCode, number>> = {
-  SB_ERR_BAD_REQUEST: 400,
-  SB_ERR_BAD_USERNAME: 400,
-  SB_ERR_BAD_PASSWORD: 400,
-  SB_ERR_LOGIN_FAILED: 401,
-  SB_ERR_REGISTRATION_CLOSED: 403,
-  SB_ERR_USERNAME_TAKEN: 409,
-  SB_ERR_RATE_LIMITED: 429,
-  SB_ERR_NO_WORKER: 503,
-};
-
 const credentials = {
   type: 'object',
   required: ['username', 'password'],
@@ -151,7 +140,7 @@ export class Gate {
     });
     this.app.setErrorHandler((err, request, reply) => this.#fail(err as Error & { statusCode?: number; validation?: unknown }, request, reply));
     this.app.setNotFoundHandler((request, reply) => {
-      reply.code(404).send({ error: { code: 'SB_ERR_NOT_FOUND', message: `no route ${request.method} ${request.url}` } });
+      reply.code(httpStatusOf('SB_ERR_NOT_FOUND')).send({ error: { code: 'SB_ERR_NOT_FOUND', message: `no route ${request.method} ${request.url}` } });
     });
     this.#routes();
   }
@@ -279,11 +268,11 @@ export class Gate {
       // The cause names hosts and ports: for the log, not for the client.
       request.log.error({ err }, 'gate request failed');
       reply.header('retry-after', 1);
-      reply.code(503).send({ error: { code: err.code, message: 'the gate cannot reach its account or rate-limit store; try again shortly' } });
+      reply.code(httpStatusOf(err.code)).send({ error: { code: err.code, message: 'the gate cannot reach its account or rate-limit store; try again shortly' } });
       return;
     }
     if (isSwitchboardError(err)) {
-      reply.code(HTTP_STATUS[err.code] ?? 500).send({ error: { code: err.code, message: err.message } });
+      reply.code(httpStatusOf(err.code)).send({ error: { code: err.code, message: err.message } });
       return;
     }
     if (err.validation || (err.statusCode && err.statusCode >= 400 && err.statusCode < 500)) {

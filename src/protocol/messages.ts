@@ -1,36 +1,11 @@
 // Builders for the envelopes the server sends, so every handler fills them the same way.
 
-import type { ErrorCode } from '../errors.js';
+import { resultNameOf, type ErrorCode } from '../errors.js';
 import { HeadType, NotificationType, ResultCode, type ImMessage, type UInt64 } from './types.js';
 
-/** Maps an error code to the result code an original client understands best. */
+/** The result code an original client understands best for `code` (the error catalogue's). */
 export function resultCodeFor(code: ErrorCode): ResultCode {
-  switch (code) {
-    case 'SB_ERR_NO_TOKEN':
-      return ResultCode.NO_TOKEN;
-    case 'SB_ERR_TOKEN_INVALID':
-    case 'SB_ERR_TOKEN_EXPIRED':
-    case 'SB_ERR_TOKEN_MISMATCH':
-      return ResultCode.AUTH_FAILED;
-    case 'SB_ERR_BAD_REQUEST':
-    case 'SB_ERR_ALREADY_LOGGED_IN':
-    case 'SB_ERR_MESSAGE_TOO_LARGE':
-      return ResultCode.BAD_REQUEST;
-    case 'SB_ERR_SENDER_MISMATCH':
-      return ResultCode.SENDER_MISMATCH;
-    case 'SB_ERR_TOO_MANY_DEVICES':
-      return ResultCode.TOO_MANY_DEVICES;
-    case 'SB_ERR_NOT_LOGGED_IN':
-      return ResultCode.NOT_LOGGED_IN;
-    case 'SB_ERR_RATE_LIMITED':
-      return ResultCode.RATE_LIMITED;
-    case 'SB_ERR_STORE_FULL':
-      return ResultCode.STORE_FULL;
-    case 'SB_ERR_UNKNOWN_RECIPIENT':
-      return ResultCode.UNKNOWN_RECIPIENT;
-    default:
-      return ResultCode.UNKNOWN_ERROR;
-  }
+  return ResultCode[resultNameOf(code)];
 }
 
 export interface Failure {

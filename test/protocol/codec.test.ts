@@ -8,7 +8,7 @@ import { decodeMessage, encodeMessage, encodeMessageFrame, messageType, uint64St
 import { FrameDecoder, HEADER_LENGTH } from '../../src/protocol/frame.js';
 import { closingNotification, loginResponse, logoutResponse, messageResponse, notification, resultCodeFor } from '../../src/protocol/messages.js';
 import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, ResultCode, type ImMessage } from '../../src/protocol/types.js';
-import { ERROR_CODES, SwitchboardError, type ErrorCode } from '../../src/errors.js';
+import { ERROR_CODES, SwitchboardError, httpStatusOf, type ErrorCode } from '../../src/errors.js';
 import { catchError } from '../helpers/catch-error.js';
 
 const hex = (s: string): Buffer => Buffer.from(s.replace(/--.*$/gm, '').replace(/\s+/g, ''), 'hex');
@@ -300,6 +300,22 @@ t.test('resultCodeFor maps error codes to the result codes original clients know
   for (const code of Object.keys(ERROR_CODES) as ErrorCode[]) {
     t.not(resultCodeFor(code), ResultCode.SUCCESS, `${code} never maps to SUCCESS`);
   }
+});
+
+t.test('httpStatusOf: the gate status each code has in the error catalogue (PROTOCOL.md §0), 500 for the rest', async (t) => {
+  const statuses: Partial<Record<ErrorCode, number>> = {
+    SB_ERR_BAD_REQUEST: 400,
+    SB_ERR_BAD_USERNAME: 400,
+    SB_ERR_BAD_PASSWORD: 400,
+    SB_ERR_LOGIN_FAILED: 401,
+    SB_ERR_REGISTRATION_CLOSED: 403,
+    SB_ERR_NOT_FOUND: 404,
+    SB_ERR_USERNAME_TAKEN: 409,
+    SB_ERR_RATE_LIMITED: 429,
+    SB_ERR_NO_WORKER: 503,
+    SB_ERR_STORE_UNAVAILABLE: 503,
+  };
+  for (const code of Object.keys(ERROR_CODES) as ErrorCode[]) t.equal(httpStatusOf(code), statuses[code] ?? 500, code);
 });
 
 t.test('loginResponse and messageResponse builders', async (t) => {
