@@ -15,6 +15,7 @@ import { Latency } from './latency.js';
 import { PhaseClock } from './timeline.js';
 import { emptyScan, leadingNumber, scanMessage } from './wire-scan.js';
 import { ackFrame, loginRequestFrame, messageRequestFrame } from './client-frames.js';
+import type { Accounting } from './report.js';
 
 export type Target = 'switchboard' | 'relay';
 
@@ -67,20 +68,6 @@ export interface ChatSecond {
   latency: string;
 }
 
-export interface Accounting {
-  sent: number;
-  /** Sends answered with result=true. */
-  acked: number;
-  /** Distinct messages received (after dedupe by inbox seq). */
-  received: number;
-  /** Acknowledged, never received. */
-  lost: number;
-  /** The same msg_id received under two inbox sequences. */
-  dup: number;
-  /** The first few lost and duplicated messages, as "sender:msg_id". */
-  lostIds: string[];
-  dupIds: string[];
-}
 
 /**
  * What every chat-shaped load measures in one driver (the raw-frame chat load here, the SDK

@@ -10,7 +10,8 @@
 
 import { ImClient, type ClientStatus, type Endpoint as ClientEndpoint } from '../client/im-client.js';
 import { isSwitchboardError } from '../errors.js';
-import { Marks, type Accounting, type Endpoint, type MeasuredLoad } from './chat-load.js';
+import { Marks, type Endpoint, type MeasuredLoad } from './chat-load.js';
+import type { Accounting } from './report.js';
 import { Latency } from './latency.js';
 import { PhaseClock } from './timeline.js';
 

@@ -1,13 +1,25 @@
 // The report every scenario produces: one model, printed as a table at the end, written as
 // JSON (--json) for machines and as a self-contained HTML page (--html) with charts.
 
-import { writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
-import type { Accounting } from './chat-load.js';
 import type { LatencyReport } from './latency.js';
 import type { ProcessSeries } from './processes.js';
-import { renderHtml } from './html.js';
 import { redactDeep } from '../redact.js';
+
+export interface Accounting {
+  sent: number;
+  /** Sends answered with result=true. */
+  acked: number;
+  /** Distinct messages received (after dedupe by inbox seq). */
+  received: number;
+  /** Acknowledged, never received. */
+  lost: number;
+  /** The same msg_id received under two inbox sequences. */
+  dup: number;
+  /** The first few lost and duplicated messages, as "sender:msg_id". */
+  lostIds: string[];
+  dupIds: string[];
+}
 
 export interface Machine {
   cpuModel: string;
@@ -148,21 +160,6 @@ export function formatReport(unsafe: BenchReport, secrets: readonly string[] = [
   }
   for (const warning of report.warnings) lines.push(`warning: ${warning}`);
   return `${lines.join('\n')}\n`;
-}
-
-/** Writes the JSON and HTML reports asked for, redacted (see redactReport); returns the paths written. */
-export function writeReports(unsafe: BenchReport, paths: { json?: string; html?: string }, secrets: readonly string[] = []): string[] {
-  const report = redactReport(unsafe, secrets);
-  const written: string[] = [];
-  if (paths.json) {
-    writeFileSync(paths.json, `${JSON.stringify(report, null, 2)}\n`);
-    written.push(paths.json);
-  }
-  if (paths.html) {
-    writeFileSync(paths.html, renderHtml(report));
-    written.push(paths.html);
-  }
-  return written;
 }
 
 /** Counts by code summed over several parts (drivers, or kinds of failure). */

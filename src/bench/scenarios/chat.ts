@@ -4,13 +4,13 @@
 // steps bisecting below it for the highest rate delivered in full within the p99 bound.
 
 import type { ScenarioOptions } from './options.js';
-import { mergeAccounting, type Accounting, type ChatLoadResult, type ChatSecond, type Endpoint, type Target } from '../chat-load.js';
+import { mergeAccounting, type ChatLoadResult, type ChatSecond, type Endpoint, type Target } from '../chat-load.js';
 import { DriverTimeline } from '../timeline.js';
 import { SOCKETS_PER_ADDRESS, driverAddresses, runDrivers, share } from '../drivers.js';
 import { Latency } from '../latency.js';
 import { ProcessSampler, startRelayProcess } from '../processes.js';
 import { noProgress } from '../progress.js';
-import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, sumCounts, type BenchReport, type LatencyReport, type RunReport } from '../report.js';
+import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, sumCounts, type Accounting, type BenchReport, type LatencyReport, type RunReport } from '../report.js';
 import { BENCH_WORKER_ARGS, startTarget } from '../targets.js';
 import { DEFAULT_INBOX_LIMITS } from '../../inbox/inbox-store.js';
 

@@ -10,7 +10,8 @@ import { MAX_GATE_USERS, loginStormScenario } from '../../bench/scenarios/login-
 import { idleScenario } from '../../bench/scenarios/idle.js';
 import { DEFAULT_LIMITS } from '../../config.js';
 import { failoverScenario } from '../../bench/scenarios/failover.js';
-import { formatReport, writeReports, type BenchReport } from '../../bench/report.js';
+import { formatReport, type BenchReport } from '../../bench/report.js';
+import { writeReports } from '../../bench/report-files.js';
 import { noProgress, stderrProgress, type ProgressSink } from '../../bench/progress.js';
 import type { TargetKind } from '../../bench/targets.js';
 import type { ScenarioOptions } from '../../bench/scenarios/options.js';
