@@ -16,7 +16,7 @@ import { encodeMessageFrame } from '../protocol/codec.js';
 import { notification } from '../protocol/messages.js';
 import { HeadType, NotificationType } from '../protocol/types.js';
 import type { LocalSession } from '../session/local-session.js';
-import type { LocalPort, MessageRouter } from '../server/router.js';
+import type { LocalPort, MessageRouter } from '../server/cluster-seam.js';
 import type { RouteCache } from './route-cache.js';
 import type { WorkerRouter } from './worker-router.js';
 

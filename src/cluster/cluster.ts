@@ -7,7 +7,7 @@ import type { WorkerLimits } from '../config.js';
 import type { Logger } from '../log.js';
 import type { Registry } from '../registry/registry.js';
 import type { SessionStore } from '../session/session-store.js';
-import type { LocalPort, WorkerCluster } from '../server/router.js';
+import type { LocalPort, WorkerCluster } from '../server/cluster-seam.js';
 import { ClusterRouter } from './cluster-router.js';
 import { PeerAcceptor } from './peer-acceptor.js';
 import { PeerListener } from './peer-listener.js';

@@ -10,7 +10,7 @@ import { HeadType, NotificationType, type ImMessage } from '../protocol/types.js
 import type { Registry } from '../registry/registry.js';
 import { AttributeKey } from '../server/attributes.js';
 import type { Connection } from '../server/connection.js';
-import type { LocalPort } from '../server/router.js';
+import type { LocalPort } from '../server/cluster-seam.js';
 import type { Logger } from '../log.js';
 import { NONCE_BYTES, isValidNodeId, newNonce, peerProof, verifyPeerProof, type Transcript } from './peer-auth.js';
 

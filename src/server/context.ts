@@ -7,7 +7,7 @@ import type { LocalSessionMap } from '../session/local-session-map.js';
 import type { SessionStore } from '../session/session-store.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import type { Delivery } from './delivery.js';
-import type { MessageRouter } from './router.js';
+import type { MessageRouter } from './cluster-seam.js';
 import type { MessageRate } from './message-rate.js';
 import type { RecipientCheck } from './recipients.js';
 import type { StoreHealth } from './store-health.js';

@@ -16,7 +16,7 @@ import { LocalSessionMap } from '../session/local-session-map.js';
 import type { SessionStore } from '../session/session-store.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import { Delivery } from './delivery.js';
-import { LocalRouter, type LocalPort, type WorkerCluster } from './router.js';
+import { LocalRouter, type LocalPort, type WorkerCluster } from './cluster-seam.js';
 import type { SessionRecord } from '../session/session-store.js';
 import type { LocalSession } from '../session/local-session.js';
 import { Connection, SESSION, type ConnectionHandler } from './connection.js';
