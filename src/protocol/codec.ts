@@ -139,19 +139,11 @@ export function storedRequestBody(request: MessageRequest, from: string, storedA
   }
   const { bytes, fromStart, fromEnd, seqStart } = wire;
   const fromLength = Buffer.byteLength(from);
-  let lengthBytes = 1;
-  for (let n = fromLength; n >= 0x80; n >>>= 7) lengthBytes++;
-  const out = Buffer.allocUnsafe(fromStart + 1 + lengthBytes + fromLength + seqStart - fromEnd + STORED_AT_TAG.length + varintLength(storedAt));
+  const out = Buffer.allocUnsafe(fromStart + 1 + varintLength(fromLength) + fromLength + seqStart - fromEnd + STORED_AT_TAG.length + varintLength(storedAt));
   bytes.copy(out, 0, 0, fromStart);
   let pos = fromStart;
   out[pos++] = 0x12; // field 2, length-delimited
-  for (let n = fromLength; ; n >>>= 7) {
-    if (n < 0x80) {
-      out[pos++] = n;
-      break;
-    }
-    out[pos++] = (n & 0x7f) | 0x80;
-  }
+  pos = writeVarint(out, pos, fromLength);
   pos += out.write(from, pos, 'utf8');
   pos += bytes.copy(out, pos, fromEnd, seqStart);
   out[pos++] = STORED_AT_TAG[0]!;
