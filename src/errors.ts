@@ -67,6 +67,7 @@ export const ERROR_CODES = {
   SB_ERR_CLIENT_CONNECT_FAILED: { message: 'the server or the gate could not be reached' },
 
   // Naming service (ZooKeeper).
+  SB_ERR_ZOOKEEPER_CLIENT_MISSING: { message: 'the native ZooKeeper client (npm package zookeeper) is not installed' },
   SB_ERR_REGISTRY_UNAVAILABLE: { message: 'the registry (ZooKeeper) could not be reached or refused an operation' },
   SB_ERR_REGISTRY_CLOSED: { message: 'the registry was closed' },
   SB_ERR_REGISTRY_ACL: { message: "ZooKeeper refused switchboard's identity, or the registry is not protected by the cluster ACL" },

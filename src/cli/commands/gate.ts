@@ -5,6 +5,7 @@ import { createLogger } from '../../log.js';
 import { TokenSigner } from '../../auth/token.js';
 import { PasswordHasher } from '../../auth/password.js';
 import { ZooKeeperRegistry } from '../../registry/zk-registry.js';
+import { loadNativeZooKeeper } from '../../registry/zookeeper-client.js';
 import { RedisUserStore } from '../../users/redis-user-store.js';
 import { OnlineCounter } from '../../cluster/online-counter.js';
 import { Gate } from '../../gate/gate-server.js';
@@ -63,6 +64,8 @@ export async function gateCommand(argv: string[]): Promise<void> {
   }
   // The embedded gate runs inside `switchboard start`: this one serves a cluster.
   requireOptions('the gate', OPTIONS, o, ['zk', 'redis']);
+  // Before anything connects: the native client is an optional dependency.
+  loadNativeZooKeeper();
   const zk = o.zk!;
   const redis = o.redis!;
   const log = createLogger({ level: o['log-level'] });

@@ -43,6 +43,7 @@ import { MemoryInboxStore } from '../../inbox/memory-inbox-store.js';
 import { RedisInboxStore } from '../../inbox/redis-inbox-store.js';
 import { RedisSessionStore } from '../../session/redis-session-store.js';
 import { ZooKeeperRegistry } from '../../registry/zk-registry.js';
+import { loadNativeZooKeeper } from '../../registry/zookeeper-client.js';
 import type { AddressInfo } from 'node:net';
 
 const START_OPTIONS = {
@@ -109,6 +110,8 @@ async function serve(command: 'start' | 'worker', o: ServeValues): Promise<void>
   for (const warning of o.warnings) log.warn(warning);
   if (o.zk) {
     requireOptions('cluster mode (--zk)', WORKER_OPTIONS, o, ['redis', 'cluster-secret']);
+    // Before anything connects: the native client is an optional dependency.
+    loadNativeZooKeeper();
   }
   // Without --zk a worker may run on the development secret (a development run); a cluster may not.
   const { secret, dev } = tokenSecretFrom(o, !o.zk, (message) => log.warn(message));
