@@ -5,7 +5,8 @@
 set -euo pipefail
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
-for dir in /usr/local/sbin /usr/local/bin /usr/sbin /usr/bin /sbin /bin; do
+IFS=: read -ra dirs <<<"$PATH"
+for dir in "${dirs[@]}"; do
   [ -d "$dir" ] || continue
   for exe in "$dir"/*; do
     name=${exe##*/}
@@ -18,4 +19,6 @@ done
 for tool in cc g++ make python3; do
   if PATH=$bin command -v "$tool" >/dev/null; then echo "without-toolchain: $tool is still on the PATH" >&2; exit 1; fi
 done
-env -u PYTHON -u npm_config_python -u CC -u CXX PATH="$bin" "$@"
+# node-gyp's other ways to a compiler or make.
+env -u PYTHON -u npm_config_python -u CC -u CXX -u CC_target -u CXX_target -u CC_host -u CXX_host -u LINK \
+  -u MAKE -u npm_config_make PATH="$bin" "$@"

@@ -149,11 +149,13 @@ export function loadNativeZooKeeper(): NativeConstructor {
   try {
     nativeZooKeeper = createRequire(import.meta.url)('zookeeper') as NativeConstructor;
   } catch (err) {
+    const absent = (err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND';
+    const fix = absent
+      ? 'which `npm install` compiles and left out: install a C/C++ toolchain (Debian: apt-get update && apt-get install -y python3 make g++) and run `npm install` again'
+      : 'which is installed but does not load (built for another Node.js?): run `npm rebuild zookeeper`';
     throw new SwitchboardError(
       'SB_ERR_ZOOKEEPER_CLIENT_MISSING',
-      'cluster mode (--zk) needs the native ZooKeeper client, the optional npm package `zookeeper`, ' +
-        'which `npm install` compiles and left out: install a C/C++ toolchain (Debian: apt-get install -y python3 make g++) ' +
-        `and run \`npm install\` again (${(err as Error).message.split('\n')[0]})`,
+      `cluster mode (--zk) needs the native ZooKeeper client, the optional npm package \`zookeeper\`, ${fix} (${(err as Error).message.split('\n')[0]})`,
       { cause: err },
     );
   }

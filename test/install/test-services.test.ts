@@ -17,7 +17,11 @@ interface Machine {
   has?: ('redis-server' | 'java' | 'jar')[];
   uid?: number;
   aptGet?: boolean;
-  aptFails?: boolean;
+  aptFails?: 'update' | 'install';
+  /** The native ZooKeeper client fails to load. */
+  noNativeClient?: boolean;
+  /** apt-get succeeds but installs nothing. */
+  aptBreaks?: boolean;
   env?: Record<string, string>;
 }
 
@@ -34,12 +38,15 @@ function run(t: Test, m: Machine) {
     else script(have, 'exit 0');
   }
   script('id', `echo ${m.uid ?? 0}`);
+  if (m.noNativeClient) script('node', 'exit 1');
+  else fs.symlinkSync(process.execPath, path.join(bin, 'node'));
   if (m.aptGet ?? true) {
     script(
       'apt-get',
       [
-        `echo "$*" >> ${calls}`,
-        m.aptFails ? 'exit 100' : '',
+        `echo "DEBIAN_FRONTEND=$DEBIAN_FRONTEND $*" >> ${calls}`,
+        m.aptFails ? `[ "$1" = ${m.aptFails} ] && exit 100` : '',
+        m.aptBreaks ? 'exit 0' : '',
         `if [ "$1" = install ]; then for p in "$@"; do case $p in redis-server) printf '#!${BASH}\\n' > ${bin}/redis-server; /bin/chmod +x ${bin}/redis-server;; default-jre-headless) printf '#!${BASH}\\n' > ${bin}/java; /bin/chmod +x ${bin}/java;; zookeeper) : > ${jar};; esac; done; fi`,
       ].join('\n'),
     );
@@ -66,12 +73,12 @@ t.test('ZOOKEEPER_CLASSPATH stands in for the Debian jar', async (t) => {
 t.test('Debian as root: installs exactly what is missing, once, saying so', async (t) => {
   const r = run(t, {});
   t.equal(r.status, 0, r.stderr);
-  t.same(r.aptCalls, ['update -qq', 'install -y -qq --no-install-recommends redis-server default-jre-headless zookeeper']);
+  t.same(r.aptCalls, ['DEBIAN_FRONTEND=noninteractive update -qq', 'DEBIAN_FRONTEND=noninteractive install -y -qq --no-install-recommends redis-server default-jre-headless zookeeper']);
   t.match(r.stderr, 'installing the Debian packages redis-server default-jre-headless zookeeper (once)');
 
   const one = run(t, { has: ['redis-server', 'jar'] });
   t.equal(one.status, 0, one.stderr);
-  t.same(one.aptCalls, ['update -qq', 'install -y -qq --no-install-recommends default-jre-headless'], 'only java was missing');
+  t.same(one.aptCalls, ['DEBIAN_FRONTEND=noninteractive update -qq', 'DEBIAN_FRONTEND=noninteractive install -y -qq --no-install-recommends default-jre-headless'], 'only java was missing');
 });
 
 t.test('not root: stops at once, naming the command', async (t) => {
@@ -79,7 +86,7 @@ t.test('not root: stops at once, naming the command', async (t) => {
   t.equal(r.status, 1);
   t.same(r.aptCalls, [], 'nothing installed');
   t.match(r.stderr, 'this machine lacks: redis-server.');
-  t.match(r.stderr, 'Install them, as root:  apt-get update && apt-get install -y --no-install-recommends redis-server');
+  t.match(r.stderr, 'Install them:  sudo apt-get update && sudo apt-get install -y --no-install-recommends redis-server');
 });
 
 t.test('SWITCHBOARD_TEST_INSTALL=no: says what is missing instead of installing', async (t) => {
@@ -93,12 +100,34 @@ t.test('no apt-get (another OS): names what to install', async (t) => {
   const r = run(t, { aptGet: false, has: ['redis-server'] });
   t.equal(r.status, 1);
   t.match(r.stderr, 'this machine lacks: default-jre-headless zookeeper.');
-  t.match(r.stderr, 'Install Redis (redis-server), a Java runtime and Apache ZooKeeper');
+  t.match(r.stderr, 'Install a Java runtime (java), Apache ZooKeeper (or set ZOOKEEPER_CLASSPATH to its server jars); on Debian');
+  t.notMatch(r.stderr, 'Redis', 'only what is missing');
 });
 
 t.test('a failed install stops the run with the command to look at', async (t) => {
-  const r = run(t, { aptFails: true });
+  for (const step of ['update', 'install'] as const) {
+    const r = run(t, { aptFails: step });
+    t.equal(r.status, 1, `${step} fails`);
+    t.same(r.aptCalls.length, step === 'update' ? 1 : 2);
+    t.match(r.stderr, 'Installing redis-server default-jre-headless zookeeper failed: run apt-get update && apt-get install');
+  }
+});
+
+t.test('an install that leaves something missing says what', async (t) => {
+  // apt-get "succeeds" but makes no java: a package of another name, a broken mirror.
+  const broken = run(t, { has: ['redis-server', 'jar'], aptBreaks: true });
+  t.equal(broken.status, 1);
+  t.match(broken.stderr, 'Installed default-jre-headless, but still missing: default-jre-headless');
+});
+
+t.test('the native ZooKeeper client missing: stops, naming the toolchain and npm install', async (t) => {
+  const r = run(t, { has: ['redis-server', 'java', 'jar'], noNativeClient: true });
   t.equal(r.status, 1);
-  t.same(r.aptCalls, ['update -qq']);
-  t.match(r.stderr, 'Installing redis-server default-jre-headless zookeeper failed: run apt-get update && apt-get install');
+  t.same(r.aptCalls, [], 'no compiler is installed behind the user\'s back');
+  t.match(r.stderr, 'apt-get update && apt-get install -y python3 make g++), then run npm install again');
+});
+
+t.test('npm test takes this step before anything else', async (t) => {
+  const pkg = JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> };
+  t.match(pkg.scripts.test, /^bash scripts\/test-services\.sh && /);
 });
