@@ -88,7 +88,7 @@ t.test('a nudge during a read makes the session read once more, and what it anno
   tn.node.server.local.nudge(['bob']);
   await held.reached;
   // Meanwhile another worker stored a message and its delivery was lost: only nudges announce it.
-  const stored = inbox.appendNow({ uid: 'bob', sender: 'carol', msgId: '0', body: encodeMessageRequest({ from: 'carol', to: 'bob', content: 'while reading' }) });
+  const stored = inbox.append({ uid: 'bob', sender: 'carol', msgId: '0', body: encodeMessageRequest({ from: 'carol', to: 'bob', content: 'while reading' }) });
   const before = inbox.reads.get('bob') ?? 0;
   for (let i = 0; i < 50; i++) {
     tn.node.server.local.nudge(['bob']);
