@@ -355,7 +355,7 @@ export function checkUids(uids: unknown, limits: GroupLimits, { allowEmpty = fal
 }
 
 export function checkDeviceId(deviceId: unknown): string {
-  if (typeof deviceId !== 'string' || deviceId === '' || deviceId.length > 128) throw bad('a device id is 1 to 128 characters');
+  if (typeof deviceId !== 'string' || deviceId === '' || deviceId.length > 128 || !wellFormed(deviceId)) throw bad('a device id is 1 to 128 characters');
   return deviceId;
 }
 
