@@ -262,7 +262,7 @@ export interface GroupStore {
   append(group: string, sender: string, msgId: string, body: Uint8Array): Promise<AppendResult>;
   /** The entries visible to `uid` (a member or former member) after `after`, at most `limit` (0: bounds only). */
   read(group: string, uid: string, after: number, limit: number): Promise<ReadResult>;
-  /** The members, in byte order of their uids, read by a member (or former member). */
+  /** The members, in byte order of their uids: read by a member only (of a dissolved group: one at its end). */
   members(group: string, uid: string, page: Page): Promise<MemberPage>;
   /** The groups `uid` is a member of (dissolved ones not), in byte order of their ids, with its role there. */
   groupsOf(uid: string, page: Page): Promise<GroupsPage>;
