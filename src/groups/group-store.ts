@@ -121,7 +121,7 @@ export interface GroupLimits {
   maxFormerMembers: number;
   /** Departures remembered per user (departedOf): the most recent ones. */
   maxDeparted: number;
-  /** The most one members() or groupsOf() page holds, whatever `limit` asks. */
+  /** The most entries one read() and members one members() or groupsOf() page hold, whatever `limit` asks. */
   maxPageSize: number;
 }
 
@@ -260,7 +260,7 @@ export interface GroupStore {
    * it; see GroupLimits.dedupeEntries.
    */
   append(group: string, sender: string, msgId: string, body: Uint8Array): Promise<AppendResult>;
-  /** The entries visible to `uid` (a member or former member) after `after`, at most `limit` (0: bounds only). */
+  /** The entries visible to `uid` (a member or former member) after `after`, at most `limit` and maxPageSize (0: bounds only). */
   read(group: string, uid: string, after: number, limit: number): Promise<ReadResult>;
   /** The members, in byte order of their uids: read by a member only (of a dissolved group: one at its end). */
   members(group: string, uid: string, page: Page): Promise<MemberPage>;

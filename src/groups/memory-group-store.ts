@@ -318,7 +318,7 @@ export class MemoryGroupStore implements GroupStore {
 
   async read(group: string, uid: string, after: number, limit: number): Promise<ReadResult> {
     checkSeq(after, 'after');
-    limit = checkLimit(limit);
+    limit = checkLimit(limit, this.#limits.maxPageSize);
     const g = this.#group(group);
     checkUid(uid, this.#limits);
     this.#prune(g, this.#now());

@@ -70,7 +70,7 @@ import {
  * The commands the group store sends (in its scripts or directly) beyond those the other stores
  * do (test/helpers/redis.ts SWITCHBOARD_ACL): what an ACL user needs in addition.
  */
-export const GROUP_REDIS_COMMANDS = ['hmget', 'hincrby', 'hexists', 'zrem', 'zscore', 'zrangebylex', 'lindex', 'lpop', 'rpush', 'llen'] as const;
+export const GROUP_REDIS_COMMANDS = ['hmget', 'hincrby', 'hexists', 'zrem', 'zscore', 'zrangebylex', 'lindex', 'lpop', 'rpush'] as const;
 
 /** Departures written to user indexes at once while a dissolve walks its members. */
 const DISSOLVE_SLICE = 500;
@@ -406,7 +406,7 @@ return cjson.decode(v)[device] or false
     // replaces the least advanced one.
     saveCursor: `${p}
 local uid, device, now = ARGV[1], ARGV[2], tonumber(ARGV[4])
-local head = load(now)
+local head, dissolved = load(now)
 pruneAge(now)
 pruneFormer(head)
 local _, last = reader(uid, head)
@@ -425,6 +425,8 @@ else
 end
 devices[device] = d(position)
 redis.call('HSET', CUR, uid, cjson.encode(devices))
+-- Made after the dissolve: it expires with the group's other keys.
+if dissolved then redis.call('PEXPIRE', CUR, math.max(1, redis.call('PTTL', INFO))) end
 return 1
 `,
     // ARGV: uid. What groupsOf checks an index entry against: gone | member <role> | dissolved <head> | former <left> <reason> | none <head>.
@@ -746,7 +748,7 @@ export class RedisGroupStore implements GroupStore {
 
   async read(group: string, uid: string, after: number, limit: number): Promise<ReadResult> {
     checkSeq(after, 'after');
-    limit = checkLimit(limit);
+    limit = checkLimit(limit, this.#limits.maxPageSize);
     checkGroupId(group);
     checkUid(uid, this.#limits);
     const [head, oldest, joined, members] = await this.#run(() => this.#redis.sbGroupReadBuffer(...this.#groupKeys(group), uid, after, limit, this.#now()));
@@ -871,7 +873,7 @@ export class RedisGroupStore implements GroupStore {
 }
 
 /** "SB_ERR_GROUP_X message script: <sha>, on @user_script:N." as a script raised it → its error. */
-const REFUSAL = /^(SB_ERR_[A-Z_]+) (.*?)(?: script: [0-9a-f]+, on @user_script:\d+\.)?$/s;
+const REFUSAL = /\b(SB_ERR_[A-Z_]+) (.*?)(?: script: [0-9a-f]+, on @user_script:\d+\.)?$/s;
 
 function fromRedis(err: unknown): SwitchboardError {
   if (err instanceof SwitchboardError) return err;

@@ -422,6 +422,19 @@ export function groupStoreConformance(t: Test, make: MakeGroups, twin: TwinGroup
     for (const uid of uids) t.same((await s.groupsOf(uid, { limit: 10 })).groups, [{ id: g.id, role: 'member' }], `${JSON.stringify(uid)} is an ordinary string`);
   });
 
+  t.test('maxPageSize bounds a read and a page, whatever limit asks', async (t) => {
+    const s = await open(t, { maxPageSize: 3 });
+    const g = await s.create('alice', 'G', ['bob', 'carol', 'dave', 'erin']);
+    for (let i = 1; i <= 5; i++) await s.append(g.id, 'bob', String(i), body(String(i)));
+    t.same((await s.read(g.id, 'alice', 0, 100)).entries.map((e) => e.seq), [1, 2, 3]);
+    const page = await s.members(g.id, 'alice', { limit: 100 });
+    t.same([page.members.length, page.next], [3, 'carol']);
+    for (let i = 0; i < 4; i++) await s.create('erin', `E${i}`);
+    const groups = await s.groupsOf('erin', { limit: 100 });
+    t.equal(groups.groups.length, 3);
+    t.ok(groups.next !== undefined, 'and says there is more');
+  });
+
   t.test('groupsOf: paged in byte order of the ids, with the role', async (t) => {
     const s = await open(t);
     const ids: string[] = [];

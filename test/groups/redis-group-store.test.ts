@@ -54,6 +54,28 @@ t.test('every key of a group has the tag {g:<id>}, every key of a user {u:<uid>}
   t.same(tags.get('u:carol')!.sort(), [':departed', ':gs'], 'a user with no group left has no :groups key');
 });
 
+t.test("a dissolved group's keys expire maxAgeMs after it, positions saved later too", async (t) => {
+  const { s, raw } = store(t, 'expiry:', { limits: { maxAgeMs: 3_600_000 } });
+  const g = await s.create('alice', 'G', ['bob']);
+  await s.append(g.id, 'bob', '1', Buffer.from('hi'));
+  t.equal(await raw.pttl(`expiry:{g:${g.id}}:info`), -1, 'a living group does not expire');
+  await s.dissolve(g.id, 'alice');
+  await s.saveCursor(g.id, 'bob', 'phone', 3);
+  for (const key of await raw.keys(`expiry:{g:${g.id}}:*`)) {
+    const ttl = await raw.pttl(key);
+    t.ok(ttl > 3_500_000 && ttl <= 3_600_000, `${key} expires with the group (${ttl} ms)`);
+  }
+});
+
+t.test('a refused add (a stranger acting) writes nothing to any user index', async (t) => {
+  const { s, raw } = store(t, 'refused:');
+  const g = await s.create('alice', 'G', ['bob']);
+  await t.rejects(s.addMembers(g.id, 'mallory', ['sybil', 'mallory']), { code: 'SB_ERR_GROUP_NOT_MEMBER' });
+  await t.rejects(s.addMembers(g.id, 'bob', ['sybil']), { code: 'SB_ERR_GROUP_FORBIDDEN' });
+  t.same(await raw.keys('refused:{u:sybil}*'), [], 'no key of the users it named');
+  t.same(await raw.keys('refused:{u:mallory}*'), []);
+});
+
 t.test('crash repair: a departure the index missed is found and recorded by groupsOf', async (t) => {
   const { s, raw } = store(t, 'repair1:');
   const g = await s.create('alice', 'G', ['bob']);
@@ -144,6 +166,21 @@ t.test('an ACL user with the documented commands and GROUP_REDIS_COMMANDS runs e
   const url = (user: string) => `redis://${user}:${app}@127.0.0.1:${server.port}`;
   const s = new RedisGroupStore({ url: url('switchboard'), limits: { maxEntries: 3, maxFormerMembers: 1, maxDeparted: 1, dedupeEntries: 2 } });
   t.teardown(() => s.close());
+  await everything(s);
+  t.pass('no refusal');
+  const without = new RedisGroupStore({ url: url('without'), redisOptions: { maxRetriesPerRequest: 1 } });
+  t.teardown(() => without.close());
+  await t.rejects(without.create('alice', 'G'), { code: 'SB_ERR_STORE_UNAVAILABLE', message: /NOPERM|can't run this command/ }, 'the other stores\' commands alone do not suffice');
+  for (const missing of GROUP_REDIS_COMMANDS) {
+    t.equal(await root.call('ACL', 'SETUSER', `no-${missing}`, ...SWITCHBOARD_ACL('sb:', app), ...extras.filter((c) => c !== `+${missing}`)), 'OK');
+    const lacking = new RedisGroupStore({ url: url(`no-${missing}`), keyPrefix: `sb:${missing}:`, limits: { maxEntries: 3, maxFormerMembers: 1, maxDeparted: 1, dedupeEntries: 2 } });
+    await t.rejects(everything(lacking), { code: 'SB_ERR_STORE_UNAVAILABLE' }, `${missing} is needed`);
+    await lacking.close();
+  }
+});
+
+/** Every operation, in a way that reaches every command the scripts may send. */
+async function everything(s: RedisGroupStore): Promise<void> {
   const g = await s.create('alice', 'G', ['bob', 'carol'], { k: 'v' });
   await s.addMembers(g.id, 'alice', ['dave', 'erin']);
   await s.setRole(g.id, 'alice', 'bob', 'admin');
@@ -161,12 +198,9 @@ t.test('an ACL user with the documented commands and GROUP_REDIS_COMMANDS runs e
   await s.groupsOf('carol', { limit: 10 });
   await s.dissolve(g.id, 'bob');
   await s.departedOf('carol');
+  await s.saveCursor(g.id, 'carol', 'laptop', 4);
   await s.ping();
-  t.pass('no refusal');
-  const without = new RedisGroupStore({ url: url('without'), redisOptions: { maxRetriesPerRequest: 1 } });
-  t.teardown(() => without.close());
-  await t.rejects(without.create('alice', 'G'), { code: 'SB_ERR_STORE_UNAVAILABLE', message: /NOPERM|can't run this command/ }, 'the other stores\' commands alone do not suffice');
-});
+}
 
 t.test('a frozen Redis: group calls fail with SB_ERR_STORE_UNAVAILABLE within the timeout', async (t) => {
   const server = await startRedis(t);
