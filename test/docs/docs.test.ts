@@ -110,7 +110,7 @@ t.test('every document the sources and tests cite is in the repository', async (
       }
     }
   };
-  for (const dir of ['src', 'test', 'bin', 'scripts', 'bench']) if (existsSync(new URL(dir, root))) walk(dir);
+  for (const dir of ['src', 'test', 'bin', 'scripts', 'bench', 'testkit']) if (existsSync(new URL(dir, root))) walk(dir);
   t.ok(cited.has('PROTOCOL.md'), 'the scan finds citations');
   for (const [file, url] of cited) t.ok(existsSync(url), `${file} exists`);
 });

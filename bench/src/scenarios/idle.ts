@@ -4,7 +4,7 @@
 
 import type { ScenarioOptions } from './options.js';
 import { readFileSync } from 'node:fs';
-import { SwitchboardError } from '../../errors.js';
+import { SwitchboardError } from '../../../src/errors.js';
 import { SOCKETS_PER_ADDRESS, driverAddresses, runDrivers, share } from '../drivers.js';
 import type { IdleLoadResult, IdleSecond } from '../idle-load.js';
 import { Latency } from '../latency.js';

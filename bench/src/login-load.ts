@@ -11,11 +11,11 @@
 // the drivers), so a 4-tuple in the server's TIME_WAIT comes round again only rarely.
 
 import net from 'node:net';
-import { FrameDecoder } from '../protocol/frame.js';
+import { FrameDecoder } from '../../src/protocol/frame.js';
 import { loginRequestFrame } from './client-frames.js';
-import { encodeMessageFrame } from '../protocol/codec.js';
-import { HeadType } from '../protocol/types.js';
-import { loginThroughGate, registerThroughGate } from '../client/gate-login.js';
+import { encodeMessageFrame } from '../../src/protocol/codec.js';
+import { HeadType } from '../../src/protocol/types.js';
+import { loginThroughGate, registerThroughGate } from '../../src/client/gate-login.js';
 import { Latency } from './latency.js';
 import { PhaseClock } from './timeline.js';
 import { emptyScan, scanMessage } from './wire-scan.js';

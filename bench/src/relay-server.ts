@@ -2,11 +2,11 @@
 // socket to another. Same 8-byte header as switchboard, no protobuf, no sessions, no acks.
 // First frame of a connection: body = its name. Every later frame: body = [1 byte n][n bytes
 // target name][payload]; the whole frame is written unchanged to the target's socket.
-// Run: node dist/bench/relay-server.js <port>
+// Run: node bench/dist/bench/src/relay-server.js <port>
 
 import net from 'node:net';
-import { FrameDecoder, writeHeader, HEADER_LENGTH } from '../protocol/frame.js';
-import { writePerTick } from '../net/write-per-tick.js';
+import { FrameDecoder, writeHeader, HEADER_LENGTH } from '../../src/protocol/frame.js';
+import { writePerTick } from '../../src/net/write-per-tick.js';
 
 interface Peer {
   socket: net.Socket;

@@ -8,9 +8,9 @@
 
 import net from 'node:net';
 import { once } from 'node:events';
-import { FrameDecoder, encodeFrame } from '../protocol/frame.js';
-import { HeadType } from '../protocol/types.js';
-import { writePerTick } from '../net/write-per-tick.js';
+import { FrameDecoder, encodeFrame } from '../../src/protocol/frame.js';
+import { HeadType } from '../../src/protocol/types.js';
+import { writePerTick } from '../../src/net/write-per-tick.js';
 import { Latency } from './latency.js';
 import { PhaseClock } from './timeline.js';
 import { emptyScan, leadingNumber, scanMessage } from './wire-scan.js';

@@ -8,8 +8,8 @@
 // token minted here. Registering hundreds of users at the gate costs ~400 ms of scrypt each;
 // the resolver also places clients exactly, so the killed worker holds a known share of them.
 
-import { ImClient, type ClientStatus, type Endpoint as ClientEndpoint } from '../client/im-client.js';
-import { isSwitchboardError } from '../errors.js';
+import { ImClient, type ClientStatus, type Endpoint as ClientEndpoint } from '../../src/client/im-client.js';
+import { isSwitchboardError } from '../../src/errors.js';
 import { Marks, type Endpoint, type MeasuredLoad } from './chat-load.js';
 import type { Accounting } from './report.js';
 import { Latency } from './latency.js';

@@ -2,12 +2,20 @@
 // and memory, sampled from /proc once a second so the report can show both over time.
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
-/** The repository (or installed package) root: where bin/switchboard.js is. */
-export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/** The repository root: where bin/switchboard.js is, above this file's source or its build in bench/dist. */
+export const ROOT = findRoot(fileURLToPath(new URL('.', import.meta.url)));
+
+function findRoot(dir: string): string {
+  for (let at = dir; ; at = dirname(at)) {
+    if (existsSync(join(at, 'bin/switchboard.js'))) return at;
+    if (dirname(at) === at) throw new Error(`no bin/switchboard.js above ${dir}`);
+  }
+}
 
 /**
  * Node arguments that run a sibling module of this folder: the compiled .js, or the .ts source

@@ -4,10 +4,10 @@
 // would make the driver, not the server, the thing that grows with the connection count).
 
 import net from 'node:net';
-import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
-import { FrameDecoder } from '../protocol/frame.js';
+import { decodeMessage, encodeMessageFrame } from '../../src/protocol/codec.js';
+import { FrameDecoder } from '../../src/protocol/frame.js';
 import { loginRequestFrame } from './client-frames.js';
-import { HeadType } from '../protocol/types.js';
+import { HeadType } from '../../src/protocol/types.js';
 import type { Endpoint } from './chat-load.js';
 import { Latency } from './latency.js';
 import { PhaseClock } from './timeline.js';

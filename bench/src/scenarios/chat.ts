@@ -12,7 +12,7 @@ import { ProcessSampler, startRelayProcess } from '../processes.js';
 import { noProgress } from '../progress.js';
 import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, sumCounts, type Accounting, type BenchReport, type LatencyReport, type RunReport } from '../report.js';
 import { BENCH_WORKER_ARGS, startTarget } from '../targets.js';
-import { DEFAULT_INBOX_LIMITS } from '../../inbox/inbox-store.js';
+import { DEFAULT_INBOX_LIMITS } from '../../../src/inbox/inbox-store.js';
 
 export interface ChatScenarioOptions extends ScenarioOptions {
   inbox: 'memory' | 'redis';

@@ -4,9 +4,9 @@
 // `switchboard gate`; `external` is a running deployment given by --worker and --gate.
 
 import { randomBytes } from 'node:crypto';
-import { digestId } from '../registry/cluster-acl.js';
+import { digestId } from '../../src/registry/cluster-acl.js';
 import { startGateProcess, startProcess, startWorkerProcess, type ProcessSampler, type Started } from './processes.js';
-import { startRedisServer, startZooKeeperServer, type RedisServer, type ZooKeeperServer } from './services.js';
+import { startRedisServer, startZooKeeperServer, type RedisServer, type ZooKeeperServer } from '../../testkit/services.js';
 
 export type TargetKind = 'embedded' | 'cluster' | 'external';
 
@@ -54,6 +54,9 @@ export interface RunningTarget {
 }
 
 const LOOPBACK = '127.0.0.1';
+
+/** The cluster (peer) secret of a cluster target started with token secret `secret`. */
+export const clusterSecretOf = (secret: string) => `${secret}-cluster`;
 
 /**
  * The bench measures the server, not its abuse limits: every worker it starts (and the
@@ -153,7 +156,7 @@ async function cluster(o: TargetOptions, stops: (() => Promise<void>)[], stop: (
   const zkWorker = { user: 'sb-bench-worker', password: randomBytes(18).toString('base64url') };
   const zkGate = { user: 'sb-bench-gate', password: randomBytes(18).toString('base64url') };
   const clusterArgs = [
-    '--zk', zk.connect, '--zk-root', root, '--redis', redis.url, '--cluster-secret', `${o.secret}-cluster`,
+    '--zk', zk.connect, '--zk-root', root, '--redis', redis.url, '--cluster-secret', clusterSecretOf(o.secret),
     '--zk-auth', `${zkWorker.user}:${zkWorker.password}`, '--zk-readers', digestId(zkGate),
   ];
   const workers: WorkerEndpoint[] = [];
