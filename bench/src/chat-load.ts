@@ -16,6 +16,7 @@ import { PhaseClock } from './timeline.js';
 import { emptyScan, leadingNumber, scanMessage } from './wire-scan.js';
 import { ackFrame, loginRequestFrame, messageRequestFrame } from './client-frames.js';
 import type { Accounting } from './report.js';
+import { sleep } from '../../testkit/wait.js';
 
 export type Target = 'switchboard' | 'relay';
 
@@ -214,7 +215,6 @@ interface Pair {
   seenSeqs: Marks;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
   const sb = o.target === 'switchboard';

@@ -14,6 +14,7 @@ import { Marks, type Endpoint, type MeasuredLoad } from './chat-load.js';
 import type { Accounting } from './report.js';
 import { Latency } from './latency.js';
 import { PhaseClock } from './timeline.js';
+import { sleep } from '../../testkit/wait.js';
 
 export interface FailoverLoadOptions {
   /** Every worker of the target: pair N's sender starts on worker N mod count, its receiver on the next. */
@@ -95,7 +96,6 @@ interface Tracked {
 }
 
 const SHOWN_IDS = 10;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The content of a message: its intended send time (ms on this process's performance clock), padded. */
 function stamp(at: number, payloadBytes: number): string {

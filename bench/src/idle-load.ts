@@ -12,6 +12,7 @@ import type { Endpoint } from './chat-load.js';
 import { Latency } from './latency.js';
 import { PhaseClock } from './timeline.js';
 import { emptyScan, scanMessage } from './wire-scan.js';
+import { sleep } from '../../testkit/wait.js';
 
 export interface IdleLoadOptions {
   /** The workers: connection N uses endpoint N mod count. */
@@ -93,7 +94,6 @@ interface Held {
   onLogin: ((ok: boolean, code: string) => void) | undefined;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function runIdleLoad(o: IdleLoadOptions): Promise<IdleLoadResult> {
   if (!(o.heartbeatMs > 0)) throw new Error('heartbeatMs must be positive');

@@ -21,6 +21,7 @@ import { PhaseClock } from './timeline.js';
 import { emptyScan, scanMessage } from './wire-scan.js';
 import type { Endpoint } from './chat-load.js';
 import type { TimelinePoint } from './report.js';
+import { sleep } from '../../testkit/wait.js';
 
 /** A login not answered and closed within this long is abandoned as TIMEOUT. */
 export const ATTEMPT_TIMEOUT_MS = 10_000;
@@ -159,7 +160,6 @@ interface Slot {
   iteration: number;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function runLoginLoad(o: LoginLoadOptions): Promise<LoginLoadResult> {
   const open = o.rate !== undefined;

@@ -5,7 +5,8 @@
 // Run: node bench/dist/bench/src/relay-server.js <port>
 
 import net from 'node:net';
-import { FrameDecoder, writeHeader, HEADER_LENGTH } from '../../src/protocol/frame.js';
+import { writeHeader, HEADER_LENGTH } from '../../src/protocol/frame.js';
+import { readFrames } from '../../testkit/raw-client.js';
 import { writePerTick } from '../../src/net/write-per-tick.js';
 
 interface Peer {
@@ -18,21 +19,22 @@ export function startRelay(port: number): net.Server {
     socket.setNoDelay(true);
     let name: string | undefined;
     const self: Peer = { socket };
-    const decoder = new FrameDecoder((body) => {
-      if (name === undefined) {
-        name = body.toString('latin1');
-        byName.set(name, self);
-        return;
-      }
-      const target = byName.get(body.toString('latin1', 1, 1 + body[0]!));
-      if (!target) return;
-      const frame = Buffer.allocUnsafe(HEADER_LENGTH + body.length);
-      writeHeader(frame, 0, body.length);
-      body.copy(frame, HEADER_LENGTH);
-      // One write per tick per socket, as switchboard's Connection does.
-      writePerTick(target.socket, frame);
+    readFrames(socket, {
+      onFrame: (body) => {
+        if (name === undefined) {
+          name = body.toString('latin1');
+          byName.set(name, self);
+          return;
+        }
+        const target = byName.get(body.toString('latin1', 1, 1 + body[0]!));
+        if (!target) return;
+        const frame = Buffer.allocUnsafe(HEADER_LENGTH + body.length);
+        writeHeader(frame, 0, body.length);
+        body.copy(frame, HEADER_LENGTH);
+        // One write per tick per socket, as switchboard's Connection does.
+        writePerTick(target.socket, frame);
+      },
     });
-    socket.on('data', (chunk: Buffer) => decoder.push(chunk));
     socket.on('error', () => {});
     socket.on('close', () => {
       if (name !== undefined && byName.get(name) === self) byName.delete(name);
@@ -44,5 +46,6 @@ export function startRelay(port: number): net.Server {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const server = startRelay(Number(process.argv[2] ?? 0));
-  server.on('listening', () => process.stdout.write(`listening ${(server.address() as net.AddressInfo).port}\n`));
+  // A JSON line as switchboard's listeners log it, for the bench that waits for it.
+  server.on('listening', () => process.stdout.write(`${JSON.stringify({ msg: 'relay listening', port: (server.address() as net.AddressInfo).port })}\n`));
 }

@@ -5,8 +5,6 @@
 import type { Test } from 'tap';
 import { startZooKeeperServer, type ZooKeeperServer, type ZooKeeperServerOptions } from '../../testkit/services.js';
 
-export { fourLetterWord, type ZooKeeperServerOptions } from '../../testkit/services.js';
-
 export type TestZooKeeper = ZooKeeperServer;
 
 export async function startZooKeeper(t: Test, options: ZooKeeperServerOptions = {}): Promise<TestZooKeeper> {

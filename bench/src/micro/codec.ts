@@ -12,7 +12,7 @@ import { pathToFileURL } from 'node:url';
 import { messageType, encodeMessage, PROTO_PATH } from '../../../src/protocol/codec.js';
 import { FrameDecoder, encodeFrame } from '../../../src/protocol/frame.js';
 import { HeadType, type ImMessage } from '../../../src/protocol/types.js';
-import { ROOT } from '../processes.js';
+import { ROOT } from '../../../testkit/switchboard-process.js';
 
 const { values } = parseArgs({ options: { iterations: { type: 'string', default: '1000000' }, rounds: { type: 'string', default: '3' } } });
 const N = Number(values.iterations);

@@ -13,6 +13,7 @@ import { noProgress } from '../progress.js';
 import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, sumCounts, type Accounting, type BenchReport, type LatencyReport, type RunReport } from '../report.js';
 import { BENCH_WORKER_ARGS, startTarget } from '../targets.js';
 import { DEFAULT_INBOX_LIMITS } from '../../../src/inbox/inbox-store.js';
+import { sleep } from '../../../testkit/wait.js';
 
 export interface ChatScenarioOptions extends ScenarioOptions {
   inbox: 'memory' | 'redis';
@@ -134,7 +135,7 @@ export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport>
         let best: RunReport | undefined;
         for (let step = 0; step < MAX_STEPS; step++) {
           // A step starts on a server that has worked off the previous one's backlog.
-          await new Promise((resolve) => setTimeout(resolve, STEP_PAUSE_MS));
+          await sleep(STEP_PAUSE_MS);
           const rate = Math.round(step === 0 ? ceiling / 2 : (lo + hi) / 2);
           const run = await measure({ label: `${label}, open loop ${fmt.rate(rate)}/s`, target: 'switchboard', endpoints, rate });
           const sustained = run.metrics.deliveredPerSec! >= 0.97 * rate && run.latency.delivery!.p99 <= o.maxP99Ms && (run.accounting?.lost ?? 0) === 0;

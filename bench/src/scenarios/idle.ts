@@ -12,6 +12,7 @@ import { ProcessSampler, rssBytes } from '../processes.js';
 import { noProgress } from '../progress.js';
 import { driverWarnings, fmt, machineInfo, sliceProcesses, sumCounts, type BenchReport, type LatencyReport, type RunReport, type TimelinePoint } from '../report.js';
 import { startTarget } from '../targets.js';
+import { sleep } from '../../../testkit/wait.js';
 
 export interface IdleScenarioOptions extends ScenarioOptions {
   inbox: 'memory' | 'redis';
@@ -25,8 +26,6 @@ export interface IdleScenarioOptions extends ScenarioOptions {
 
 /** File descriptors a driver keeps for itself (IPC, stdio, the loader's files). */
 const DRIVER_SPARE_FDS = 100;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function idleScenario(o: IdleScenarioOptions): Promise<BenchReport> {
   if (!(o.connections >= 1)) throw new SwitchboardError('SB_ERR_CONFIG', '--connections must be at least 1');
