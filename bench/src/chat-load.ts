@@ -6,17 +6,18 @@
 // with acks and acknowledge cumulatively once per read, as the SDK does, and every message
 // the server answered with success is accounted for: received once, lost or duplicated.
 
-import net from 'node:net';
+import type net from 'node:net';
 import { once } from 'node:events';
-import { FrameDecoder, encodeFrame } from '../../src/protocol/frame.js';
+import { encodeFrame } from '../../src/protocol/frame.js';
 import { HeadType } from '../../src/protocol/types.js';
 import { writePerTick } from '../../src/net/write-per-tick.js';
 import { Latency } from './latency.js';
-import { PhaseClock } from './timeline.js';
+import { LoadClock, drain } from './timeline.js';
 import { emptyScan, leadingNumber, scanMessage } from './wire-scan.js';
 import { ackFrame, loginRequestFrame, messageRequestFrame } from './client-frames.js';
 import type { Accounting } from './report.js';
 import { sleep } from '../../testkit/wait.js';
+import { dialFrames } from '../../testkit/raw-client.js';
 
 export type Target = 'switchboard' | 'relay';
 
@@ -125,25 +126,24 @@ export interface Endpoint {
   port: number;
 }
 
-interface Conn {
-  socket: net.Socket;
-  onFrame: (body: Buffer) => void;
+/** A driver's connection: its socket and what its frames go to (set once it is logged in). */
+class Conn {
+  readonly socket: net.Socket;
+  onFrame: (body: Buffer) => void = () => {};
   /** Called after each read's frames were handled (receivers acknowledge there). */
-  afterRead: () => void;
+  afterRead: () => void = () => {};
+
+  constructor({ host, port }: Endpoint, localAddress: string | undefined) {
+    this.socket = dialFrames({ host, port, ...(localAddress ? { localAddress } : {}) }, this);
+    this.socket.on('error', () => {});
+  }
 }
 
-async function connect({ host, port }: Endpoint, localAddress: string | undefined, onClose: () => void): Promise<Conn> {
-  const socket = net.connect({ host, port, noDelay: true, ...(localAddress ? { localAddress } : {}) });
-  const endpoint: Conn = { socket, onFrame: () => {}, afterRead: () => {} };
-  const decoder = new FrameDecoder((body) => endpoint.onFrame(body), { maxFrameLength: 1 << 20 });
-  socket.on('data', (chunk: Buffer) => {
-    decoder.push(chunk);
-    endpoint.afterRead();
-  });
-  socket.on('error', () => {});
-  await once(socket, 'connect');
-  socket.once('close', onClose);
-  return endpoint;
+async function connect(endpoint: Endpoint, localAddress: string | undefined, onClose: () => void): Promise<Conn> {
+  const conn = new Conn(endpoint, localAddress);
+  await once(conn.socket, 'connect');
+  conn.socket.once('close', onClose);
+  return conn;
 }
 
 function write(endpoint: Conn, frame: Buffer): void {
@@ -215,223 +215,273 @@ interface Pair {
   seenSeqs: Marks;
 }
 
-
 export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
-  const sb = o.target === 'switchboard';
   const open = o.rate !== undefined;
   if (open && !(o.rate! > 0)) throw new Error('rate must be positive');
   if (!open && o.window * 4 > RING) throw new Error(`window must be at most ${RING / 4}`);
-  const offset = o.pairOffset ?? 0;
-  const msgIdBase = o.msgIdBase ?? 0;
-
-  let connections = 0;
-  let running = true;
-  const errors: Record<string, number> = {};
-  const fail = (code: string) => {
-    errors[code] = (errors[code] ?? 0) + 1;
-  };
-  const onClose = () => {
-    connections--;
-    if (running) fail('CONNECTION_CLOSED');
-  };
-  const addresses = o.localAddresses ?? [];
-  let dialed = 0;
-  const dial = async (endpoint: Endpoint) => {
-    const conn = await connect(endpoint, addresses.length ? addresses[dialed++ % addresses.length] : undefined, onClose);
-    connections++;
-    return conn;
-  };
-  const n = o.endpoints.length;
-  const pairs: Pair[] = [];
-  // Log in in batches so that a few thousand logins do not overrun the accept backlog.
-  for (let first = 0; first < o.pairs; first += 200) {
-    const batch = Array.from({ length: Math.min(200, o.pairs - first) }, async (_, j) => {
-      const i = offset + first + j;
-      const [sender, receiver] = await Promise.all([dial(o.endpoints[i % n]!), dial(o.endpoints[(i + (o.crossNode ? 1 : 0)) % n]!)]);
-      const seqBase = await login(o.target, receiver, `r${i}`, o.token);
-      await login(o.target, sender, `s${i}`, o.token);
-      return {
-        name: `s${i}`,
-        sender,
-        receiver,
-        frame: messageFrames(o.target, `s${i}`, `r${i}`, o.payloadBytes, msgIdBase),
-        sendTimes: new Float64Array(o.rate === undefined ? RING : 0),
-        sent: 0,
-        answered: 0,
-        okAnswers: 0,
-        deliveries: 0,
-        highestSeq: 0,
-        ackedSeq: 0,
-        seqBase,
-        phase: 0,
-        okIds: new Marks(),
-        receivedIds: new Marks(),
-        seenSeqs: new Marks(),
-      } satisfies Pair;
-    });
-    pairs.push(...(await Promise.all(batch)));
-  }
+  const run = new ChatRun(o);
+  const pairs = await run.connectPairs();
   // Relay logins have no answer: give the hello frames a moment to land before sending.
-  if (!sb) await sleep(200);
+  if (!run.sb) await sleep(200);
   await o.ready?.();
-
-  const phases = new PhaseClock<ChatSecond['phase']>('warmup');
-  let delivered = 0;
-  let acked = 0;
-  let sentTotal = 0;
-  let errorCount = 0;
-  let toDrop = o.dropForTest ?? 0;
-  const deliveryLatency = new Latency();
-  const ackLatency = new Latency();
-  const sendLag = new Latency();
-  const secondLatency = new Latency();
-  const fromSendLatency = new Latency();
-  /** A delivery's latencies, from the stamp in its content at body[start, end). */
-  const received = (body: Buffer, start: number, end: number) => {
-    const now = performance.now();
-    const latency = now - leadingNumber(body, start, end);
-    secondLatency.add(latency);
-    if (!measuring()) return;
-    deliveryLatency.add(latency);
-    if (open) fromSendLatency.add(now - leadingNumber(body, body.indexOf(0x7c, start) + 1, end));
-  };
-  // Open loop: the k-th send of pair i (msg_id k, from 1) is due at t0 + (k - 1 + i / pairs) *
-  // interval: the pairs' phases are staggered, so the total is an even stream, not a burst of
-  // every pair at once each interval.
-  const interval = open ? (1000 * o.pairs) / o.rate! : 0;
-  pairs.forEach((pair, i) => (pair.phase = (i / pairs.length) * interval));
-  const t0 = performance.now();
-  const sentAt = (pair: Pair, msgId: number) => (open ? t0 + pair.phase + (msgId - 1) * interval : pair.sendTimes[msgId % RING]!);
-  const measuring = () => phases.current === 'measure';
-
-  const scan = emptyScan();
-  for (const pair of pairs) {
-    const send = (at: number) => {
-      const msgId = ++pair.sent;
-      sentTotal++;
-      if (!open) pair.sendTimes[msgId % RING] = at;
-      write(pair.sender, pair.frame(msgId, at));
-    };
-    if (sb) {
-      pair.sender.onFrame = (body) => {
-        scanMessage(body, scan);
-        if (scan.type !== HeadType.MESSAGE_RESPONSE) return;
-        pair.answered++;
-        if (scan.result) {
-          pair.okAnswers++;
-          pair.okIds.bump(scan.sequence - msgIdBase);
-          acked++;
-          if (measuring()) ackLatency.add(performance.now() - sentAt(pair, scan.sequence - msgIdBase));
-        } else {
-          errorCount++;
-          fail(scan.errorCode || 'SB_ERR_UNKNOWN');
-          // Refused: it will never be delivered, so its slot in the window is free again.
-          if (running && !open) send(performance.now());
-        }
-      };
-      pair.receiver.onFrame = (body) => {
-        scanMessage(body, scan);
-        // Only this run's messages: not a notification, nor anything an earlier run left behind.
-        const k = scan.msgId - msgIdBase;
-        if (scan.type !== HeadType.MESSAGE_REQUEST || scan.seq <= pair.seqBase || k < 1) return;
-        pair.deliveries++;
-        if (scan.seq > pair.highestSeq) pair.highestSeq = scan.seq;
-        if (toDrop > 0) toDrop--;
-        // A seq seen before is a resend of the same delivery: a client dedupes it.
-        else if (pair.seenSeqs.bump(scan.seq - pair.seqBase) === 1) pair.receivedIds.bump(k);
-        delivered++;
-        received(body, scan.contentStart, scan.contentEnd);
-        if (running && !open) send(performance.now());
-      };
-      pair.receiver.afterRead = () => {
-        if (pair.highestSeq <= pair.ackedSeq) return;
-        pair.ackedSeq = pair.highestSeq;
-        write(pair.receiver, ackFrame(pair.ackedSeq));
-      };
-    } else {
-      pair.receiver.onFrame = (body) => {
-        pair.deliveries++;
-        delivered++;
-        received(body, 1 + body[0]!, body.length);
-        if (running && !open) send(performance.now());
-      };
-    }
-    if (!open) for (let k = 0; k < o.window; k++) send(performance.now());
-  }
-
-  // Open loop: a 1 ms timer sends every message that is due, however far behind the server is.
-  let ticker: NodeJS.Timeout | undefined;
-  if (open) {
-    const tick = () => {
-      const now = performance.now();
-      for (const pair of pairs) {
-        const due = Math.floor((now - t0 - pair.phase) / interval) + 1;
-        while (pair.sent < due) {
-          const at = t0 + pair.phase + pair.sent * interval;
-          if (measuring()) sendLag.add(now - at);
-          pair.sent++;
-          sentTotal++;
-          write(pair.sender, pair.frame(pair.sent, at));
-        }
-      }
-    };
-    tick();
-    ticker = setInterval(tick, 1);
-  }
-
-  let last = { sent: 0, delivered: 0, acked: 0, errors: 0 };
-  let seconds = 0;
-  const reportSecond = () => {
-    o.onSecond?.({
-      t: ++seconds,
-      phase: phases.second(),
-      sent: sentTotal - last.sent,
-      delivered: delivered - last.delivered,
-      acked: acked - last.acked,
-      errors: errorCount - last.errors,
-      connections,
-      latency: secondLatency.encode(),
-    });
-    secondLatency.reset();
-    last = { sent: sentTotal, delivered, acked, errors: errorCount };
-  };
-  const secondTimer = setInterval(reportSecond, 1000);
-
-  await sleep(o.warmupMs);
-  phases.enter('measure');
-  const startDelivered = delivered;
-  const startAcked = acked;
-  const start = process.hrtime.bigint();
-  await sleep(o.durationMs);
-  const measured = Number(process.hrtime.bigint() - start) / 1e9;
+  run.start(pairs);
+  const at = { delivered: 0, acked: 0 };
+  const { from, to } = await run.clock.measure(o.warmupMs, o.durationMs, () => {
+    at.delivered = run.delivered;
+    at.acked = run.acked;
+  });
   const result: ChatLoadResult = {
     target: o.target,
     mode: open ? 'open' : 'closed',
-    delivered: delivered - startDelivered,
-    acked: acked - startAcked,
-    seconds: measured,
-    deliveryLatency: deliveryLatency.encode(),
-    ackLatency: ackLatency.encode(),
-    sendLag: sendLag.encode(),
-    fromSendLatency: fromSendLatency.encode(),
-    errors,
+    delivered: run.delivered - at.delivered,
+    acked: run.acked - at.acked,
+    seconds: (to - from) / 1000,
+    deliveryLatency: run.deliveryLatency.encode(),
+    ackLatency: run.ackLatency.encode(),
+    sendLag: run.sendLag.encode(),
+    fromSendLatency: run.fromSendLatency.encode(),
+    errors: run.errors,
   };
-  phases.enter('drain');
-  running = false;
-  clearInterval(ticker);
-  if (sb) {
+  run.clock.enter('drain');
+  run.stopSending();
+  if (run.sb) {
     // Wait until every send is answered and every accepted one delivered, or the time is up.
-    const deadline = performance.now() + (o.drainMs ?? 3000);
-    while (performance.now() < deadline && pairs.some((p) => p.answered < p.sent || p.deliveries < p.okAnswers)) await sleep(20);
+    await drain(() => pairs.some((p) => p.answered < p.sent || p.deliveries < p.okAnswers), o.drainMs ?? 3000);
     result.accounting = account(pairs);
   }
-  clearInterval(secondTimer);
-  reportSecond();
+  run.clock.end();
   for (const { sender, receiver } of pairs) {
     sender.socket.destroy();
     receiver.socket.destroy();
   }
   return result;
+}
+
+/**
+ * One driver's chat load while it runs: its connections, its counters and latencies, and the
+ * frame handlers of its pairs, which count into them.
+ */
+class ChatRun {
+  readonly sb: boolean;
+  readonly open: boolean;
+  readonly msgIdBase: number;
+  clock!: LoadClock<ChatSecond['phase']>;
+  running = true;
+  connections = 0;
+  readonly errors: Record<string, number> = {};
+  errorCount = 0;
+  delivered = 0;
+  acked = 0;
+  sentTotal = 0;
+  toDrop: number;
+  readonly deliveryLatency = new Latency();
+  readonly ackLatency = new Latency();
+  readonly sendLag = new Latency();
+  readonly secondLatency = new Latency();
+  readonly fromSendLatency = new Latency();
+  readonly scan = emptyScan();
+  /** Open loop: the k-th send of pair i (msg_id k, from 1) is due at t0 + pair.phase + (k - 1) * interval. */
+  interval = 0;
+  t0 = 0;
+  #ticker: NodeJS.Timeout | undefined;
+  #dialed = 0;
+
+  constructor(readonly o: ChatLoadOptions) {
+    this.sb = o.target === 'switchboard';
+    this.open = o.rate !== undefined;
+    this.msgIdBase = o.msgIdBase ?? 0;
+    this.toDrop = o.dropForTest ?? 0;
+  }
+
+  fail(code: string): void {
+    this.errors[code] = (this.errors[code] ?? 0) + 1;
+  }
+
+  measuring(): boolean {
+    return this.clock.current === 'measure';
+  }
+
+  /** Connects and logs in every pair, in batches so that a few thousand logins do not overrun the accept backlog. */
+  async connectPairs(): Promise<Pair[]> {
+    const { o } = this;
+    const offset = o.pairOffset ?? 0;
+    const n = o.endpoints.length;
+    const pairs: Pair[] = [];
+    for (let first = 0; first < o.pairs; first += 200) {
+      const batch = Array.from({ length: Math.min(200, o.pairs - first) }, async (_, j) => {
+        const i = offset + first + j;
+        const [sender, receiver] = await Promise.all([this.#dial(o.endpoints[i % n]!), this.#dial(o.endpoints[(i + (o.crossNode ? 1 : 0)) % n]!)]);
+        const seqBase = await login(o.target, receiver, `r${i}`, o.token);
+        await login(o.target, sender, `s${i}`, o.token);
+        return this.#pair(`s${i}`, `r${i}`, sender, receiver, seqBase);
+      });
+      pairs.push(...(await Promise.all(batch)));
+    }
+    return pairs;
+  }
+
+  async #dial(endpoint: Endpoint): Promise<Conn> {
+    const addresses = this.o.localAddresses ?? [];
+    const conn = await connect(endpoint, addresses.length ? addresses[this.#dialed++ % addresses.length] : undefined, () => {
+      this.connections--;
+      if (this.running) this.fail('CONNECTION_CLOSED');
+    });
+    this.connections++;
+    return conn;
+  }
+
+  #pair(name: string, to: string, sender: Conn, receiver: Conn, seqBase: number): Pair {
+    const { o } = this;
+    return {
+      name,
+      sender,
+      receiver,
+      frame: messageFrames(o.target, name, to, o.payloadBytes, this.msgIdBase),
+      sendTimes: new Float64Array(o.rate === undefined ? RING : 0),
+      sent: 0,
+      answered: 0,
+      okAnswers: 0,
+      deliveries: 0,
+      highestSeq: 0,
+      ackedSeq: 0,
+      seqBase,
+      phase: 0,
+      okIds: new Marks(),
+      receivedIds: new Marks(),
+      seenSeqs: new Marks(),
+    };
+  }
+
+  /** Starts the clock and the load: every pair's handlers, then the closed loop's windows or the open loop's timer. */
+  start(pairs: Pair[]): void {
+    const { o } = this;
+    this.clock = new LoadClock<ChatSecond['phase']>('warmup', this.#reporter());
+    // Open loop: the pairs' phases are staggered, so the total is an even stream, not a burst of
+    // every pair at once each interval.
+    this.interval = this.open ? (1000 * o.pairs) / o.rate! : 0;
+    pairs.forEach((pair, i) => (pair.phase = (i / pairs.length) * this.interval));
+    this.t0 = performance.now();
+    for (const pair of pairs) {
+      if (this.sb) this.#wireSwitchboard(pair);
+      else this.#wireRelay(pair);
+      if (!this.open) for (let k = 0; k < o.window; k++) this.#send(pair, performance.now());
+    }
+    if (this.open) this.#startOpenLoop(pairs);
+  }
+
+  stopSending(): void {
+    this.running = false;
+    clearInterval(this.#ticker);
+  }
+
+  /** The intended send time of a pair's msg_id k (closed loop: the actual one, from the ring). */
+  #sentAt(pair: Pair, k: number): number {
+    return this.open ? this.t0 + pair.phase + (k - 1) * this.interval : pair.sendTimes[k % RING]!;
+  }
+
+  /** Closed loop: the next message of `pair`, at `at`. */
+  #send(pair: Pair, at: number): void {
+    const msgId = ++pair.sent;
+    this.sentTotal++;
+    if (!this.open) pair.sendTimes[msgId % RING] = at;
+    write(pair.sender, pair.frame(msgId, at));
+  }
+
+  /** A delivery's latencies, from the stamp in its content at body[start, end). */
+  #received(body: Buffer, start: number, end: number): void {
+    const now = performance.now();
+    const latency = now - leadingNumber(body, start, end);
+    this.secondLatency.add(latency);
+    if (!this.measuring()) return;
+    this.deliveryLatency.add(latency);
+    if (this.open) this.fromSendLatency.add(now - leadingNumber(body, body.indexOf(0x7c, start) + 1, end));
+  }
+
+  #wireSwitchboard(pair: Pair): void {
+    const { scan, msgIdBase } = this;
+    pair.sender.onFrame = (body) => {
+      scanMessage(body, scan);
+      if (scan.type !== HeadType.MESSAGE_RESPONSE) return;
+      pair.answered++;
+      if (scan.result) {
+        pair.okAnswers++;
+        pair.okIds.bump(scan.sequence - msgIdBase);
+        this.acked++;
+        if (this.measuring()) this.ackLatency.add(performance.now() - this.#sentAt(pair, scan.sequence - msgIdBase));
+      } else {
+        this.errorCount++;
+        this.fail(scan.errorCode || 'SB_ERR_UNKNOWN');
+        // Refused: it will never be delivered, so its slot in the window is free again.
+        if (this.running && !this.open) this.#send(pair, performance.now());
+      }
+    };
+    pair.receiver.onFrame = (body) => {
+      scanMessage(body, scan);
+      // Only this run's messages: not a notification, nor anything an earlier run left behind.
+      const k = scan.msgId - msgIdBase;
+      if (scan.type !== HeadType.MESSAGE_REQUEST || scan.seq <= pair.seqBase || k < 1) return;
+      pair.deliveries++;
+      if (scan.seq > pair.highestSeq) pair.highestSeq = scan.seq;
+      if (this.toDrop > 0) this.toDrop--;
+      // A seq seen before is a resend of the same delivery: a client dedupes it.
+      else if (pair.seenSeqs.bump(scan.seq - pair.seqBase) === 1) pair.receivedIds.bump(k);
+      this.delivered++;
+      this.#received(body, scan.contentStart, scan.contentEnd);
+      if (this.running && !this.open) this.#send(pair, performance.now());
+    };
+    pair.receiver.afterRead = () => {
+      if (pair.highestSeq <= pair.ackedSeq) return;
+      pair.ackedSeq = pair.highestSeq;
+      write(pair.receiver, ackFrame(pair.ackedSeq));
+    };
+  }
+
+  #wireRelay(pair: Pair): void {
+    pair.receiver.onFrame = (body) => {
+      pair.deliveries++;
+      this.delivered++;
+      this.#received(body, 1 + body[0]!, body.length);
+      if (this.running && !this.open) this.#send(pair, performance.now());
+    };
+  }
+
+  /** Open loop: a 1 ms timer sends every message that is due, however far behind the server is. */
+  #startOpenLoop(pairs: Pair[]): void {
+    const tick = () => {
+      const now = performance.now();
+      for (const pair of pairs) {
+        const due = Math.floor((now - this.t0 - pair.phase) / this.interval) + 1;
+        while (pair.sent < due) {
+          const at = this.t0 + pair.phase + pair.sent * this.interval;
+          if (this.measuring()) this.sendLag.add(now - at);
+          pair.sent++;
+          this.sentTotal++;
+          write(pair.sender, pair.frame(pair.sent, at));
+        }
+      }
+    };
+    tick();
+    this.#ticker = setInterval(tick, 1);
+  }
+
+  /** The once-a-second record: what happened since the last one. */
+  #reporter(): (phase: ChatSecond['phase'], t: number) => void {
+    let last = { sent: 0, delivered: 0, acked: 0, errors: 0 };
+    return (phase, t) => {
+      this.o.onSecond?.({
+        t,
+        phase,
+        sent: this.sentTotal - last.sent,
+        delivered: this.delivered - last.delivered,
+        acked: this.acked - last.acked,
+        errors: this.errorCount - last.errors,
+        connections: this.connections,
+        latency: this.secondLatency.encode(),
+      });
+      this.secondLatency.reset();
+      last = { sent: this.sentTotal, delivered: this.delivered, acked: this.acked, errors: this.errorCount };
+    };
+  }
 }
 
 function account(pairs: Pair[]): Accounting {
