@@ -352,7 +352,7 @@ class ChatRun {
     };
   }
 
-  /** Starts the clock and the load: every pair's handlers, then the closed loop's windows or the open loop's timer. */
+  /** Starts the load (every pair's handlers, then the closed loop's windows or the open loop's timer), then its reports. */
   start(pairs: Pair[]): void {
     const { o } = this;
     this.clock = new LoadClock<ChatSecond['phase']>('warmup', this.#reporter());
@@ -367,6 +367,7 @@ class ChatRun {
       if (!this.open) for (let k = 0; k < o.window; k++) this.#send(pair, performance.now());
     }
     if (this.open) this.#startOpenLoop(pairs);
+    this.clock.start();
   }
 
   stopSending(): void {

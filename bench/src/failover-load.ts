@@ -223,7 +223,7 @@ class FailoverRun {
     return entry;
   }
 
-  /** Starts the clock, the receivers' accounting and the 1 ms timer that sends every message that is due. */
+  /** Starts the receivers' accounting, the 1 ms timer that sends every message that is due, then the reports. */
   start(pairs: Pair[]): void {
     this.connectedMin = this.connected;
     this.clock = new LoadClock<FailoverSecond['phase']>('warmup', this.#reporter());
@@ -244,6 +244,7 @@ class FailoverRun {
     };
     tick();
     this.#ticker = setInterval(tick, 1);
+    this.clock.start();
   }
 
   stopSending(): void {

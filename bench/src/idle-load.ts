@@ -96,6 +96,7 @@ interface Held {
 export async function runIdleLoad(o: IdleLoadOptions): Promise<IdleLoadResult> {
   if (!(o.heartbeatMs > 0)) throw new Error('heartbeatMs must be positive');
   const run = new IdleRun(o);
+  run.clock.start();
   const connectStart = performance.now();
   const held = await run.openAll();
   const connectSeconds = (performance.now() - connectStart) / 1000;

@@ -168,6 +168,7 @@ export async function runLoginLoad(o: LoginLoadOptions): Promise<LoginLoadResult
 
   const run = new LoginRun(o);
   const ticker = open ? run.openLoop(slots, o.rate!) : run.closedLoop(slots);
+  run.clock.start();
   const { from, to } = await run.clock.measure(o.warmupMs, o.durationMs, () => (run.measureFrom = performance.now()));
   run.measureTo = to;
   run.clock.enter('drain');
@@ -366,6 +367,7 @@ export async function runGateLoginLoad(o: GateLoadOptions): Promise<GateLoadResu
     second.logins = second.failures = second.rateLimited = 0;
     second.latency.reset();
   });
+  clock.start();
   const fail = (code: string) => {
     result.failures++;
     second.failures++;

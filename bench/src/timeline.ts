@@ -107,20 +107,24 @@ export class PhaseClock<P extends string> {
 export type LoadPhase = 'connect' | 'warmup' | 'measure' | 'drain';
 
 /**
- * The clock of one driver's load, the same in every load: its phase (a PhaseClock) and its
- * report once a second, `report(phase, n)` for the n-th second (1, 2, ...) with the phase that
- * second belonged to, from construction until end().
+ * The clock of one driver's load, the same in every load: its phase (a PhaseClock, whose first
+ * second begins at construction) and its report once a second, `report(phase, n)` for the n-th
+ * second (1, 2, ...) with the phase that second belonged to, from start() until end().
  */
 export class LoadClock<P extends LoadPhase> {
   readonly #phases: PhaseClock<P>;
   readonly #report: (phase: P, n: number) => void;
-  readonly #timer: NodeJS.Timeout;
+  #timer: NodeJS.Timeout | undefined;
   #n = 0;
 
   constructor(first: P, report: (phase: P, n: number) => void) {
     this.#phases = new PhaseClock(first);
     this.#report = report;
-    this.#timer = setInterval(() => this.#second(), 1000);
+  }
+
+  /** Starts the reports, once the load is under way. */
+  start(): void {
+    this.#timer ??= setInterval(() => this.#second(), 1000);
   }
 
   /** The phase now. */
@@ -135,7 +139,7 @@ export class LoadClock<P extends LoadPhase> {
   /** Reports the second so far now (cut short) and starts the next one from here. */
   reportNow(): void {
     this.#second();
-    this.#timer.refresh();
+    this.#timer?.refresh();
   }
 
   /**
