@@ -10,7 +10,7 @@ import type { WorkerInfo } from '../../src/registry/registry.js';
 import { silentLogger } from '../../src/log.js';
 import { CliProcess } from '../helpers/cli-process.js';
 import { CLUSTER_PEER_SECRET, CLUSTER_TOKEN_SECRET, CLUSTER_ZK_WORKER_AUTH } from '../helpers/cluster.js';
-import { freePort } from '../helpers/free-port.js';
+import { freePort } from '../../testkit/services.js';
 import { requirePassword, startRedis } from '../helpers/redis.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 

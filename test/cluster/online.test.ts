@@ -6,7 +6,8 @@ import t from 'tap';
 import { OnlineCounter } from '../../src/cluster/online-counter.js';
 import { silentLogger } from '../../src/log.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
-import { CLUSTER_ZK_GATE, startCluster, until, ZK_SESSION_TIMEOUT_MS } from '../helpers/cluster.js';
+import { until } from '../../testkit/wait.js';
+import { CLUSTER_ZK_GATE, startCluster, ZK_SESSION_TIMEOUT_MS } from '../helpers/cluster.js';
 
 const zk = await startZooKeeper(t);
 

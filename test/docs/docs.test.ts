@@ -17,7 +17,8 @@ import { TokenSigner } from '../../src/auth/token.js';
 import { StaticRegistry } from '../../src/registry/static-registry.js';
 import { silentLogger } from '../../src/log.js';
 import { startNode } from '../helpers/node.js';
-import { connect, isType } from '../helpers/raw-client.js';
+import { isType } from '../../testkit/raw-client.js';
+import { connect } from '../helpers/raw-client.js';
 import { envName } from '../../src/cli/options.js';
 import { BENCH_OPTIONS, SCENARIOS } from '../../src/cli/commands/bench.js';
 import { peerProof, proofInput, type Transcript } from '../../src/cluster/peer-auth.js';
@@ -110,7 +111,7 @@ t.test('every document the sources and tests cite is in the repository', async (
       }
     }
   };
-  for (const dir of ['src', 'test', 'bin', 'scripts', 'bench']) if (existsSync(new URL(dir, root))) walk(dir);
+  for (const dir of ['src', 'test', 'bin', 'scripts', 'bench', 'testkit']) if (existsSync(new URL(dir, root))) walk(dir);
   t.ok(cited.has('PROTOCOL.md'), 'the scan finds citations');
   for (const [file, url] of cited) t.ok(existsSync(url), `${file} exists`);
 });

@@ -20,7 +20,7 @@ import { gateEndpoint, loginThroughGate, registerThroughGate, type GateLogin } f
 import { SwitchboardError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { TEST_SECRET } from '../helpers/node.js';
-import { until } from '../helpers/cluster.js';
+import { until } from '../../testkit/wait.js';
 import { startRedis } from '../helpers/redis.js';
 import { RedisUserStore } from '../../src/users/redis-user-store.js';
 import { RedisRateLimitStore } from '../../src/gate/redis-rate-limit-store.js';

@@ -13,9 +13,9 @@ import type { WorkerInfo } from '../../src/registry/registry.js';
 import { silentLogger, type Logger } from '../../src/log.js';
 import { createNode } from '../../src/node.js';
 import { TEST_SECRET } from '../helpers/node.js';
-import { freePort } from '../helpers/free-port.js';
+import { freePort } from '../../testkit/services.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
-import { until } from '../helpers/cluster.js';
+import { until } from '../../testkit/wait.js';
 
 const zk = await startZooKeeper(t);
 let roots = 0;

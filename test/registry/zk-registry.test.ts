@@ -13,7 +13,7 @@ import { silentLogger, type Logger } from '../../src/log.js';
 import { registryConformance } from './registry.conformance.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 import { ZooKeeperProxy } from '../helpers/zookeeper-proxy.js';
-import { freePort } from '../helpers/free-port.js';
+import { freePort } from '../../testkit/services.js';
 
 const zk = await startZooKeeper(t);
 

@@ -8,12 +8,12 @@
 // token minted here. Registering hundreds of users at the gate costs ~400 ms of scrypt each;
 // the resolver also places clients exactly, so the killed worker holds a known share of them.
 
-import { ImClient, type ClientStatus, type Endpoint as ClientEndpoint } from '../client/im-client.js';
-import { isSwitchboardError } from '../errors.js';
+import { ImClient, type ClientStatus, type Endpoint as ClientEndpoint } from '../../src/client/im-client.js';
+import { isSwitchboardError } from '../../src/errors.js';
 import { Marks, type Endpoint, type MeasuredLoad } from './chat-load.js';
 import type { Accounting } from './report.js';
 import { Latency } from './latency.js';
-import { PhaseClock } from './timeline.js';
+import { LoadClock, drain } from './timeline.js';
 
 export interface FailoverLoadOptions {
   /** Every worker of the target: pair N's sender starts on worker N mod count, its receiver on the next. */
@@ -95,7 +95,6 @@ interface Tracked {
 }
 
 const SHOWN_IDS = 10;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The content of a message: its intended send time (ms on this process's performance clock), padded. */
 function stamp(at: number, payloadBytes: number): string {
@@ -105,22 +104,98 @@ function stamp(at: number, payloadBytes: number): string {
 
 export async function runFailoverLoad(o: FailoverLoadOptions): Promise<FailoverLoadResult> {
   if (!(o.rate > 0)) throw new Error('rate must be positive');
-  const n = o.endpoints.length;
-  const errors: Record<string, number> = {};
-  let errorCount = 0;
-  const fail = (code: string) => {
-    errorCount++;
-    errors[code] = (errors[code] ?? 0) + 1;
+  const run = new FailoverRun(o);
+  const pairs = await run.connectPairs();
+  await o.ready();
+  run.start(pairs);
+  const at = { delivered: 0, acked: 0 };
+  const { from, to } = await run.clock.measure(o.warmupMs, o.durationMs, () => {
+    at.delivered = run.delivered;
+    at.acked = run.acked;
+  });
+  const measured = { delivered: run.delivered - at.delivered, acked: run.acked - at.acked, seconds: (to - from) / 1000 };
+  run.clock.enter('drain');
+  run.stopSending();
+  // Every send answered (or failed) and every acknowledged one received, or the time is up.
+  await drain(() => pairs.some((p) => p.settled < p.sent || p.complete < p.okAnswers), o.drainMs);
+  run.clock.end();
+  const result: FailoverLoadResult = {
+    clients: run.tracked.length,
+    ...measured,
+    deliveryLatency: run.deliveryLatency.encode(),
+    ackLatency: run.ackLatency.encode(),
+    sendLag: run.sendLag.encode(),
+    errors: run.errors,
+    resentDeduped: run.resentDeduped,
+    accounting: account(pairs),
+    outages: run.tracked.flatMap((c) => (c.outage ? [c.outage] : [])),
   };
-  const tracked: Tracked[] = [];
-  let connected = 0;
-  let connectedMin = 0;
+  for (const c of run.tracked) c.client.close();
+  return result;
+}
+
+/** One driver's failover load while it runs: its SDK clients, their outages, and what they counted. */
+class FailoverRun {
+  clock!: LoadClock<FailoverSecond['phase']>;
+  readonly tracked: Tracked[] = [];
+  readonly errors: Record<string, number> = {};
+  errorCount = 0;
+  /** Clients logged in now, and the fewest since the last second's report. */
+  connected = 0;
+  connectedMin = 0;
+  sentTotal = 0;
+  acked = 0;
+  delivered = 0;
+  resentDeduped = 0;
+  readonly deliveryLatency = new Latency();
+  readonly ackLatency = new Latency();
+  readonly sendLag = new Latency();
+  readonly secondLatency = new Latency();
+  /** The k-th send of a pair (msg_id k, from 1) is due at t0 + (k - 1) * interval. */
+  readonly interval: number;
+  t0 = 0;
+  #ticker: NodeJS.Timeout | undefined;
+
+  constructor(readonly o: FailoverLoadOptions) {
+    this.interval = (1000 * o.pairs) / o.rate;
+  }
+
+  fail(code: string): void {
+    this.errorCount++;
+    this.errors[code] = (this.errors[code] ?? 0) + 1;
+  }
+
+  /** Latencies count from the warm-up's end, the drain included. */
+  counting(): boolean {
+    return this.clock.current !== 'warmup';
+  }
+
+  /** Connects every pair's clients, receiver first, in batches so that a few thousand logins do not overrun the accept backlog. */
+  async connectPairs(): Promise<Pair[]> {
+    const { o } = this;
+    const n = o.endpoints.length;
+    const pairs: Pair[] = [];
+    for (let first = 0; first < o.pairs; first += 200) {
+      const batch = Array.from({ length: Math.min(200, o.pairs - first) }, async (_, j) => {
+        const i = o.pairOffset + first + j;
+        const receiver = this.#track(`fr${i}`, (i + 1) % n, 2 * i + 1).client;
+        const sender = this.#track(`fs${i}`, i % n, 2 * i).client;
+        await receiver.connect();
+        await sender.connect();
+        return { index: i, sender, receiver, sent: 0, settled: 0, okAnswers: 0, complete: 0, okIds: new Marks(), receivedIds: new Marks() } satisfies Pair;
+      });
+      pairs.push(...(await Promise.all(batch)));
+    }
+    return pairs;
+  }
 
   /**
    * A client starting on worker `first` that moves on at every reconnect. The step differs by
    * client (1 .. n-1), so the clients of a dead worker spread over all the survivors.
    */
-  const track = (uid: string, first: number, clientIndex: number): Tracked => {
+  #track(uid: string, first: number, clientIndex: number): Tracked {
+    const { o } = this;
+    const n = o.endpoints.length;
     const step = n > 1 ? 1 + (clientIndex % (n - 1)) : 0;
     let calls = 0;
     const entry = { worker: first } as Tracked;
@@ -132,9 +207,9 @@ export async function runFailoverLoad(o: FailoverLoadOptions): Promise<FailoverL
     entry.client = new ImClient({ uid, deviceId: 'bench', endpoint, requestTimeoutMs: o.requestTimeoutMs ?? 60_000, maxPendingRequests: 100_000 });
     let previous: ClientStatus = 'idle';
     entry.client.on('status', (status) => {
-      if (status === 'ready') connected++;
-      else if (previous === 'ready') connected--;
-      if (connected < connectedMin) connectedMin = connected;
+      if (status === 'ready') this.connected++;
+      else if (previous === 'ready') this.connected--;
+      if (this.connected < this.connectedMin) this.connectedMin = this.connected;
       if (previous === 'ready' && status !== 'ready') {
         if (entry.outage) entry.outage.drops++;
         else entry.outage = { uid, worker: entry.worker, droppedAt: Date.now(), readyAt: null, drops: 1 };
@@ -143,142 +218,98 @@ export async function runFailoverLoad(o: FailoverLoadOptions): Promise<FailoverL
       }
       previous = status;
     });
-    entry.client.on('error', (err) => fail(isSwitchboardError(err) ? err.code : 'CLIENT_ERROR'));
-    tracked.push(entry);
+    entry.client.on('error', (err) => this.fail(isSwitchboardError(err) ? err.code : 'CLIENT_ERROR'));
+    this.tracked.push(entry);
     return entry;
-  };
-
-  const pairs: Pair[] = [];
-  // Log in in batches so that a few thousand logins do not overrun the accept backlog.
-  for (let first = 0; first < o.pairs; first += 200) {
-    const batch = Array.from({ length: Math.min(200, o.pairs - first) }, async (_, j) => {
-      const i = o.pairOffset + first + j;
-      const receiver = track(`fr${i}`, (i + 1) % n, 2 * i + 1).client;
-      const sender = track(`fs${i}`, i % n, 2 * i).client;
-      await receiver.connect();
-      await sender.connect();
-      return { index: i, sender, receiver, sent: 0, settled: 0, okAnswers: 0, complete: 0, okIds: new Marks(), receivedIds: new Marks() } satisfies Pair;
-    });
-    pairs.push(...(await Promise.all(batch)));
   }
-  await o.ready();
-  connectedMin = connected;
 
-  const phases = new PhaseClock<FailoverSecond['phase']>('warmup');
-  let sentTotal = 0;
-  let acked = 0;
-  let delivered = 0;
-  let resentDeduped = 0;
-  const deliveryLatency = new Latency();
-  const ackLatency = new Latency();
-  const sendLag = new Latency();
-  const secondLatency = new Latency();
-  // The k-th send of a pair (msg_id k, from 1) is due at t0 + (k - 1) * interval.
-  const interval = (1000 * o.pairs) / o.rate;
-  const t0 = performance.now();
-  const dueAt = (msgId: number) => t0 + (msgId - 1) * interval;
+  /** Starts the receivers' accounting, the 1 ms timer that sends every message that is due, then the reports. */
+  start(pairs: Pair[]): void {
+    this.connectedMin = this.connected;
+    this.clock = new LoadClock<FailoverSecond['phase']>('warmup', this.#reporter());
+    this.t0 = performance.now();
+    for (const pair of pairs) this.#receive(pair);
+    // However far behind the server (or the reconnect) is, every due message is sent.
+    const tick = () => {
+      const now = performance.now();
+      const due = Math.floor((now - this.t0) / this.interval) + 1;
+      for (const pair of pairs) {
+        while (pair.sent < due) {
+          const msgId = ++pair.sent;
+          this.sentTotal++;
+          if (this.counting()) this.sendLag.add(now - this.#dueAt(msgId));
+          this.#send(pair, msgId, this.#dueAt(msgId));
+        }
+      }
+    };
+    tick();
+    this.#ticker = setInterval(tick, 1);
+    this.clock.start();
+  }
 
-  for (const pair of pairs) {
+  stopSending(): void {
+    clearInterval(this.#ticker);
+  }
+
+  #dueAt(msgId: number): number {
+    return this.t0 + (msgId - 1) * this.interval;
+  }
+
+  #receive(pair: Pair): void {
     const from = `fs${pair.index}`;
     pair.receiver.on('message', (m) => {
       // The SDK already dropped deliveries at or below its last seq: what remains is distinct.
-      if (m.from !== from) return fail('UNEXPECTED_SENDER');
-      delivered++;
+      if (m.from !== from) return this.fail('UNEXPECTED_SENDER');
+      this.delivered++;
       const msgId = Number(m.msgId);
       if (pair.receivedIds.bump(msgId) === 1 && pair.okIds.get(msgId) > 0) pair.complete++;
       const latency = performance.now() - Number.parseFloat(m.content);
-      secondLatency.add(latency);
-      if (phases.current !== 'warmup') deliveryLatency.add(latency);
+      this.secondLatency.add(latency);
+      if (this.counting()) this.deliveryLatency.add(latency);
     });
   }
 
-  const send = (pair: Pair, msgId: number, at: number) => {
-    pair.sender.send(`fr${pair.index}`, stamp(at, o.payloadBytes), { msgId }).then(
+  #send(pair: Pair, msgId: number, at: number): void {
+    pair.sender.send(`fr${pair.index}`, stamp(at, this.o.payloadBytes), { msgId }).then(
       (result) => {
         pair.settled++;
         pair.okAnswers++;
         pair.okIds.bump(msgId);
         if (pair.receivedIds.get(msgId) > 0) pair.complete++;
-        acked++;
-        if (result.duplicate) resentDeduped++;
-        if (phases.current !== 'warmup') ackLatency.add(performance.now() - at);
+        this.acked++;
+        if (result.duplicate) this.resentDeduped++;
+        if (this.counting()) this.ackLatency.add(performance.now() - at);
       },
       (err: unknown) => {
         pair.settled++;
-        fail(isSwitchboardError(err) ? err.code : 'SEND_FAILED');
+        this.fail(isSwitchboardError(err) ? err.code : 'SEND_FAILED');
       },
     );
-  };
-  // A 1 ms timer sends every message that is due, however far behind the server (or the reconnect) is.
-  const tick = () => {
-    const now = performance.now();
-    const due = Math.floor((now - t0) / interval) + 1;
-    for (const pair of pairs) {
-      while (pair.sent < due) {
-        const msgId = ++pair.sent;
-        sentTotal++;
-        if (phases.current !== 'warmup') sendLag.add(now - dueAt(msgId));
-        send(pair, msgId, dueAt(msgId));
-      }
-    }
-  };
-  tick();
-  const ticker = setInterval(tick, 1);
+  }
 
-  let last = { sent: 0, acked: 0, delivered: 0, errors: 0 };
-  let seconds = 0;
-  const reportSecond = () => {
-    // By the clock, not by count: a driver that stalled skips seconds instead of drifting.
-    seconds = Math.max(seconds + 1, Math.round((performance.now() - t0) / 1000));
-    o.onSecond({
-      t: seconds,
-      phase: phases.second(),
-      sent: sentTotal - last.sent,
-      acked: acked - last.acked,
-      delivered: delivered - last.delivered,
-      errors: errorCount - last.errors,
-      connections: connected,
-      connectionsMin: connectedMin,
-      latency: secondLatency.encode(),
-    });
-    secondLatency.reset();
-    connectedMin = connected;
-    last = { sent: sentTotal, acked, delivered, errors: errorCount };
-  };
-  const secondTimer = setInterval(reportSecond, 1000);
-
-  await sleep(o.warmupMs);
-  phases.enter('measure');
-  const startDelivered = delivered;
-  const startAcked = acked;
-  const start = performance.now();
-  await sleep(o.durationMs);
-  const measured = {
-    delivered: delivered - startDelivered,
-    acked: acked - startAcked,
-    seconds: (performance.now() - start) / 1000,
-  };
-  phases.enter('drain');
-  clearInterval(ticker);
-  // Every send answered (or failed) and every acknowledged one received, or the time is up.
-  const deadline = performance.now() + o.drainMs;
-  const outstanding = (p: Pair) => p.settled < p.sent || p.complete < p.okAnswers;
-  while (performance.now() < deadline && pairs.some(outstanding)) await sleep(20);
-  clearInterval(secondTimer);
-  reportSecond();
-  const result: FailoverLoadResult = {
-    clients: tracked.length,
-    ...measured,
-    deliveryLatency: deliveryLatency.encode(),
-    ackLatency: ackLatency.encode(),
-    sendLag: sendLag.encode(),
-    errors,
-    resentDeduped,
-    accounting: account(pairs),
-    outages: tracked.flatMap((c) => (c.outage ? [c.outage] : [])),
-  };
-  for (const c of tracked) c.client.close();
-  return result;
+  /** The once-a-second record: what happened since the last one. */
+  #reporter(): (phase: FailoverSecond['phase']) => void {
+    let last = { sent: 0, acked: 0, delivered: 0, errors: 0 };
+    let seconds = 0;
+    return (phase) => {
+      // By the clock, not by count: a driver that stalled skips seconds instead of drifting.
+      seconds = Math.max(seconds + 1, Math.round((performance.now() - this.t0) / 1000));
+      this.o.onSecond({
+        t: seconds,
+        phase,
+        sent: this.sentTotal - last.sent,
+        acked: this.acked - last.acked,
+        delivered: this.delivered - last.delivered,
+        errors: this.errorCount - last.errors,
+        connections: this.connected,
+        connectionsMin: this.connectedMin,
+        latency: this.secondLatency.encode(),
+      });
+      this.secondLatency.reset();
+      this.connectedMin = this.connected;
+      last = { sent: this.sentTotal, acked: this.acked, delivered: this.delivered, errors: this.errorCount };
+    };
+  }
 }
 
 function account(pairs: Pair[]): Accounting {

@@ -1,13 +1,15 @@
 // Real ZooKeeper and Redis servers started on free loopback ports in temp dirs: what the bench
 // starts for `--target cluster` and what the test harness starts for every Redis or ZooKeeper
-// test. Needs `redis-server`, and java with the ZooKeeper jar (Debian: apt-get install
-// redis-server zookeeper default-jre-headless, or ZOOKEEPER_CLASSPATH).
+// test; and free ports, for servers that cannot take port 0. Needs `redis-server`, and java with
+// the ZooKeeper jar (Debian: apt-get install redis-server zookeeper default-jre-headless, or
+// ZOOKEEPER_CLASSPATH).
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import net from 'node:net';
+import { until } from './wait.js';
 
 export interface ServiceProcess {
   port: number;
@@ -87,9 +89,8 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
 async function waitForPong(port: number, alive: () => boolean, password?: string): Promise<void> {
   // AUTH as a RESP array, so that any password goes through unharmed.
   const auth = password === undefined ? '' : `*2\r\n$4\r\nAUTH\r\n$${Buffer.byteLength(password)}\r\n${password}\r\n`;
-  for (let attempt = 0; attempt < 200; attempt++) {
-    if (!alive()) break;
-    const ok = await new Promise<boolean>((resolve) => {
+  const pong = () =>
+    new Promise<boolean>((resolve) => {
       const socket = net.connect(port, '127.0.0.1');
       let answer = '';
       socket.once('connect', () => socket.write(`${auth}PING\r\n`));
@@ -102,10 +103,10 @@ async function waitForPong(port: number, alive: () => boolean, password?: string
       socket.once('error', () => resolve(false));
       socket.once('close', () => resolve(false));
     });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`redis-server on port ${port} did not answer PING`);
+  await until(`redis-server on port ${port} answers PING`, async () => {
+    if (!alive()) throw new Error(`redis-server on port ${port} exited before it answered PING`);
+    return pong();
+  }, 5_000, 25);
 }
 
 const DEBIAN_JAR = '/usr/share/java/zookeeper.jar';
@@ -197,13 +198,10 @@ async function startZooKeeperOnce(cp: string, options: ZooKeeperServerOptions): 
  * soon as the port is open, while sessions are still refused for a moment.
  */
 async function waitUntilReady(port: number, alive: () => boolean, withinMs: number): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while (Date.now() < deadline) {
+  await until('serving', async () => {
     if (!alive()) throw new Error('the java process exited');
-    if ((await fourLetterWord(port, 'srvr')).includes('Mode: standalone')) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`not serving within ${withinMs} ms`);
+    return (await fourLetterWord(port, 'srvr')).includes('Mode: standalone');
+  }, withinMs, 50);
 }
 
 /** Sends a four-letter word (ruok, srvr, cons, dump) and resolves the answer ('' on error). */

@@ -3,15 +3,15 @@
 // worker. One timer spreads the heartbeats evenly over the interval (a timer per connection
 // would make the driver, not the server, the thing that grows with the connection count).
 
-import net from 'node:net';
-import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
-import { FrameDecoder } from '../protocol/frame.js';
+import type net from 'node:net';
+import { decodeMessage, encodeMessageFrame } from '../../src/protocol/codec.js';
 import { loginRequestFrame } from './client-frames.js';
-import { HeadType } from '../protocol/types.js';
+import { HeadType } from '../../src/protocol/types.js';
 import type { Endpoint } from './chat-load.js';
 import { Latency } from './latency.js';
-import { PhaseClock } from './timeline.js';
+import { LoadClock } from './timeline.js';
 import { emptyScan, scanMessage } from './wire-scan.js';
+import { dialFrames } from '../../testkit/raw-client.js';
 
 export interface IdleLoadOptions {
   /** The workers: connection N uses endpoint N mod count. */
@@ -93,39 +93,121 @@ interface Held {
   onLogin: ((ok: boolean, code: string) => void) | undefined;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 export async function runIdleLoad(o: IdleLoadOptions): Promise<IdleLoadResult> {
   if (!(o.heartbeatMs > 0)) throw new Error('heartbeatMs must be positive');
-  const offset = o.uidOffset ?? 0;
-  const loginTimeoutMs = o.loginTimeoutMs ?? 30_000;
-  const n = o.endpoints.length;
+  const run = new IdleRun(o);
+  run.clock.start();
+  const connectStart = performance.now();
+  const held = await run.openAll();
+  const connectSeconds = (performance.now() - connectStart) / 1000;
+  // The coordinator learns the final count before the barrier, not up to a second after it.
+  run.clock.reportNow();
+  await o.ready?.();
 
-  const phases = new PhaseClock<IdleSecond['phase']>('connect');
-  /** False once the run ends: closes from then on are ours. */
-  let holding = true;
-  let open = 0;
-  let connected = 0;
-  let replies = 0;
-  let measuredReplies = 0;
-  let errors = 0;
-  let closedByServer = 0;
-  const failedLogins: Record<string, number> = {};
-  const closedCodes: Record<string, number> = {};
-  const count = (into: Record<string, number>, code: string) => {
-    into[code] = (into[code] ?? 0) + 1;
-    errors++;
+  run.clock.enter(o.warmupMs > 0 ? 'warmup' : 'measure');
+  const ticker = run.heartbeat(held);
+  let startReplies = 0;
+  const { from, to } = await run.clock.measure(o.warmupMs, o.durationMs, () => (startReplies = run.measuredReplies));
+  const result: IdleLoadResult = {
+    connected: run.connected,
+    loggedIn: held.length,
+    failedLogins: run.failedLogins,
+    closedByServer: run.closedByServer,
+    closedCodes: run.closedCodes,
+    connectSeconds,
+    heartbeatsSent: run.heartbeatsSent,
+    heartbeatReplies: run.replies,
+    measuredReplies: run.measuredReplies - startReplies,
+    measuredSeconds: (to - from) / 1000,
+    loginLatency: run.loginLatency.encode(),
+    heartbeatLatency: run.heartbeatLatency.encode(),
   };
-  const loginLatency = new Latency();
-  const heartbeatLatency = new Latency();
-  const scan = emptyScan();
+  run.holding = false;
+  clearInterval(ticker);
+  run.clock.end(false);
+  // A reset leaves no TIME_WAIT behind: the next run finds the driver's ports free.
+  for (const conn of held) conn.socket.resetAndDestroy();
+  return result;
+}
 
-  const onFrame = (conn: Held, body: Buffer) => {
+/** One driver's idle load while it runs: its connections and what they counted. */
+class IdleRun {
+  readonly clock: LoadClock<IdleSecond['phase']>;
+  /** False once the run ends: closes from then on are ours. */
+  holding = true;
+  open = 0;
+  connected = 0;
+  replies = 0;
+  measuredReplies = 0;
+  errors = 0;
+  closedByServer = 0;
+  heartbeatsSent = 0;
+  readonly failedLogins: Record<string, number> = {};
+  readonly closedCodes: Record<string, number> = {};
+  readonly loginLatency = new Latency();
+  readonly heartbeatLatency = new Latency();
+  readonly #scan = emptyScan();
+
+  constructor(readonly o: IdleLoadOptions) {
+    let lastReplies = 0;
+    let lastErrors = 0;
+    this.clock = new LoadClock<IdleSecond['phase']>('connect', (phase, t) => {
+      o.onSecond?.({ t, phase, connections: this.open, heartbeats: this.replies - lastReplies, errors: this.errors - lastErrors });
+      lastReplies = this.replies;
+      lastErrors = this.errors;
+    });
+  }
+
+  count(into: Record<string, number>, code: string): void {
+    into[code] = (into[code] ?? 0) + 1;
+    this.errors++;
+  }
+
+  /** Opens and logs in every connection, `concurrency` at a time; resolves those held. */
+  async openAll(): Promise<Held[]> {
+    const { o } = this;
+    const held: Held[] = [];
+    let next = 0;
+    const worker = async () => {
+      while (next < o.connections) {
+        const conn = await this.#openOne(next++);
+        if (conn) held.push(conn);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(o.concurrency ?? 200, o.connections) }, worker));
+    return held;
+  }
+
+  /** The k-th heartbeat (from 0) is due at t0 + k * spacing and goes to connection k mod N. Returns the timer. */
+  heartbeat(held: Held[]): NodeJS.Timeout {
+    const heartbeat = encodeMessageFrame({ type: HeadType.HEART_BEAT, sequence: 1, heartBeat: { seq: 1 } });
+    const spacing = this.o.heartbeatMs / Math.max(1, held.length);
+    const t0 = performance.now();
+    let sent = 0;
+    const ticker = setInterval(
+      () => {
+        const due = Math.floor((performance.now() - t0) / spacing) + 1;
+        for (; sent < due; sent++) {
+          const conn = held[sent % held.length]!;
+          if (conn.socket.destroyed) continue;
+          conn.pingAt ||= performance.now();
+          conn.socket.write(heartbeat);
+          this.heartbeatsSent++;
+        }
+      },
+      Math.min(TICK_MS, this.o.heartbeatMs),
+    );
+    if (held.length === 0) clearInterval(ticker);
+    return ticker;
+  }
+
+  #onFrame(conn: Held, body: Buffer): void {
+    const scan = this.#scan;
     scanMessage(body, scan);
     if (scan.type === HeadType.HEART_BEAT) {
-      replies++;
-      if (phases.current === 'measure') measuredReplies++;
-      if (conn.pingAt) heartbeatLatency.add(performance.now() - conn.pingAt);
+      this.replies++;
+      if (this.clock.current === 'measure') this.measuredReplies++;
+      if (conn.pingAt) this.heartbeatLatency.add(performance.now() - conn.pingAt);
       conn.pingAt = 0;
     } else if (scan.type === HeadType.LOGIN_RESPONSE) {
       conn.onLogin?.(scan.result, scan.errorCode);
@@ -135,17 +217,24 @@ export async function runIdleLoad(o: IdleLoadOptions): Promise<IdleLoadResult> {
       const parsed = json ? (JSON.parse(json) as { type?: number; data?: { code?: string } }) : undefined;
       if (parsed?.type === CLOSING) conn.closing = parsed.data?.code ?? 'CLOSING';
     }
-  };
+  }
 
   /** Connects and logs in connection `i`; resolves with it held, or undefined (counted as failed). */
-  const openOne = (i: number): Promise<Held | undefined> =>
-    new Promise((resolve) => {
-      const uid = `idle${offset + i}`;
-      const { host, port } = o.endpoints[i % n]!;
+  #openOne(i: number): Promise<Held | undefined> {
+    const { o } = this;
+    return new Promise((resolve) => {
+      const uid = `idle${(o.uidOffset ?? 0) + i}`;
       const localAddress = o.localAddresses?.length ? o.localAddresses[i % o.localAddresses.length] : undefined;
-      const socket = net.connect({ host, port, noDelay: true, ...(localAddress ? { localAddress } : {}) });
+      const socket = dialFrames(
+        { ...o.endpoints[i % o.endpoints.length]!, ...(localAddress ? { localAddress } : {}) },
+        {
+          onFrame: (body) => this.#onFrame(conn, body),
+          onBadFrame: (err) => {
+            conn.closing ||= (err as { code?: string }).code ?? 'BAD_FRAME';
+          },
+        },
+      );
       const conn: Held = { socket, pingAt: 0, closing: '', onLogin: undefined };
-      const decoder = new FrameDecoder((body) => onFrame(conn, body), { maxFrameLength: 1 << 20 });
       let state: 'connecting' | 'login' | 'held' | 'failed' = 'connecting';
       let socketError = '';
       let timer: NodeJS.Timeout | undefined;
@@ -153,124 +242,35 @@ export async function runIdleLoad(o: IdleLoadOptions): Promise<IdleLoadResult> {
         if (state === 'held' || state === 'failed') return;
         clearTimeout(timer);
         conn.onLogin = undefined;
-        if (failure === undefined) {
-          state = 'held';
-          resolve(conn);
-        } else {
-          state = 'failed';
-          count(failedLogins, failure);
+        state = failure === undefined ? 'held' : 'failed';
+        if (failure !== undefined) {
+          this.count(this.failedLogins, failure);
           socket.destroy();
-          resolve(undefined);
         }
+        resolve(failure === undefined ? conn : undefined);
       };
-      socket.on('data', (chunk: Buffer) => {
-        try {
-          decoder.push(chunk);
-        } catch (err) {
-          conn.closing ||= (err as { code?: string }).code ?? 'BAD_FRAME';
-          socket.destroy();
-        }
-      });
       socket.on('error', (err: NodeJS.ErrnoException) => {
         socketError ||= err.code ?? 'SOCKET_ERROR';
       });
       socket.once('connect', () => {
-        connected++;
-        open++;
+        this.connected++;
+        this.open++;
         state = 'login';
         const sentAt = performance.now();
         conn.onLogin = (ok, code) => {
-          loginLatency.add(performance.now() - sentAt);
+          this.loginLatency.add(performance.now() - sentAt);
           settle(ok ? undefined : code || 'SB_ERR_UNKNOWN');
         };
-        timer = setTimeout(() => settle('LOGIN_TIMEOUT'), loginTimeoutMs);
+        timer = setTimeout(() => settle('LOGIN_TIMEOUT'), o.loginTimeoutMs ?? 30_000);
         socket.write(loginRequestFrame(uid, o.token(uid)));
       });
       socket.once('close', () => {
-        if (state !== 'connecting') open--;
-        if (state === 'held') {
-          if (!holding) return;
-          closedByServer++;
-          count(closedCodes, conn.closing || socketError || 'CONNECTION_CLOSED');
-        } else {
-          settle(conn.closing || socketError || 'CONNECTION_CLOSED');
-        }
+        if (state !== 'connecting') this.open--;
+        if (state !== 'held') return settle(conn.closing || socketError || 'CONNECTION_CLOSED');
+        if (!this.holding) return;
+        this.closedByServer++;
+        this.count(this.closedCodes, conn.closing || socketError || 'CONNECTION_CLOSED');
       });
     });
-
-  let seconds = 0;
-  let lastReplies = 0;
-  let lastErrors = 0;
-  const reportSecond = () => {
-    o.onSecond?.({ t: ++seconds, phase: phases.second(), connections: open, heartbeats: replies - lastReplies, errors: errors - lastErrors });
-    lastReplies = replies;
-    lastErrors = errors;
-  };
-  const secondTimer = setInterval(reportSecond, 1000);
-
-  const held: Held[] = [];
-  const connectStart = performance.now();
-  let next = 0;
-  const worker = async () => {
-    while (next < o.connections) {
-      const conn = await openOne(next++);
-      if (conn) held.push(conn);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(o.concurrency ?? 200, o.connections) }, worker));
-  const connectSeconds = (performance.now() - connectStart) / 1000;
-  const loggedIn = held.length;
-  // The coordinator learns the final count before the barrier, not up to a second after it.
-  reportSecond();
-  secondTimer.refresh();
-  await o.ready?.();
-
-  // The k-th heartbeat (from 0) is due at t0 + k * spacing and goes to connection k mod N.
-  phases.enter(o.warmupMs > 0 ? 'warmup' : 'measure');
-  const heartbeat = encodeMessageFrame({ type: HeadType.HEART_BEAT, sequence: 1, heartBeat: { seq: 1 } });
-  const spacing = o.heartbeatMs / Math.max(1, loggedIn);
-  const t0 = performance.now();
-  let sent = 0;
-  let heartbeatsSent = 0;
-  const ticker = setInterval(
-    () => {
-      const due = Math.floor((performance.now() - t0) / spacing) + 1;
-      for (; sent < due; sent++) {
-        const conn = held[sent % loggedIn]!;
-        if (conn.socket.destroyed) continue;
-        conn.pingAt ||= performance.now();
-        conn.socket.write(heartbeat);
-        heartbeatsSent++;
-      }
-    },
-    Math.min(TICK_MS, o.heartbeatMs),
-  );
-  if (loggedIn === 0) clearInterval(ticker);
-
-  await sleep(o.warmupMs);
-  phases.enter('measure');
-  const measureStart = performance.now();
-  const startReplies = measuredReplies;
-  await sleep(o.durationMs);
-  const measuredSeconds = (performance.now() - measureStart) / 1000;
-  const result: IdleLoadResult = {
-    connected,
-    loggedIn,
-    failedLogins,
-    closedByServer,
-    closedCodes,
-    connectSeconds,
-    heartbeatsSent,
-    heartbeatReplies: replies,
-    measuredReplies: measuredReplies - startReplies,
-    measuredSeconds,
-    loginLatency: loginLatency.encode(),
-    heartbeatLatency: heartbeatLatency.encode(),
-  };
-  holding = false;
-  clearInterval(ticker);
-  clearInterval(secondTimer);
-  // A reset leaves no TIME_WAIT behind: the next run finds the driver's ports free.
-  for (const conn of held) conn.socket.resetAndDestroy();
-  return result;
+  }
 }

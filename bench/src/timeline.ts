@@ -1,9 +1,12 @@
-// Merges the per-second records of several drivers into one timeline: a second is complete
-// once every driver reported it. Every numeric field of a record but `t` is a counter summed
-// over the drivers (a sum of per-driver minimums is a lower bound, which is what a minimum
-// needs); `latency` is that second's histogram, merged; `phase` is taken as it is.
+// Time in a bench run. In a driver: the phases of its load and the once-a-second record it sends
+// (LoadClock, on a PhaseClock), and its drain. In the coordinator: the per-second records of
+// several drivers merged into one timeline (DriverTimeline): a second is complete once every
+// driver reported it. Every numeric field of a record but `t` is a counter summed over the
+// drivers (a sum of per-driver minimums is a lower bound, which is what a minimum needs);
+// `latency` is that second's histogram, merged; `phase` is taken as it is.
 
 import { Latency } from './latency.js';
+import { sleep } from '../../testkit/wait.js';
 import type { TimelinePoint } from './report.js';
 
 /** One second of a run as a driver reports it. */
@@ -98,4 +101,74 @@ export class PhaseClock<P extends string> {
     this.#changes = [{ at: end, phase: this.current }];
     return phase;
   }
+}
+
+/** The phases a load goes through (each load uses some of them). */
+export type LoadPhase = 'connect' | 'warmup' | 'measure' | 'drain';
+
+/**
+ * The clock of one driver's load, the same in every load: its phase (a PhaseClock, whose first
+ * second begins at construction) and its report once a second, `report(phase, n)` for the n-th
+ * second (1, 2, ...) with the phase that second belonged to, from start() until end().
+ */
+export class LoadClock<P extends LoadPhase> {
+  readonly #phases: PhaseClock<P>;
+  readonly #report: (phase: P, n: number) => void;
+  #timer: NodeJS.Timeout | undefined;
+  #n = 0;
+
+  constructor(first: P, report: (phase: P, n: number) => void) {
+    this.#phases = new PhaseClock(first);
+    this.#report = report;
+  }
+
+  /** Starts the reports, once the load is under way. */
+  start(): void {
+    this.#timer ??= setInterval(() => this.#second(), 1000);
+  }
+
+  /** The phase now. */
+  get current(): P {
+    return this.#phases.current;
+  }
+
+  enter(phase: P): void {
+    this.#phases.enter(phase);
+  }
+
+  /** Reports the second so far now (cut short) and starts the next one from here. */
+  reportNow(): void {
+    this.#second();
+    this.#timer?.refresh();
+  }
+
+  /**
+   * The warm-up (`warmupMs` in the current phase), then the measured interval: enters
+   * 'measure', calls `atStart`, waits `durationMs`. Resolves when the interval began and ended
+   * (performance.now()); the phase is still 'measure'.
+   */
+  async measure(warmupMs: number, durationMs: number, atStart?: () => void): Promise<{ from: number; to: number }> {
+    await sleep(warmupMs);
+    this.enter('measure' as P);
+    atStart?.();
+    const from = performance.now();
+    await sleep(durationMs);
+    return { from, to: performance.now() };
+  }
+
+  /** Stops the reports; `last`: after one more, for the (partial) second so far. */
+  end(last = true): void {
+    clearInterval(this.#timer);
+    if (last) this.#second();
+  }
+
+  #second(): void {
+    this.#report(this.#phases.second(), ++this.#n);
+  }
+}
+
+/** Waits while `busy()` holds, polling every `everyMs`, for `withinMs` at most: a load's drain. */
+export async function drain(busy: () => boolean, withinMs: number, everyMs = 20): Promise<void> {
+  const deadline = performance.now() + withinMs;
+  while (performance.now() < deadline && busy()) await sleep(everyMs);
 }

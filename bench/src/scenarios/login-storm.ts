@@ -5,6 +5,7 @@
 // scrypt, by design, so it is measured with a few loops over a few registered users.
 
 import type { ScenarioOptions } from './options.js';
+import { MAX_GATE_USERS } from '../../../src/cli/commands/bench.js';
 import { BENCH_DEVICE, USERS_PER_LOOP, registerUsers, runGateLoginLoad, type GateUser, type LoginLoadResult, type LoginSecond } from '../login-load.js';
 import { driverAddresses, runDrivers, share } from '../drivers.js';
 import { Latency } from '../latency.js';
@@ -28,8 +29,6 @@ export interface LoginStormOptions extends ScenarioOptions {
   gateLoops?: number;
 }
 
-/** The most users the gate run registers: each costs one scrypt hash (~0.4 s of a thread). */
-export const MAX_GATE_USERS = 200;
 /** The gate hashes at most this many passwords at once by default; more loops only earn 429s. */
 const GATE_HASH_CONCURRENCY = 4;
 /** The gate's rate limits (by default 120 requests a minute per client address) would stop the run in seconds. */

@@ -1,7 +1,7 @@
 // What a driver process can be asked to run. Each task takes plain JSON options (they cross
 // the IPC channel) and the driver's channel back to the coordinator.
 
-import { TokenSigner } from '../auth/token.js';
+import { TokenSigner } from '../../src/auth/token.js';
 import { runChatLoad, type ChatLoadOptions } from './chat-load.js';
 import { runLoginLoad, type LoginLoadOptions } from './login-load.js';
 import { runIdleLoad, type IdleLoadOptions } from './idle-load.js';

@@ -4,7 +4,7 @@
 import { cpus, totalmem } from 'node:os';
 import type { LatencyReport } from './latency.js';
 import type { ProcessSeries } from './processes.js';
-import { redactDeep } from '../redact.js';
+import { redactDeep } from '../../src/redact.js';
 
 export interface Accounting {
   sent: number;

@@ -5,10 +5,10 @@
 //             messageRequest (6) = { msg_id (1), from (2), to (3), time (4), msg_type = 1 (5), content (6) } }
 //   Message { type = MESSAGE_ACK (1), ack (16) = { seq (1) } }
 
-import { HEADER_LENGTH, writeHeader } from '../protocol/frame.js';
-import { varintLength, writeVarint } from '../protocol/chat-frames.js';
-import { HeadType } from '../protocol/types.js';
-import { encodeMessageFrame } from '../protocol/codec.js';
+import { HEADER_LENGTH, writeHeader } from '../../src/protocol/frame.js';
+import { varintLength, writeVarint } from '../../src/protocol/chat-frames.js';
+import { HeadType } from '../../src/protocol/types.js';
+import { encodeMessageFrame } from '../../src/protocol/codec.js';
 
 /**
  * A bench client's LOGIN_REQUEST: a token login as an acks device. `lastSeq` above any inbox

@@ -1,13 +1,9 @@
 // The processes a bench run starts (workers, the gate, the bare relay, drivers) and their CPU
 // and memory, sampled from /proc once a second so the report can show both over time.
 
-import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-
-/** The repository (or installed package) root: where bin/switchboard.js is. */
-export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+import { SwitchboardProcess, type LogLine } from '../../testkit/switchboard-process.js';
 
 /**
  * Node arguments that run a sibling module of this folder: the compiled .js, or the .ts source
@@ -24,7 +20,8 @@ export type Role = 'worker' | 'gate' | 'node' | 'relay' | 'driver' | 'redis' | '
 export interface Started {
   name: string;
   role: Role;
-  child: ChildProcess;
+  process: SwitchboardProcess;
+  child: SwitchboardProcess['child'];
   port: number;
   /** SIGTERM and wait for the exit. */
   stop(): Promise<void>;
@@ -32,76 +29,67 @@ export interface Started {
   kill(): Promise<void>;
 }
 
-export interface StartOptions {
+export interface ServerOptions {
   name: string;
   role: Role;
+  /** The process's arguments (after bin/switchboard.js, or after `script`). */
+  args: string[];
+  /** The script node runs instead of bin/switchboard.js. */
+  script?: string;
   /** Extra node arguments; BENCH_SERVER_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") adds to them. */
   nodeArgs?: string[];
 }
 
-/** Spawns node with `args` and resolves once a stdout line yields a port through `portOf`. */
-export function startProcess(args: string[], portOf: (line: string) => number | undefined, o: StartOptions): Promise<Started> {
+/**
+ * Spawns a server of the run: the machine's environment as it is (the bench's servers are
+ * configured by their flags, which come first), its output not recorded (a worker under a login
+ * storm logs every login), only matched against the log lines waited for.
+ */
+export function spawnServer(o: ServerOptions): SwitchboardProcess {
   const nodeArgs = [...(o.nodeArgs ?? []), ...(process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
-  const child = spawn(process.execPath, [...nodeArgs, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stderr = '';
-  child.stderr!.on('data', (chunk: Buffer) => {
-    stderr = (stderr + chunk.toString()).slice(-2000);
-  });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const end = async (signal: NodeJS.Signals) => {
-    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-    await exited;
-  };
-  return new Promise((resolve, reject) => {
-    const lines = createInterface({ input: child.stdout! });
-    const failed = (code: number | null) => reject(new Error(`${o.name} (${args.join(' ')}) exited with ${code} before listening: ${stderr.trim()}`));
-    child.once('exit', failed);
-    lines.on('line', (line) => {
-      const port = portOf(line);
-      if (port === undefined) return;
-      child.off('exit', failed);
-      resolve({ name: o.name, role: o.role, child, port, stop: () => end('SIGTERM'), kill: () => end('SIGKILL') });
-    });
-  });
+  return new SwitchboardProcess(o.name, o.args, { nodeArgs, ...(o.script ? { script: o.script } : {}), env: 'inherit', record: false });
 }
 
+/** Waits (however long it takes, unless the process exits) for the log line `msg` and its port. */
+export async function listeningPort(server: SwitchboardProcess, msg: string): Promise<number> {
+  const line: LogLine = await server.waitForLog({ msg }, { timeoutMs: Number.POSITIVE_INFINITY });
+  return Number(line.port);
+}
+
+/** `server` as a Started process, listening on `port`. */
+export function started(o: ServerOptions, server: SwitchboardProcess, port: number): Started {
+  return {
+    name: o.name,
+    role: o.role,
+    process: server,
+    child: server.child,
+    port,
+    stop: async () => void (await server.stop(Number.POSITIVE_INFINITY)),
+    kill: async () => void (await server.kill()),
+  };
+}
+
+/** Spawns a server and resolves once it logged `listening` with its port. */
+export async function startServer(o: ServerOptions, listening: string): Promise<Started> {
+  const server = spawnServer(o);
+  return started(o, server, await listeningPort(server, listening));
+}
+
+/** The bare relay (relay-server.ts), which logs `relay listening` as switchboard logs its listeners. */
 export function startRelayProcess(name = 'relay'): Promise<Started> {
-  return startProcess(
-    [...siblingModule('relay-server'), '0'],
-    (line) => {
-      const m = /^listening (\d+)$/.exec(line);
-      return m ? Number(m[1]) : undefined;
-    },
-    { name, role: 'relay' },
-  );
-}
-
-/** The port from a switchboard JSON log line with message `msg`. */
-function portFromLog(msg: string): (line: string) => number | undefined {
-  return (line) => {
-    try {
-      const entry = JSON.parse(line) as { msg?: string; port?: number };
-      return entry.msg === msg ? entry.port : undefined;
-    } catch {
-      return undefined;
-    }
-  };
+  const loader = siblingModule('relay-server');
+  const script = loader.pop()!;
+  return startServer({ name, role: 'relay', script, nodeArgs: loader, args: ['0'] }, 'relay listening');
 }
 
 /** A switchboard worker from the compiled CLI (`npm run build` first). */
 export function startWorkerProcess(name: string, secret: string, extra: string[] = []): Promise<Started> {
-  return startProcess(['bin/switchboard.js', 'worker', '--port', '0', '--secret', secret, '--log-level', 'info', ...extra], portFromLog('worker listening'), {
-    name,
-    role: 'worker',
-  });
+  return startServer({ name, role: 'worker', args: ['worker', '--port', '0', '--secret', secret, '--log-level', 'info', ...extra] }, 'worker listening');
 }
 
 /** A switchboard gate from the compiled CLI; resolves with the gate's HTTP port. */
 export function startGateProcess(name: string, secret: string, extra: string[] = []): Promise<Started> {
-  return startProcess(['bin/switchboard.js', 'gate', '--port', '0', '--secret', secret, '--log-level', 'info', ...extra], portFromLog('gate listening'), {
-    name,
-    role: 'gate',
-  });
+  return startServer({ name, role: 'gate', args: ['gate', '--port', '0', '--secret', secret, '--log-level', 'info', ...extra] }, 'gate listening');
 }
 
 /** User + system CPU seconds a process has used so far. */

@@ -1,5 +1,5 @@
 // Summarises a .cpuprofile (node --cpu-prof): self time per function, top N.
-// Run: node --import tsx bench/lib/profile-summary.ts file.cpuprofile [N]
+// Run: node --import tsx bench/src/profile/profile-summary.ts file.cpuprofile [N]
 
 import { readFileSync } from 'node:fs';
 

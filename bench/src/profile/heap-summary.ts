@@ -2,7 +2,7 @@
 // name), largest first, so per-connection objects stand out as rows counted in multiples of the
 // connection count. `--retainers KEY` lists what holds the objects of one row instead (by the
 // holder's row and the edge's name).
-// Run: node --import tsx bench/lib/heap-summary.ts FILE.heapsnapshot [--top 40] [--retainers 'object Object']
+// Run: node --import tsx bench/src/profile/heap-summary.ts FILE.heapsnapshot [--top 40] [--retainers 'object Object']
 
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';

@@ -1,7 +1,7 @@
-// Preloaded into a measured server (node --import ./bench/lib/heap-stats.mjs): on SIGUSR2 it
+// Preloaded into a measured server (node --import ./bench/src/profile/heap-stats.mjs): on SIGUSR2 it
 // writes V8's heap statistics, per space, and process.memoryUsage() as JSON into
 // $SB_DIAG_DIR, without forcing a garbage collection. Use: BENCH_SERVER_NODE_ARGS="--import
-// ./bench/lib/heap-stats.mjs" switchboard bench idle ..., then kill -USR2 the worker.
+// ./bench/src/profile/heap-stats.mjs" switchboard bench idle ..., then kill -USR2 the worker.
 
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -9,10 +9,11 @@ import { DriverTimeline } from '../timeline.js';
 import { SOCKETS_PER_ADDRESS, driverAddresses, runDrivers, share } from '../drivers.js';
 import { Latency } from '../latency.js';
 import { ProcessSampler, startRelayProcess } from '../processes.js';
-import { noProgress } from '../progress.js';
+import { noProgress, type ProgressSink } from '../progress.js';
 import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, sumCounts, type Accounting, type BenchReport, type LatencyReport, type RunReport } from '../report.js';
 import { BENCH_WORKER_ARGS, startTarget } from '../targets.js';
-import { DEFAULT_INBOX_LIMITS } from '../../inbox/inbox-store.js';
+import { DEFAULT_INBOX_LIMITS } from '../../../src/inbox/inbox-store.js';
+import { sleep } from '../../../testkit/wait.js';
 
 export interface ChatScenarioOptions extends ScenarioOptions {
   inbox: 'memory' | 'redis';
@@ -48,114 +49,137 @@ interface Load {
   rate?: number;
 }
 
+/** What the runs of one `bench chat` command share. */
+interface ChatRun {
+  o: ChatScenarioOptions;
+  pairs: number;
+  drivers: number;
+  progress: ProgressSink;
+  sampler: ProcessSampler;
+  runs: RunReport[];
+  warnings: string[];
+}
+
 export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport> {
   if (o.connections < 2) throw new Error('--connections must be at least 2 (one sender, one receiver)');
   const pairs = Math.floor(o.connections / 2);
-  const drivers = Math.max(1, Math.min(o.drivers, pairs));
-  const progress = o.progress ?? noProgress;
   const sampler = new ProcessSampler();
   sampler.start();
-  const runs: RunReport[] = [];
-  const warnings: string[] = [];
-
-  const measure = async (load: Load): Promise<RunReport> => {
-    let startedAt = 0;
-    // Distinct msg_ids per run: a later run against the same server is not deduped against this one.
-    const msgIdBase = Date.now() * 1000;
-    const timeline = new DriverTimeline(drivers, (p) =>
-      progress(`[${load.label}] ${String(p.t).padStart(3)} s ${String(p.phase).padEnd(7)} delivered ${fmt.rate(Number(p.delivered)).padStart(9)}/s  p99 ${fmt.ms(Number(p.p99Ms)).padStart(8)} ms  errors ${p.errors}  connections ${p.connections}`),
-    );
-    const results = await runDrivers({
-      task: 'chat',
-      drivers,
-      sampler,
-      onReady: () => {
-        startedAt = sampler.now();
-      },
-      onTick: (_index, tick) => timeline.add(tick as ChatSecond),
-      options: (index) => ({
-        target: load.target,
-        endpoints: load.endpoints,
-        crossNode: o.crossNode,
-        localAddresses: driverAddresses(index, load.endpoints[0]!.host, Math.ceil((2 * share(pairs, drivers, index)) / SOCKETS_PER_ADDRESS)),
-        pairs: share(pairs, drivers, index),
-        msgIdBase,
-        pairOffset: Array.from({ length: index }, (_, j) => share(pairs, drivers, j)).reduce((a, b) => a + b, 0),
-        window: o.window,
-        ...(load.rate === undefined ? {} : { rate: load.rate * (share(pairs, drivers, index) / pairs) }),
-        warmupMs: o.warmupS * 1000,
-        durationMs: o.durationS * 1000,
-        payloadBytes: o.payloadBytes,
-        drainMs: o.drainMs,
-        ...(index === 0 && o.dropForTest ? { dropForTest: o.dropForTest } : {}),
-        secret: o.secret,
-      }),
-    });
-    const endedAt = sampler.now();
-    const from = startedAt + o.warmupS;
-    const to = from + o.durationS;
-    const run = summarize(load, results, timeline, sliceProcesses(sampler.series, startedAt, endedAt), meanCpu(sampler.series, from, to));
-    warnings.push(...driverWarnings(sampler.series, from, to).map((w) => `${load.label}: ${w}`));
-    return run;
-  };
-
-  let relayRate: number | undefined;
-  if (o.relay) {
-    const relay = await startRelayProcess();
-    sampler.add('relay', 'relay', relay.child.pid);
-    try {
-      const run = await measure({ label: 'bare relay', target: 'relay', endpoints: [{ host: '127.0.0.1', port: relay.port }], ...(o.rate && !o.max ? { rate: o.rate } : {}) });
-      relayRate = run.metrics.deliveredPerSec;
-      runs.push(run);
-    } finally {
-      await relay.stop();
-    }
-  }
-
-  let targetLabel = 'bare relay';
-  if (o.switchboard) {
-    const target = await startTarget({ kind: o.target, workers: o.workers, inbox: o.inbox, fsync: o.fsync, secret: o.secret, workerEndpoints: o.workerEndpoints, sampler });
-    targetLabel = target.label;
-    try {
-      const endpoints = target.workers.map(({ host, port }) => ({ host, port }));
-      if (o.crossNode && endpoints.length < 2) throw new Error('--cross-node needs at least two workers (--target cluster --workers 2)');
-      const label = o.crossNode ? 'switchboard, cross-node' : 'switchboard';
-      if (!o.max) {
-        runs.push(await measure({ label, target: 'switchboard', endpoints, ...(o.rate ? { rate: o.rate } : {}) }));
-      } else {
-        const probe = await measure({ label: `${label}, closed loop (probe)`, target: 'switchboard', endpoints });
-        runs.push(probe);
-        const ceiling = probe.metrics.deliveredPerSec!;
-        if (!(ceiling > 0)) throw new Error(`--max: the closed-loop probe delivered nothing (errors: ${JSON.stringify(probe.errors)})`);
-        // Bisection over (0, 1.1 × ceiling]: an open-loop rate is usually well below the
-        // closed-loop ceiling (no batching of several messages per read and write).
-        let lo = 0;
-        let hi = ceiling * 1.1;
-        let best: RunReport | undefined;
-        for (let step = 0; step < MAX_STEPS; step++) {
-          // A step starts on a server that has worked off the previous one's backlog.
-          await new Promise((resolve) => setTimeout(resolve, STEP_PAUSE_MS));
-          const rate = Math.round(step === 0 ? ceiling / 2 : (lo + hi) / 2);
-          const run = await measure({ label: `${label}, open loop ${fmt.rate(rate)}/s`, target: 'switchboard', endpoints, rate });
-          const sustained = run.metrics.deliveredPerSec! >= 0.97 * rate && run.latency.delivery!.p99 <= o.maxP99Ms && (run.accounting?.lost ?? 0) === 0;
-          run.metrics.sustained = sustained ? 1 : 0;
-          runs.push(run);
-          if (sustained) {
-            lo = rate;
-            if (!best || rate > best.metrics.offeredPerSec!) best = run;
-          } else {
-            hi = rate;
-          }
-        }
-        if (best) best.notes.push(`highest sustained rate: ${fmt.rate(best.metrics.offeredPerSec!)} msg/s (delivery p99 ≤ ${o.maxP99Ms} ms, ≥ 97% delivered, nothing lost; ${MAX_STEPS} bisection steps)`);
-        else warnings.push(`no open-loop step was sustained: every rate tried missed p99 ≤ ${o.maxP99Ms} ms or lost messages`);
-      }
-    } finally {
-      await target.stop();
-    }
-  }
+  const run: ChatRun = { o, pairs, drivers: Math.max(1, Math.min(o.drivers, pairs)), progress: o.progress ?? noProgress, sampler, runs: [], warnings: [] };
+  const relayRate = o.relay ? await relayRun(run) : undefined;
+  const targetLabel = o.switchboard ? await switchboardRuns(run) : 'bare relay';
   sampler.stop();
+  annotate(run, relayRate);
+  return chatReport(run, targetLabel);
+}
 
+/** One measured run of the drivers against `load`. */
+async function measure(run: ChatRun, load: Load): Promise<RunReport> {
+  const { o, pairs, drivers, sampler } = run;
+  let startedAt = 0;
+  // Distinct msg_ids per run: a later run against the same server is not deduped against this one.
+  const msgIdBase = Date.now() * 1000;
+  const timeline = new DriverTimeline(drivers, (p) =>
+    run.progress(`[${load.label}] ${String(p.t).padStart(3)} s ${String(p.phase).padEnd(7)} delivered ${fmt.rate(Number(p.delivered)).padStart(9)}/s  p99 ${fmt.ms(Number(p.p99Ms)).padStart(8)} ms  errors ${p.errors}  connections ${p.connections}`),
+  );
+  const results = await runDrivers({
+    task: 'chat',
+    drivers,
+    sampler,
+    onReady: () => {
+      startedAt = sampler.now();
+    },
+    onTick: (_index, tick) => timeline.add(tick as ChatSecond),
+    options: (index) => ({
+      target: load.target,
+      endpoints: load.endpoints,
+      crossNode: o.crossNode,
+      localAddresses: driverAddresses(index, load.endpoints[0]!.host, Math.ceil((2 * share(pairs, drivers, index)) / SOCKETS_PER_ADDRESS)),
+      pairs: share(pairs, drivers, index),
+      msgIdBase,
+      pairOffset: Array.from({ length: index }, (_, j) => share(pairs, drivers, j)).reduce((a, b) => a + b, 0),
+      window: o.window,
+      ...(load.rate === undefined ? {} : { rate: load.rate * (share(pairs, drivers, index) / pairs) }),
+      warmupMs: o.warmupS * 1000,
+      durationMs: o.durationS * 1000,
+      payloadBytes: o.payloadBytes,
+      drainMs: o.drainMs,
+      ...(index === 0 && o.dropForTest ? { dropForTest: o.dropForTest } : {}),
+      secret: o.secret,
+    }),
+  });
+  const endedAt = sampler.now();
+  const from = startedAt + o.warmupS;
+  const to = from + o.durationS;
+  run.warnings.push(...driverWarnings(sampler.series, from, to).map((w) => `${load.label}: ${w}`));
+  return summarize(load, results, timeline, sliceProcesses(sampler.series, startedAt, endedAt), meanCpu(sampler.series, from, to));
+}
+
+/** The bare relay's run; resolves its delivered rate, the baseline of the ratio. */
+async function relayRun(run: ChatRun): Promise<number | undefined> {
+  const { o } = run;
+  const relay = await startRelayProcess();
+  run.sampler.add('relay', 'relay', relay.child.pid);
+  try {
+    const report = await measure(run, { label: 'bare relay', target: 'relay', endpoints: [{ host: '127.0.0.1', port: relay.port }], ...(o.rate && !o.max ? { rate: o.rate } : {}) });
+    run.runs.push(report);
+    return report.metrics.deliveredPerSec;
+  } finally {
+    await relay.stop();
+  }
+}
+
+/** switchboard's run (or, with --max, its probe and bisection steps); resolves the target's label. */
+async function switchboardRuns(run: ChatRun): Promise<string> {
+  const { o } = run;
+  const target = await startTarget({ kind: o.target, workers: o.workers, inbox: o.inbox, fsync: o.fsync, secret: o.secret, workerEndpoints: o.workerEndpoints, sampler: run.sampler });
+  try {
+    const endpoints = target.workers.map(({ host, port }) => ({ host, port }));
+    if (o.crossNode && endpoints.length < 2) throw new Error('--cross-node needs at least two workers (--target cluster --workers 2)');
+    const label = o.crossNode ? 'switchboard, cross-node' : 'switchboard';
+    if (o.max) await maxSearch(run, label, endpoints);
+    else run.runs.push(await measure(run, { label, target: 'switchboard', endpoints, ...(o.rate ? { rate: o.rate } : {}) }));
+    return target.label;
+  } finally {
+    await target.stop();
+  }
+}
+
+/**
+ * --max: a closed-loop probe for the ceiling, then bisection over (0, 1.1 × ceiling] for the
+ * highest open-loop rate sustained (an open-loop rate is usually well below the closed-loop
+ * ceiling: no batching of several messages per read and write).
+ */
+async function maxSearch(run: ChatRun, label: string, endpoints: Endpoint[]): Promise<void> {
+  const { o } = run;
+  const probe = await measure(run, { label: `${label}, closed loop (probe)`, target: 'switchboard', endpoints });
+  run.runs.push(probe);
+  const ceiling = probe.metrics.deliveredPerSec!;
+  if (!(ceiling > 0)) throw new Error(`--max: the closed-loop probe delivered nothing (errors: ${JSON.stringify(probe.errors)})`);
+  let lo = 0;
+  let hi = ceiling * 1.1;
+  let best: RunReport | undefined;
+  for (let step = 0; step < MAX_STEPS; step++) {
+    // A step starts on a server that has worked off the previous one's backlog.
+    await sleep(STEP_PAUSE_MS);
+    const rate = Math.round(step === 0 ? ceiling / 2 : (lo + hi) / 2);
+    const report = await measure(run, { label: `${label}, open loop ${fmt.rate(rate)}/s`, target: 'switchboard', endpoints, rate });
+    const sustained = report.metrics.deliveredPerSec! >= 0.97 * rate && report.latency.delivery!.p99 <= o.maxP99Ms && (report.accounting?.lost ?? 0) === 0;
+    report.metrics.sustained = sustained ? 1 : 0;
+    run.runs.push(report);
+    if (sustained) {
+      lo = rate;
+      if (!best || rate > best.metrics.offeredPerSec!) best = report;
+    } else {
+      hi = rate;
+    }
+  }
+  if (best) best.notes.push(`highest sustained rate: ${fmt.rate(best.metrics.offeredPerSec!)} msg/s (delivery p99 ≤ ${o.maxP99Ms} ms, ≥ 97% delivered, nothing lost; ${MAX_STEPS} bisection steps)`);
+  else run.warnings.push(`no open-loop step was sustained: every rate tried missed p99 ≤ ${o.maxP99Ms} ms or lost messages`);
+}
+
+/** What the runs say together: the ratio to the relay, the memory inbox's retention, losses. */
+function annotate({ o, pairs, runs, warnings }: ChatRun, relayRate: number | undefined): void {
   if (relayRate) for (const run of runs) run.metrics.ratioToRelay = run.metrics.deliveredPerSec! / relayRate;
   if (o.target === 'embedded' && o.inbox === 'memory') {
     // Runs of one command share the node: what a run stored is still held in the next.
@@ -171,6 +195,9 @@ export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport>
       warnings.push(`${run.label}: lost=${run.accounting.lost} dup=${run.accounting.dup}: acknowledged messages were not delivered exactly once`);
     }
   }
+}
+
+function chatReport({ o, pairs, drivers, runs, warnings }: ChatRun, targetLabel: string): BenchReport {
   const mode = o.max ? `--max (p99 ≤ ${o.maxP99Ms} ms)` : o.rate ? `open loop at ${fmt.rate(o.rate)} msg/s` : `closed loop, window ${o.window}`;
   return {
     scenario: o.switchboard ? 'chat' : 'relay',
@@ -183,29 +210,31 @@ export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport>
     runs,
     table: {
       columns: ['run', 'deliv/s', 'acked/s', 'ratio', 'p50 ms', 'p90', 'p99', 'p99.9', 'max', 'ack p99', 'server cpu', 'driver cpu', 'lost', 'dup'],
-      rows: runs.map((r) => {
-        const d = r.latency.delivery!;
-        const relay = !r.accounting;
-        return [
-          r.label,
-          fmt.rate(r.metrics.deliveredPerSec!),
-          relay ? '-' : fmt.rate(r.metrics.ackedPerSec!),
-          r.metrics.ratioToRelay === undefined ? '-' : fmt.ratio(r.metrics.ratioToRelay),
-          fmt.ms(d.p50),
-          fmt.ms(d.p90),
-          fmt.ms(d.p99),
-          fmt.ms(d.p999),
-          fmt.ms(d.max),
-          relay ? '-' : fmt.ms(r.latency.ack!.p99),
-          fmt.pct(r.metrics.serverCpu!),
-          fmt.pct(r.metrics.driverCpu!),
-          relay ? '-' : r.accounting!.lost,
-          relay ? '-' : r.accounting!.dup,
-        ];
-      }),
+      rows: runs.map(tableRow),
     },
     warnings,
   };
+}
+
+function tableRow(r: RunReport): (string | number)[] {
+  const d = r.latency.delivery!;
+  const relay = !r.accounting;
+  return [
+    r.label,
+    fmt.rate(r.metrics.deliveredPerSec!),
+    relay ? '-' : fmt.rate(r.metrics.ackedPerSec!),
+    r.metrics.ratioToRelay === undefined ? '-' : fmt.ratio(r.metrics.ratioToRelay),
+    fmt.ms(d.p50),
+    fmt.ms(d.p90),
+    fmt.ms(d.p99),
+    fmt.ms(d.p999),
+    fmt.ms(d.max),
+    relay ? '-' : fmt.ms(r.latency.ack!.p99),
+    fmt.pct(r.metrics.serverCpu!),
+    fmt.pct(r.metrics.driverCpu!),
+    relay ? '-' : r.accounting!.lost,
+    relay ? '-' : r.accounting!.dup,
+  ];
 }
 
 /** The --inbox-memory-mb the bench gives the nodes it starts. */

@@ -4,9 +4,10 @@
 // `switchboard gate`; `external` is a running deployment given by --worker and --gate.
 
 import { randomBytes } from 'node:crypto';
-import { digestId } from '../registry/cluster-acl.js';
-import { startGateProcess, startProcess, startWorkerProcess, type ProcessSampler, type Started } from './processes.js';
-import { startRedisServer, startZooKeeperServer, type RedisServer, type ZooKeeperServer } from './services.js';
+import { digestId } from '../../src/registry/cluster-acl.js';
+import { listeningPort, spawnServer, started, startGateProcess, startWorkerProcess, type ProcessSampler, type ServerOptions, type Started } from './processes.js';
+import { startRedisServer, startZooKeeperServer, type RedisServer, type ZooKeeperServer } from '../../testkit/services.js';
+import { sleep } from '../../testkit/wait.js';
 
 export type TargetKind = 'embedded' | 'cluster' | 'external';
 
@@ -54,6 +55,9 @@ export interface RunningTarget {
 }
 
 const LOOPBACK = '127.0.0.1';
+
+/** The cluster (peer) secret of a cluster target started with token secret `secret`. */
+export const clusterSecretOf = (secret: string) => `${secret}-cluster`;
 
 /**
  * The bench measures the server, not its abuse limits: every worker it starts (and the
@@ -107,27 +111,18 @@ async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: 
     o.sampler?.add('redis', 'redis', redis.process.pid);
     extra.push('--redis', redis.url);
   }
-  // `start` logs "worker listening" and then "gate listening": wait for both ports.
-  let gateListening!: (port: number) => void;
-  let gateFailed!: (err: Error) => void;
-  const gateReady = new Promise<number>((resolve, reject) => {
-    gateListening = resolve;
-    gateFailed = reject;
-  });
-  const node = await startProcess(
-    ['bin/switchboard.js', 'start', '--port', '0', '--gate-port', '0', '--secret', o.secret, '--log-level', 'info', ...extra, ...BENCH_WORKER_ARGS, ...(o.workerArgs ?? []), ...(o.gateArgs ?? [])],
-    (line) => {
-      const entry = parseLog(line);
-      if (entry?.msg === 'gate listening') gateListening(entry.port!);
-      return entry?.msg === 'worker listening' ? entry.port : undefined;
-    },
-    { name: 'node', role: 'node' },
-  );
-  stops.push(node.stop);
+  // `start` logs "worker listening" and then "gate listening": both are waited for from the start.
+  const options: ServerOptions = {
+    name: 'node',
+    role: 'node',
+    args: ['start', '--port', '0', '--gate-port', '0', '--secret', o.secret, '--log-level', 'info', ...extra, ...BENCH_WORKER_ARGS, ...(o.workerArgs ?? []), ...(o.gateArgs ?? [])],
+  };
+  const server = spawnServer(options);
+  const stopServer = started(options, server, 0).stop;
+  stops.push(stopServer);
+  const [port, gatePort] = await Promise.all([listeningPort(server, 'worker listening'), listeningPort(server, 'gate listening')]);
+  const node = started(options, server, port);
   o.sampler?.add('node', 'node', node.child.pid);
-  // A node that dies between its two listening lines must not leave the bench waiting.
-  node.child.once('exit', (code) => gateFailed(new Error(`the embedded node exited (${code}) before its gate was listening`)));
-  const gatePort = await gateReady;
   const inbox = o.inbox === 'redis' ? `redis inbox, fsync ${o.fsync ?? 'none'}` : 'memory inbox';
   return {
     kind: 'embedded',
@@ -142,7 +137,7 @@ async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: 
 async function cluster(o: TargetOptions, stops: (() => Promise<void>)[], stop: () => Promise<void>): Promise<RunningTarget> {
   // Both start at once; whichever started is stopped again if the other failed.
   const [zkStarted, redisStarted] = await Promise.allSettled([startZooKeeperServer(), startRedisServer({ fsync: o.fsync ?? 'none' })]);
-  for (const started of [zkStarted, redisStarted]) if (started.status === 'fulfilled') stops.push(started.value.kill);
+  for (const service of [zkStarted, redisStarted]) if (service.status === 'fulfilled') stops.push(service.value.kill);
   if (zkStarted.status === 'rejected') throw zkStarted.reason;
   if (redisStarted.status === 'rejected') throw redisStarted.reason;
   const [zk, redis] = [zkStarted.value, redisStarted.value];
@@ -153,7 +148,7 @@ async function cluster(o: TargetOptions, stops: (() => Promise<void>)[], stop: (
   const zkWorker = { user: 'sb-bench-worker', password: randomBytes(18).toString('base64url') };
   const zkGate = { user: 'sb-bench-gate', password: randomBytes(18).toString('base64url') };
   const clusterArgs = [
-    '--zk', zk.connect, '--zk-root', root, '--redis', redis.url, '--cluster-secret', `${o.secret}-cluster`,
+    '--zk', zk.connect, '--zk-root', root, '--redis', redis.url, '--cluster-secret', clusterSecretOf(o.secret),
     '--zk-auth', `${zkWorker.user}:${zkWorker.password}`, '--zk-readers', digestId(zkGate),
   ];
   const workers: WorkerEndpoint[] = [];
@@ -172,7 +167,7 @@ async function cluster(o: TargetOptions, stops: (() => Promise<void>)[], stop: (
   stops.push(gate.stop);
   o.sampler?.add('gate', 'gate', gate.child.pid);
   // Peer links come up within a second of registration; the gate's view follows its watches.
-  await new Promise((r) => setTimeout(r, 1500));
+  await sleep(1500);
   return {
     kind: 'cluster',
     label: `cluster of ${n} workers (redis, fsync ${o.fsync ?? 'none'})`,
@@ -184,12 +179,4 @@ async function cluster(o: TargetOptions, stops: (() => Promise<void>)[], stop: (
     addWorker,
     stop,
   };
-}
-
-function parseLog(line: string): { msg?: string; port?: number } | undefined {
-  try {
-    return JSON.parse(line) as { msg?: string; port?: number };
-  } catch {
-    return undefined;
-  }
 }

@@ -10,17 +10,17 @@
 // seconds (EADDRNOTAVAIL). Source addresses are cycled as well (127.0.0.2-254, split between
 // the drivers), so a 4-tuple in the server's TIME_WAIT comes round again only rarely.
 
-import net from 'node:net';
-import { FrameDecoder } from '../protocol/frame.js';
 import { loginRequestFrame } from './client-frames.js';
-import { encodeMessageFrame } from '../protocol/codec.js';
-import { HeadType } from '../protocol/types.js';
-import { loginThroughGate, registerThroughGate } from '../client/gate-login.js';
+import { encodeMessageFrame } from '../../src/protocol/codec.js';
+import { HeadType } from '../../src/protocol/types.js';
+import { loginThroughGate, registerThroughGate } from '../../src/client/gate-login.js';
 import { Latency } from './latency.js';
-import { PhaseClock } from './timeline.js';
+import { LoadClock, drain } from './timeline.js';
 import { emptyScan, scanMessage } from './wire-scan.js';
 import type { Endpoint } from './chat-load.js';
 import type { TimelinePoint } from './report.js';
+import { sleep } from '../../testkit/wait.js';
+import { dialFrames } from '../../testkit/raw-client.js';
 
 /** A login not answered and closed within this long is abandoned as TIMEOUT. */
 export const ATTEMPT_TIMEOUT_MS = 10_000;
@@ -65,29 +65,25 @@ export function loginOnce(a: LoginAttempt): Promise<LoginOutcome> {
     const out: LoginOutcome = { ok: false, answeredAt: 0 };
     let loggedOut = false;
     let socketCode: string | undefined;
-    const socket = net.connect({ host: a.endpoint.host, port: a.endpoint.port, noDelay: true, ...(a.localAddress ? { localAddress: a.localAddress } : {}) });
-    const decoder = new FrameDecoder(
-      (body) => {
-        scanMessage(body, scan);
-        if (scan.type === HeadType.LOGIN_RESPONSE && out.answeredAt === 0) {
-          out.answeredAt = performance.now();
-          out.ok = scan.result;
-          if (!scan.result) out.code = scan.errorCode || 'SB_ERR_UNKNOWN';
-          else socket.write(encodeMessageFrame({ type: HeadType.LOGOUT_REQUEST, sequence: 2 }));
-        } else if (scan.type === HeadType.LOGOUT_RESPONSE) {
-          loggedOut = true;
-        }
+    const socket = dialFrames(
+      { ...a.endpoint, ...(a.localAddress ? { localAddress: a.localAddress } : {}) },
+      {
+        onFrame: (body) => {
+          scanMessage(body, scan);
+          if (scan.type === HeadType.LOGIN_RESPONSE && out.answeredAt === 0) {
+            out.answeredAt = performance.now();
+            out.ok = scan.result;
+            if (!scan.result) out.code = scan.errorCode || 'SB_ERR_UNKNOWN';
+            else socket.write(encodeMessageFrame({ type: HeadType.LOGOUT_REQUEST, sequence: 2 }));
+          } else if (scan.type === HeadType.LOGOUT_RESPONSE) {
+            loggedOut = true;
+          }
+        },
+        onBadFrame: () => {
+          socketCode ??= 'BAD_FRAME';
+        },
       },
-      { maxFrameLength: 1 << 20 },
     );
-    socket.on('data', (chunk: Buffer) => {
-      try {
-        decoder.push(chunk);
-      } catch {
-        socketCode ??= 'BAD_FRAME';
-        socket.destroy();
-      }
-    });
     socket.on('error', (err) => {
       socketCode ??= errorCode(err);
     });
@@ -159,8 +155,6 @@ interface Slot {
   iteration: number;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 export async function runLoginLoad(o: LoginLoadOptions): Promise<LoginLoadResult> {
   const open = o.rate !== undefined;
   if (open && !(o.rate! > 0)) throw new Error('rate must be positive');
@@ -172,117 +166,125 @@ export async function runLoginLoad(o: LoginLoadOptions): Promise<LoginLoadResult
   });
   await o.ready?.();
 
-  const phases = new PhaseClock<LoginSecond['phase']>('warmup');
-  let running = true;
-  let measureFrom = Infinity;
-  let measureTo = Infinity;
-  let attempts = 0;
-  let failures = 0;
-  let logins = 0;
-  let inFlight = 0;
-  let endpointTurn = 0;
-  let addressTurn = 0;
-  const errors: Record<string, number> = {};
-  const count = (code: string) => {
-    errors[code] = (errors[code] ?? 0) + 1;
+  const run = new LoginRun(o);
+  const ticker = open ? run.openLoop(slots, o.rate!) : run.closedLoop(slots);
+  run.clock.start();
+  const { from, to } = await run.clock.measure(o.warmupMs, o.durationMs, () => (run.measureFrom = performance.now()));
+  run.measureTo = to;
+  run.clock.enter('drain');
+  run.running = false;
+  clearInterval(ticker);
+  // Attempts in flight finish (each is bounded by its timeout): their answers may still count.
+  await drain(() => run.inFlight > 0, ATTEMPT_TIMEOUT_MS + 1000, 10);
+  run.clock.end();
+  return {
+    mode: open ? 'open' : 'closed',
+    logins: run.logins,
+    seconds: (to - from) / 1000,
+    attempts: run.attempts,
+    failures: run.failures,
+    latency: run.latency.encode(),
+    startLag: run.startLag.encode(),
+    errors: run.errors,
   };
-  const latency = new Latency();
-  const startLag = new Latency();
-  const secondLatency = new Latency();
-  const second = { attempts: 0, logins: 0, failures: 0 };
-  const addresses = o.localAddresses ?? [];
+}
 
-  const attempt = async (slot: Slot, startedAt: number): Promise<void> => {
-    const k = slot.iteration++ % USERS_PER_LOOP;
-    inFlight++;
-    attempts++;
-    second.attempts++;
-    const outcome = await loginOnce({
-      endpoint: o.endpoints[endpointTurn++ % o.endpoints.length]!,
-      uid: slot.uids[k]!,
-      deviceId: BENCH_DEVICE,
-      token: slot.tokens[k]!,
-      ...(addresses.length ? { localAddress: addresses[addressTurn++ % addresses.length]! } : {}),
-      timeoutMs: ATTEMPT_TIMEOUT_MS,
+/** One driver's login load while it runs: its loops' attempts and what they counted. */
+class LoginRun {
+  readonly clock: LoadClock<LoginSecond['phase']>;
+  running = true;
+  measureFrom = Infinity;
+  measureTo = Infinity;
+  attempts = 0;
+  failures = 0;
+  logins = 0;
+  inFlight = 0;
+  readonly errors: Record<string, number> = {};
+  readonly latency = new Latency();
+  readonly startLag = new Latency();
+  readonly #secondLatency = new Latency();
+  readonly #second = { attempts: 0, logins: 0, failures: 0 };
+  #endpointTurn = 0;
+  #addressTurn = 0;
+
+  constructor(readonly o: LoginLoadOptions) {
+    this.clock = new LoadClock<LoginSecond['phase']>('warmup', (phase, t) => {
+      o.onSecond?.({ t, phase, ...this.#second, inFlight: this.inFlight, latency: this.#secondLatency.encode() });
+      this.#secondLatency.reset();
+      this.#second.attempts = this.#second.logins = this.#second.failures = 0;
     });
-    inFlight--;
-    if (outcome.ok) {
-      const ms = outcome.answeredAt - startedAt;
-      second.logins++;
-      secondLatency.add(ms);
-      if (outcome.answeredAt >= measureFrom && outcome.answeredAt < measureTo) {
-        logins++;
-        latency.add(ms);
-      }
-      if (outcome.afterCode) count(`${outcome.afterCode} after login`);
-    } else {
-      failures++;
-      second.failures++;
-      count(outcome.code!);
-    }
-  };
+  }
 
-  const t0 = performance.now();
-  let ticker: NodeJS.Timeout | undefined;
-  if (!open) {
+  /** Closed loop: every slot logs in again as soon as its last attempt ended. */
+  closedLoop(slots: Slot[]): undefined {
     // attempt() never rejects: loginOnce resolves with what went wrong.
     for (const slot of slots) {
       void (async () => {
-        while (running) await attempt(slot, performance.now());
+        while (this.running) await this.#attempt(slot, performance.now());
       })();
     }
-  } else {
-    // Attempt n is due at t0 + n * interval; it takes a free loop, or waits for one (then its
-    // latency, measured from the intended start, shows the wait).
-    const interval = 1000 / o.rate!;
+    return undefined;
+  }
+
+  /**
+   * Open loop: attempt n is due at t0 + n * interval; it takes a free loop, or waits for one
+   * (then its latency, measured from the intended start, shows the wait). Returns the 1 ms timer.
+   */
+  openLoop(slots: Slot[], rate: number): NodeJS.Timeout {
+    const t0 = performance.now();
+    const interval = 1000 / rate;
     const free = [...slots];
     let started = 0;
     const tick = () => {
       const now = performance.now();
       const due = Math.floor((now - t0) / interval) + 1;
-      while (running && started < due && free.length > 0) {
+      while (this.running && started < due && free.length > 0) {
         const at = t0 + started * interval;
-        if (phases.current === 'measure') startLag.add(now - at);
+        if (this.clock.current === 'measure') this.startLag.add(now - at);
         started++;
         const slot = free.pop()!;
-        void attempt(slot, at).then(() => free.push(slot));
+        void this.#attempt(slot, at).then(() => free.push(slot));
       }
     };
     tick();
-    ticker = setInterval(tick, 1);
+    return setInterval(tick, 1);
   }
 
-  let seconds = 0;
-  const reportSecond = () => {
-    o.onSecond?.({ t: ++seconds, phase: phases.second(), ...second, inFlight, latency: secondLatency.encode() });
-    secondLatency.reset();
-    second.attempts = second.logins = second.failures = 0;
-  };
-  const secondTimer = setInterval(reportSecond, 1000);
+  #count(code: string): void {
+    this.errors[code] = (this.errors[code] ?? 0) + 1;
+  }
 
-  await sleep(o.warmupMs);
-  phases.enter('measure');
-  measureFrom = performance.now();
-  await sleep(o.durationMs);
-  measureTo = performance.now();
-  phases.enter('drain');
-  running = false;
-  clearInterval(ticker);
-  // Attempts in flight finish (each is bounded by its timeout): their answers may still count.
-  const drainUntil = performance.now() + ATTEMPT_TIMEOUT_MS + 1000;
-  while (inFlight > 0 && performance.now() < drainUntil) await sleep(10);
-  clearInterval(secondTimer);
-  reportSecond();
-  return {
-    mode: open ? 'open' : 'closed',
-    logins,
-    seconds: (measureTo - measureFrom) / 1000,
-    attempts,
-    failures,
-    latency: latency.encode(),
-    startLag: startLag.encode(),
-    errors,
-  };
+  async #attempt(slot: Slot, startedAt: number): Promise<void> {
+    const { o } = this;
+    const addresses = o.localAddresses ?? [];
+    const k = slot.iteration++ % USERS_PER_LOOP;
+    this.inFlight++;
+    this.attempts++;
+    this.#second.attempts++;
+    const outcome = await loginOnce({
+      endpoint: o.endpoints[this.#endpointTurn++ % o.endpoints.length]!,
+      uid: slot.uids[k]!,
+      deviceId: BENCH_DEVICE,
+      token: slot.tokens[k]!,
+      ...(addresses.length ? { localAddress: addresses[this.#addressTurn++ % addresses.length]! } : {}),
+      timeoutMs: ATTEMPT_TIMEOUT_MS,
+    });
+    this.inFlight--;
+    if (outcome.ok) {
+      const ms = outcome.answeredAt - startedAt;
+      this.#second.logins++;
+      this.#secondLatency.add(ms);
+      if (outcome.answeredAt >= this.measureFrom && outcome.answeredAt < this.measureTo) {
+        this.logins++;
+        this.latency.add(ms);
+      }
+      if (outcome.afterCode) this.#count(`${outcome.afterCode} after login`);
+    } else {
+      this.failures++;
+      this.#second.failures++;
+      this.#count(outcome.code!);
+    }
+  }
 }
 
 export interface GateUser {
@@ -355,9 +357,17 @@ export interface GateLoadResult {
 /** Password logins through the gate, each followed by the worker login with the gate's token. */
 export async function runGateLoginLoad(o: GateLoadOptions): Promise<GateLoadResult> {
   const result: GateLoadResult = { logins: 0, seconds: 0, attempts: 0, failures: 0, rateLimited: 0, http: new Latency(), login: new Latency(), errors: {}, timeline: [] };
-  const phases = new PhaseClock<'warmup' | 'measure' | 'drain'>('warmup');
   let running = true;
   const second = { logins: 0, failures: 0, rateLimited: 0, latency: new Latency() };
+  const clock = new LoadClock<'warmup' | 'measure' | 'drain'>('warmup', (phase, t) => {
+    const p = second.latency.percentiles();
+    const point: TimelinePoint = { t, phase, logins: second.logins, failures: second.failures, rateLimited: second.rateLimited, p50Ms: p.p50, p99Ms: p.p99 };
+    result.timeline.push(point);
+    o.onSecond?.(point);
+    second.logins = second.failures = second.rateLimited = 0;
+    second.latency.reset();
+  });
+  clock.start();
   const fail = (code: string) => {
     result.failures++;
     second.failures++;
@@ -367,7 +377,7 @@ export async function runGateLoginLoad(o: GateLoadOptions): Promise<GateLoadResu
     for (let i = first; running; i += o.loops) {
       const user = o.users[i % o.users.length]!;
       const startedAt = performance.now();
-      const measuring = phases.current === 'measure';
+      const measuring = clock.current === 'measure';
       result.attempts++;
       let login;
       try {
@@ -400,24 +410,12 @@ export async function runGateLoginLoad(o: GateLoadOptions): Promise<GateLoadResu
       }
     }
   };
-  let t = 0;
-  const secondTimer = setInterval(() => {
-    const p = second.latency.percentiles();
-    const point: TimelinePoint = { t: ++t, phase: phases.second(), logins: second.logins, failures: second.failures, rateLimited: second.rateLimited, p50Ms: p.p50, p99Ms: p.p99 };
-    result.timeline.push(point);
-    o.onSecond?.(point);
-    second.logins = second.failures = second.rateLimited = 0;
-    second.latency.reset();
-  }, 1000);
   const loops = Array.from({ length: o.loops }, (_, i) => loop(i));
-  await sleep(o.warmupMs);
-  phases.enter('measure');
-  const from = performance.now();
-  await sleep(o.durationMs);
-  result.seconds = (performance.now() - from) / 1000;
-  phases.enter('drain');
+  const { from, to } = await clock.measure(o.warmupMs, o.durationMs);
+  result.seconds = (to - from) / 1000;
+  clock.enter('drain');
   running = false;
   await Promise.all(loops);
-  clearInterval(secondTimer);
+  clock.end(false);
   return result;
 }
