@@ -6,7 +6,8 @@ import { createRequire } from 'node:module';
 import { DEFAULT_LIMITS, type WorkerLimits } from './config.js';
 import { TokenSigner } from './auth/token.js';
 import { silentLogger, type Logger } from './log.js';
-import type { Registry, WorkerInfo } from './registry/registry.js';
+import type { Registry } from './registry/registry.js';
+import type { ImNode } from './registry/im-node.js';
 import { StaticRegistry } from './registry/static-registry.js';
 import { MemorySessionStore } from './session/memory-session-store.js';
 import type { SessionStore } from './session/session-store.js';
@@ -61,7 +62,7 @@ export interface SwitchboardNode {
    * Resolves the registered worker once its stores answered and it listens. On failure
    * everything started so far is stopped (stores and registry closed) before the rejection.
    */
-  start(): Promise<WorkerInfo>;
+  start(): Promise<ImNode>;
   stop(): Promise<void>;
 }
 
@@ -108,7 +109,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
     signer,
     online,
     async start() {
-      let info: WorkerInfo;
+      let info: ImNode;
       try {
         info = await server.start();
       } catch (err) {

@@ -4,7 +4,8 @@
 // SessionStore at once (their TTL would remove them later anyway).
 
 import type { Logger } from '../log.js';
-import type { Registry, WorkerInfo } from '../registry/registry.js';
+import type { Registry } from '../registry/registry.js';
+import type { ImNode } from '../registry/im-node.js';
 import type { SessionStore } from '../session/session-store.js';
 import { WorkerReSender, type WorkerReSenderOptions } from './worker-resender.js';
 
@@ -59,7 +60,7 @@ export class WorkerRouter {
     this.#links.clear();
   }
 
-  #sync(workers: readonly WorkerInfo[]): void {
+  #sync(workers: readonly ImNode[]): void {
     if (this.#closed) return;
     const selfId = this.#options.selfId();
     if (!selfId) return;
@@ -90,7 +91,7 @@ export class WorkerRouter {
     }
   }
 
-  #purgeIfLowest(deadId: string, workers: readonly WorkerInfo[]): void {
+  #purgeIfLowest(deadId: string, workers: readonly ImNode[]): void {
     const lowest = workers.map((w) => w.id).sort()[0];
     if (lowest !== this.#options.selfId()) return;
     this.#options.store.purgeNode(deadId).then(

@@ -8,7 +8,8 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from '../log.js';
 import type { TokenSigner } from '../auth/token.js';
 import { SwitchboardError, httpStatusOf, isSwitchboardError } from '../errors.js';
-import type { Registry, WorkerInfo } from '../registry/registry.js';
+import type { Registry } from '../registry/registry.js';
+import type { ImNode } from '../registry/im-node.js';
 import type { UserStore } from '../users/user-store.js';
 import { checkPassword, checkUsername, type PasswordHasher } from '../auth/password.js';
 import { chooseWorker } from './load-balance.js';
@@ -105,7 +106,7 @@ interface LoginBody extends Credentials {
   platform?: number;
 }
 
-function publicWorker(w: WorkerInfo) {
+function publicWorker(w: ImNode) {
   return { id: w.id, host: w.host, port: w.port };
 }
 

@@ -1,14 +1,14 @@
 // The ZooKeeper naming service. Each worker is an ephemeral znode <root>/workers/w-<sequence>
-// holding its WorkerInfo as JSON; every registry keeps a watched view of all of them, checked
+// holding its ImNode as JSON; every registry keeps a watched view of all of them, checked
 // against a full read every reconcileIntervalMs. When the session expires the registry opens a
 // new one, re-creates its znode under the same id and tells onRegistered listeners. With a
 // digest identity every znode gets the cluster ACL (cluster-acl.ts), and the view lists only
 // workers whose znode shows it was protected.
 
-import { createHash } from 'node:crypto';
 import type { Logger } from '../log.js';
 import { SwitchboardError } from '../errors.js';
-import type { Registry, WorkerAnnouncement, WorkerInfo } from './registry.js';
+import type { Registry } from './registry.js';
+import { parseNode, encodeNode, sameNode, viewHash, type ImNode, type WorkerAnnouncement } from './im-node.js';
 import {
   ZK_MODE,
   ZK_RC,
@@ -69,55 +69,6 @@ const RESERVATION = 'id-';
 
 const defaultRetryStrategy = (attempt: number): number => Math.min(100 * 2 ** (attempt - 1), 5_000);
 
-/** A digest of a view, independent of order: what the periodic reconcile compares. */
-export function viewHash(workers: Iterable<WorkerInfo>): string {
-  const rows = [...workers]
-    .map((w) => [w.id, w.host, w.port, w.peerPort ?? null, w.balance, w.startedAt, w.version, w.ready] as const)
-    .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-  return createHash('sha1').update(JSON.stringify(rows)).digest('hex');
-}
-
-/** The worker a znode describes, or undefined if its data is not a worker's. */
-function parseWorker(id: string, data: Buffer): WorkerInfo | undefined {
-  let value: unknown;
-  try {
-    value = JSON.parse(data.toString('utf8'));
-  } catch {
-    return undefined;
-  }
-  if (typeof value !== 'object' || value === null) return undefined;
-  const v = value as Record<string, unknown>;
-  if (typeof v.host !== 'string' || typeof v.version !== 'string') return undefined;
-  if (!Number.isInteger(v.port) || !Number.isFinite(v.balance) || !Number.isFinite(v.startedAt)) return undefined;
-  if (v.peerPort !== undefined && !Number.isInteger(v.peerPort)) return undefined;
-  // Absent: written by a worker that predates the health check, which registers only when ready.
-  if (v.ready !== undefined && typeof v.ready !== 'boolean') return undefined;
-  const ready = v.ready !== false;
-  const info: WorkerInfo = { id, host: v.host, port: v.port as number, balance: v.balance as number, startedAt: v.startedAt as number, version: v.version, ready };
-  if (v.peerPort !== undefined) info.peerPort = v.peerPort as number;
-  return info;
-}
-
-function encode(info: WorkerAnnouncement | WorkerInfo): Buffer {
-  const { host, port, peerPort, balance, startedAt, version, ready } = info;
-  const id = 'id' in info ? info.id : undefined;
-  return Buffer.from(JSON.stringify({ id, host, port, peerPort, balance, startedAt, version, ready }));
-}
-
-function sameWorker(a: WorkerInfo | undefined, b: WorkerInfo): boolean {
-  return (
-    a !== undefined &&
-    a.id === b.id &&
-    a.host === b.host &&
-    a.port === b.port &&
-    a.peerPort === b.peerPort &&
-    a.balance === b.balance &&
-    a.startedAt === b.startedAt &&
-    a.version === b.version &&
-    a.ready === b.ready
-  );
-}
-
 export class ZooKeeperRegistry implements Registry {
   readonly #connect: string;
   readonly #workersPath: string;
@@ -131,8 +82,8 @@ export class ZooKeeperRegistry implements Registry {
   readonly #root: string;
   readonly #acl: ClusterAcl;
 
-  readonly #changeListeners = new Set<(workers: readonly WorkerInfo[]) => void>();
-  readonly #registeredListeners = new Set<(self: WorkerInfo) => void>();
+  readonly #changeListeners = new Set<(workers: readonly ImNode[]) => void>();
+  readonly #registeredListeners = new Set<(self: ImNode) => void>();
   readonly #statusListeners = new Set<(status: ZooKeeperStatus, previous: ZooKeeperStatus) => void>();
 
   #status: ZooKeeperStatus = 'connecting';
@@ -148,13 +99,13 @@ export class ZooKeeperRegistry implements Registry {
 
   // This worker. #self is what its znode should hold; #ownVersion the znode's data version.
   #announced: WorkerAnnouncement | undefined;
-  #self: WorkerInfo | undefined;
+  #self: ImNode | undefined;
   #ownPath: string | undefined;
   #ownVersion = -1;
   /** The epoch in which the znode was last created (or found) and written. */
   #ownEpoch = 0;
   #announcePending = false;
-  #pendingRegister: { resolve: (info: WorkerInfo) => void; reject: (err: Error) => void } | undefined;
+  #pendingRegister: { resolve: (info: ImNode) => void; reject: (err: Error) => void } | undefined;
   /** observe(): resolved once the first view has been read. */
   #pendingObserve: { resolve: () => void; reject: (err: Error) => void } | undefined;
   /** The session epoch for which `<root>/workers` is known to exist (and, secured, to be closed). */
@@ -180,8 +131,8 @@ export class ZooKeeperRegistry implements Registry {
   #lastBalanceWriteAt = 0;
 
   // The view: workers by id, the names whose data watch is armed, and reads in flight.
-  #entries = new Map<string, WorkerInfo>();
-  #view: readonly WorkerInfo[] = Object.freeze([]);
+  #entries = new Map<string, ImNode>();
+  #view: readonly ImNode[] = Object.freeze([]);
   #viewHash = viewHash([]);
   readonly #watched = new Set<string>();
   #inFlight = 0;
@@ -223,12 +174,12 @@ export class ZooKeeperRegistry implements Registry {
     return () => this.#statusListeners.delete(listener);
   }
 
-  onChange(listener: (workers: readonly WorkerInfo[]) => void): () => void {
+  onChange(listener: (workers: readonly ImNode[]) => void): () => void {
     this.#changeListeners.add(listener);
     return () => this.#changeListeners.delete(listener);
   }
 
-  onRegistered(listener: (self: WorkerInfo) => void): () => void {
+  onRegistered(listener: (self: ImNode) => void): () => void {
     this.#registeredListeners.add(listener);
     return () => this.#registeredListeners.delete(listener);
   }
@@ -237,7 +188,7 @@ export class ZooKeeperRegistry implements Registry {
     return this.#status === 'connected' && this.#ownPath !== undefined && this.#ownEpoch === this.#epoch;
   }
 
-  workers(): readonly WorkerInfo[] {
+  workers(): readonly ImNode[] {
     return this.#view;
   }
 
@@ -246,11 +197,11 @@ export class ZooKeeperRegistry implements Registry {
    * znode (the id is its sequence number), and resolves once the view includes it. A registry
    * whose register() failed is closed.
    */
-  async register(worker: WorkerAnnouncement): Promise<WorkerInfo> {
+  async register(worker: WorkerAnnouncement): Promise<ImNode> {
     if (this.#closed) throw new SwitchboardError('SB_ERR_REGISTRY_CLOSED');
     if (this.#announced) throw new SwitchboardError('SB_ERR_CONFIG', 'worker is already registered');
     this.#announced = { ...worker };
-    const registered = new Promise<WorkerInfo>((resolve, reject) => {
+    const registered = new Promise<ImNode>((resolve, reject) => {
       this.#pendingRegister = { resolve, reject };
     });
     const timer = setTimeout(() => {
@@ -604,9 +555,9 @@ export class ZooKeeperRegistry implements Registry {
   }
 
   /** Creates this worker's znode at its path; resolves its data version. */
-  async #createOwnNode(epoch: number, session: ZooKeeperSession, path: string, info: WorkerInfo): Promise<number> {
+  async #createOwnNode(epoch: number, session: ZooKeeperSession, path: string, info: ImNode): Promise<number> {
     try {
-      return await this.#acl.create(session, path, encode(info), ZK_MODE.EPHEMERAL);
+      return await this.#acl.create(session, path, encodeNode(info), ZK_MODE.EPHEMERAL);
     } catch (err) {
       if (!hasRc(err, ZK_RC.NODE_EXISTS) || !this.#current(epoch)) throw err;
     }
@@ -616,7 +567,7 @@ export class ZooKeeperRegistry implements Registry {
       if (!hasRc(err, ZK_RC.NO_NODE)) throw err;
     });
     if (!this.#current(epoch)) throw new SwitchboardError('SB_ERR_REGISTRY_UNAVAILABLE', 'zookeeper session changed during registration');
-    return this.#acl.create(session, path, encode(info), ZK_MODE.EPHEMERAL);
+    return this.#acl.create(session, path, encodeNode(info), ZK_MODE.EPHEMERAL);
   }
 
   /** Lists the children (re-arming the children watch) and reads every unwatched one. */
@@ -676,7 +627,7 @@ export class ZooKeeperRegistry implements Registry {
       return;
     }
     const id = name.slice(PREFIX.length);
-    const info = parseWorker(id, result.data);
+    const info = parseNode(id, result.data);
     if (!info) {
       const key = `${name}@${result.stat.mzxid}`;
       if (!this.#invalidLogged.has(key)) {
@@ -686,7 +637,7 @@ export class ZooKeeperRegistry implements Registry {
       this.#remove(name);
       return;
     }
-    if (sameWorker(this.#entries.get(id), info)) return;
+    if (sameNode(this.#entries.get(id), info)) return;
     this.#entries.set(id, info);
     this.#publish();
   }
@@ -808,7 +759,7 @@ export class ZooKeeperRegistry implements Registry {
       if (!this.#current(epoch)) return;
       this.#ownVersion = stat.version;
       // Show the written balance at once; the data watch's re-read will find the same.
-      if (!sameWorker(this.#entries.get(info.id), info)) {
+      if (!sameNode(this.#entries.get(info.id), info)) {
         this.#entries.set(info.id, info);
         this.#publish();
       }
@@ -824,10 +775,10 @@ export class ZooKeeperRegistry implements Registry {
   }
 
   /** A versioned write; on a version conflict, re-read the version and write again. */
-  async #setOwnData(epoch: number, session: ZooKeeperSession, path: string, info: WorkerInfo): Promise<ZooKeeperStat> {
+  async #setOwnData(epoch: number, session: ZooKeeperSession, path: string, info: ImNode): Promise<ZooKeeperStat> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await session.set(path, encode(info), this.#ownVersion);
+        return await session.set(path, encodeNode(info), this.#ownVersion);
       } catch (err) {
         if (!hasRc(err, ZK_RC.BAD_VERSION) || attempt >= 3 || !this.#current(epoch)) throw err;
         const stat = await session.exists(path);
@@ -855,7 +806,7 @@ export class ZooKeeperRegistry implements Registry {
     }
     this.#reconciling = true;
     try {
-      const fresh = new Map<string, WorkerInfo>();
+      const fresh = new Map<string, ImNode>();
       let names: string[];
       try {
         names = await session.getChildren(this.#workersPath);
@@ -871,7 +822,7 @@ export class ZooKeeperRegistry implements Registry {
               if (hasRc(err, ZK_RC.NO_NODE, ZK_RC.NO_AUTH)) return undefined;
               throw err;
             });
-            const info = result && this.#acl.protects(result.stat) ? parseWorker(name.slice(PREFIX.length), result.data) : undefined;
+            const info = result && this.#acl.protects(result.stat) ? parseNode(name.slice(PREFIX.length), result.data) : undefined;
             if (info) fresh.set(info.id, info);
           }),
       );
@@ -880,7 +831,7 @@ export class ZooKeeperRegistry implements Registry {
       if (viewHash(fresh.values()) === this.#viewHash) return;
       const missing = [...fresh.keys()].filter((id) => !this.#entries.has(id));
       const stale = [...this.#entries.keys()].filter((id) => !fresh.has(id));
-      const changed = [...fresh.values()].filter((w) => this.#entries.has(w.id) && !sameWorker(this.#entries.get(w.id), w)).map((w) => w.id);
+      const changed = [...fresh.values()].filter((w) => this.#entries.has(w.id) && !sameNode(this.#entries.get(w.id), w)).map((w) => w.id);
       this.#log.warn({ missing, stale, changed }, 'registry view repaired');
       for (const id of [...missing, ...stale, ...changed]) this.#watched.delete(PREFIX + id);
       if (this.#self && this.#ownEpoch === epoch && !fresh.has(this.#self.id)) this.#ownEpoch = 0; // our node is gone: re-create

@@ -4,7 +4,7 @@
 // offers the cluster (LocalPort), and what cluster mode adds to a worker (WorkerCluster). The
 // server only sees these interfaces, never peers.
 
-import type { WorkerAnnouncement } from '../registry/registry.js';
+import type { WorkerAnnouncement } from '../registry/im-node.js';
 import type { LocalSession } from '../session/local-session.js';
 
 export interface MessageRouter {

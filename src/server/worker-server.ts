@@ -11,7 +11,8 @@ import { once } from 'node:events';
 import { idleTimeoutMs, type WorkerLimits } from '../config.js';
 import type { Logger } from '../log.js';
 import type { TokenSigner } from '../auth/token.js';
-import type { Registry, WorkerInfo } from '../registry/registry.js';
+import type { Registry } from '../registry/registry.js';
+import type { ImNode } from '../registry/im-node.js';
 import { LocalSessionMap } from '../session/local-session-map.js';
 import type { SessionStore } from '../session/session-store.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
@@ -69,7 +70,7 @@ export class WorkerServer {
   #refresh: NodeJS.Timeout | undefined;
   #unsubscribe: (() => void) | undefined;
   #nextConnId = 1;
-  #info: WorkerInfo | undefined;
+  #info: ImNode | undefined;
   #onAllClosed: (() => void) | undefined;
 
   constructor(options: WorkerServerOptions) {
@@ -117,7 +118,7 @@ export class WorkerServer {
   }
 
   /** This worker as registered; undefined before start(). */
-  get info(): WorkerInfo | undefined {
+  get info(): ImNode | undefined {
     return this.#info;
   }
 
@@ -130,7 +131,7 @@ export class WorkerServer {
    * info. Rejects with SB_ERR_STORE_UNAVAILABLE before listening when a store does not answer: a
    * registered worker is one the gate hands out.
    */
-  async start(): Promise<WorkerInfo> {
+  async start(): Promise<ImNode> {
     const { host, port, registry, version, health } = this.#options;
     await health.check();
     this.#server.listen(port, host);

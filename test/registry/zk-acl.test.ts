@@ -12,7 +12,7 @@ import { ZooKeeperRegistry, type ZooKeeperRegistryOptions } from '../../src/regi
 import { ZK_MODE, ZK_PERM, ZK_RC, ZooKeeperSession, type ZooKeeperAclEntry, type ZooKeeperDigestAuth } from '../../src/registry/zookeeper-client.js';
 import { ClusterAcl, digestId, parseDigestAuth, parseDigestIds } from '../../src/registry/cluster-acl.js';
 import { OnlineCounter } from '../../src/cluster/online-counter.js';
-import type { WorkerAnnouncement, WorkerInfo } from '../../src/registry/registry.js';
+import type { ImNode, WorkerAnnouncement } from '../../src/registry/im-node.js';
 import { silentLogger, type Logger } from '../../src/log.js';
 import { registryConformance } from './registry.conformance.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
@@ -186,7 +186,7 @@ t.test('a registry authenticates its new session after an expiry, and protects t
   const proxy = await ZooKeeperProxy.start(t, zk.port);
   const registry = makeRegistry(t, { root, connect: proxy.connect, sessionTimeoutMs: 2_000 });
   const observer = makeRegistry(t, { root, auth: GATE, readers: undefined });
-  const registrations: WorkerInfo[] = [];
+  const registrations: ImNode[] = [];
   registry.onRegistered((self) => registrations.push(self));
   const info = await registry.register(announcement(42_021, { balance: 1 }));
   await observer.observe();
