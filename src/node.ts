@@ -15,8 +15,7 @@ import type { InboxStore } from './inbox/inbox-store.js';
 import { MemoryInboxStore } from './inbox/memory-inbox-store.js';
 import { WorkerServer } from './server/worker-server.js';
 import { createCluster, type ClusterSettings } from './cluster/cluster.js';
-import { OnlineCounter } from './cluster/online-counter.js';
-import type { ZooKeeperDigestAuth } from './registry/zookeeper-client.js';
+import { MemoryOnlineCounter, type LocalCounts, type OnlineCounter } from './registry/online-counter.js';
 import type { UserStore } from './users/user-store.js';
 import { StoreHealth, type HealthSettings } from './server/store-health.js';
 
@@ -43,8 +42,11 @@ export interface NodeOptions {
   users?: UserStore;
   /** Cluster mode: a peer port and links to the other workers of `registry`, routing through `store`. */
   cluster?: ClusterSettings;
-  /** Cluster mode: where the cluster-wide OnlineCounter lives in ZooKeeper. */
-  online?: { connect: string; root: string; sessionTimeoutMs: number; auth?: ZooKeeperDigestAuth; readers?: readonly string[] };
+  /**
+   * Builds the OnlineCounter on this worker's counts: cluster mode, a ZooKeeperOnlineCounter on
+   * the registry's connection. Default: a MemoryOnlineCounter (embedded mode). Closed by stop().
+   */
+  online?: (counts: LocalCounts) => OnlineCounter;
   /** The periodic store health check; defaults: DEFAULT_HEALTH_SETTINGS. */
   health?: Partial<HealthSettings>;
 }
@@ -56,8 +58,7 @@ export interface SwitchboardNode {
   readonly inbox: InboxStore;
   readonly users: UserStore | undefined;
   readonly signer: TokenSigner;
-  /** Cluster mode only. */
-  readonly online: OnlineCounter | undefined;
+  readonly online: OnlineCounter;
   /**
    * Resolves the registered worker once its stores answered and it listens. On failure
    * everything started so far is stopped (stores and registry closed) before the rejection.
@@ -91,14 +92,8 @@ export function createNode(options: NodeOptions): SwitchboardNode {
     version: VERSION,
     cluster: options.cluster && createCluster(options.cluster, { registry, store, host, limits, log }),
   });
-  const online =
-    options.online &&
-    new OnlineCounter({
-      ...options.online,
-      selfId: () => server.info?.id ?? '',
-      local: () => ({ users: server.sessions.users, sessions: server.sessions.size }),
-      log: log.child({ component: 'online' }),
-    });
+  const counts: LocalCounts = { selfId: () => server.info?.id ?? '', local: () => ({ users: server.sessions.users, sessions: server.sessions.size }) };
+  const online = options.online ? options.online(counts) : new MemoryOnlineCounter(counts);
   let stopping: Promise<void> | undefined;
   const node: SwitchboardNode = {
     server,
@@ -118,7 +113,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
         await node.stop().catch((stopErr: unknown) => log.error({ err: stopErr }, 'stop after a failed start failed'));
         throw err;
       }
-      online?.start();
+      online.start();
       return info;
     },
     stop() {
@@ -126,7 +121,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
       stopping ??= (async () => {
         // Leave the registry first: the gate stops handing this worker out while its clients
         // are still being closed.
-        await online?.close();
+        await online.close();
         await registry.close();
         await server.stop();
         await store.close();

@@ -7,7 +7,7 @@ import { PasswordHasher } from '../../auth/password.js';
 import { ZooKeeperRegistry } from '../../registry/zk-registry.js';
 import { loadNativeZooKeeper } from '../../registry/zookeeper-client.js';
 import { RedisUserStore } from '../../users/redis-user-store.js';
-import { OnlineCounter } from '../../cluster/online-counter.js';
+import { ZooKeeperOnlineCounter } from '../../registry/zk-online-counter.js';
 import { Gate } from '../../gate/gate-server.js';
 import { PORT, envOf, parseOptions, usage, type OptionSpecs } from '../options.js';
 import {
@@ -78,15 +78,8 @@ export async function gateCommand(argv: string[]): Promise<void> {
   const timeoutMs = redisTimeoutFrom(o);
   const probeSettings = probeFrom(o);
   const registry = new ZooKeeperRegistry({ connect: zk, root: o['zk-root'], auth, log: log.child({ component: 'zookeeper' }) });
-  const online = new OnlineCounter({
-    connect: zk,
-    root: o['zk-root'],
-    sessionTimeoutMs: 10_000,
-    selfId: () => '',
-    local: () => ({ users: 0, sessions: 0 }),
-    auth,
-    log: log.child({ component: 'online' }),
-  });
+  // A reader on the registry's ZooKeeper session: one per process.
+  const online = new ZooKeeperOnlineCounter({ zookeeper: registry.zookeeper, selfId: () => '', local: () => ({ users: 0, sessions: 0 }), log: log.child({ component: 'online' }) });
   const users = new RedisUserStore({ url: redis, keyPrefix, timeoutMs });
   logRedis(users.redis, log.child({ component: 'redis', store: 'users' }));
   // Every gate on this Redis counts in the same windows: the limits hold for the whole fleet.

@@ -44,6 +44,7 @@ import { RedisInboxStore } from '../../inbox/redis-inbox-store.js';
 import { RedisSessionStore } from '../../session/redis-session-store.js';
 import { ZooKeeperRegistry } from '../../registry/zk-registry.js';
 import { loadNativeZooKeeper } from '../../registry/zookeeper-client.js';
+import { ZooKeeperOnlineCounter } from '../../registry/zk-online-counter.js';
 import type { AddressInfo } from 'node:net';
 
 const START_OPTIONS = {
@@ -174,7 +175,8 @@ async function serve(command: 'start' | 'worker', o: ServeValues): Promise<void>
     store: cluster?.store,
     registry: cluster?.registry,
     cluster: cluster?.settings,
-    online: o.zk ? { connect: o.zk, root: o['zk-root'], sessionTimeoutMs: o['zk-session-timeout-ms'], auth: zkAccess?.auth, readers: zkAccess?.readers } : undefined,
+    // On the registry's ZooKeeper session: one per process.
+    online: cluster ? (counts) => new ZooKeeperOnlineCounter({ zookeeper: cluster.registry.zookeeper, ...counts, log: log.child({ component: 'online' }) }) : undefined,
     host: o.host,
     port: o.port,
     announceHost: o['announce-host'],
@@ -213,7 +215,7 @@ async function serve(command: 'start' | 'worker', o: ServeValues): Promise<void>
           users,
           signer: node.signer,
           hasher: new PasswordHasher(),
-          online: async () => ({ users: node.server.sessions.users, sessions: node.server.sessions.size }),
+          online: () => node.online.read(),
           registration: !o['no-registration'],
           limits: gateLimits,
           trustProxy,
