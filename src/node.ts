@@ -10,6 +10,8 @@ import type { Registry } from './registry/registry.js';
 import type { ImNode } from './registry/im-node.js';
 import { StaticRegistry } from './registry/static-registry.js';
 import { MemorySessionStore } from './session/memory-session-store.js';
+import { LocalSessionMap } from './session/local-session-map.js';
+import { SessionDistributed } from './session/session-distributed.js';
 import type { SessionStore } from './session/session-store.js';
 import type { InboxStore } from './inbox/inbox-store.js';
 import { MemoryInboxStore } from './inbox/memory-inbox-store.js';
@@ -77,20 +79,23 @@ export function createNode(options: NodeOptions): SwitchboardNode {
   const signer = new TokenSigner(options.secret);
   const host = options.host ?? '127.0.0.1';
   const health = new StoreHealth({ ...options.health, stores: { session: store, inbox, ...(users ? { users } : {}) }, log: log.child({ component: 'health' }) });
+  const sessions = new LocalSessionMap();
+  const directory = new SessionDistributed({ store, registry, sessions, refreshMs: limits.sessionRefreshMs, log });
   const server = new WorkerServer({
     host,
     port: options.port ?? 9000,
     announceHost: options.announceHost,
     limits,
     signer,
-    store,
+    sessions,
+    directory,
     inbox,
     registry,
     users,
     health,
     log: log.child({ component: 'worker' }),
     version: VERSION,
-    cluster: options.cluster && createCluster(options.cluster, { registry, store, host, limits, log }),
+    cluster: options.cluster && createCluster(options.cluster, { registry, store, directory, host, limits, log }),
   });
   const counts: LocalCounts = { selfId: () => server.info?.id ?? '', local: () => ({ users: server.sessions.users, sessions: server.sessions.size }) };
   const online = options.online ? options.online(counts) : new MemoryOnlineCounter(counts);

@@ -7,6 +7,7 @@ import type { WorkerLimits } from '../config.js';
 import type { Logger } from '../log.js';
 import type { Registry } from '../registry/registry.js';
 import type { SessionStore } from '../session/session-store.js';
+import type { SessionDistributed } from '../session/session-distributed.js';
 import type { LocalPort, WorkerCluster } from '../server/cluster-seam.js';
 import { ClusterRouter } from './cluster-router.js';
 import { PeerAcceptor } from './peer-acceptor.js';
@@ -52,7 +53,10 @@ const REGISTRY_WAIT_MS = 3_000;
 
 export interface ClusterDeps {
   registry: Registry;
+  /** Where routes are read. */
   store: SessionStore;
+  /** The session directory: told of departed workers, and followed for re-publishing. */
+  directory: SessionDistributed;
   /** The worker's own host: the peer listener's default address. */
   host: string;
   limits: WorkerLimits;
@@ -66,7 +70,7 @@ export function createCluster(settings: ClusterSettings, deps: ClusterDeps) {
     const log = deps.log.child({ component: 'cluster' });
     const workers = new WorkerRouter({
       registry: deps.registry,
-      store: deps.store,
+      directory: deps.directory,
       selfId: getSelf,
       log,
       links: {
@@ -79,7 +83,7 @@ export function createCluster(settings: ClusterSettings, deps: ClusterDeps) {
       },
     });
     const routes = new RouteCache({ store: deps.store, selfId: getSelf, ttlMs: settings.routeCacheTtlMs, maxEntries: settings.routeCacheSize });
-    const router = new ClusterRouter({ local, workers, routes, selfId: getSelf, routeCacheTtlMs: settings.routeCacheTtlMs, registry: deps.registry, log });
+    const router = new ClusterRouter({ local, workers, routes, selfId: getSelf, routeCacheTtlMs: settings.routeCacheTtlMs, directory: deps.directory, log });
     const acceptor = new PeerAcceptor({
       secret: settings.secret,
       local,
