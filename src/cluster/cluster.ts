@@ -1,5 +1,5 @@
 // Assembles the cluster parts of one worker around its LocalPort: the WorkerRouter (outgoing
-// peer links), the RouteCache, the ClusterRouter, and the peer port (PeerListener with its
+// peer links), the RouteCache, the ClusterMessageRouter, and the peer port (PeerListener with its
 // PeerAcceptor). Passed to the WorkerServer as its `cluster` option by the composition root;
 // the server starts the peer port before it registers and announces it as `peerPort`.
 
@@ -9,7 +9,7 @@ import type { Registry } from '../registry/registry.js';
 import type { SessionStore } from '../session/session-store.js';
 import type { SessionDistributed } from '../session/session-distributed.js';
 import type { LocalPort, WorkerCluster } from '../server/cluster-seam.js';
-import { ClusterRouter } from './cluster-router.js';
+import { ClusterMessageRouter } from './cluster-message-router.js';
 import { PeerAcceptor } from './peer-acceptor.js';
 import { PeerListener } from './peer-listener.js';
 import { RouteCache } from './route-cache.js';
@@ -83,7 +83,7 @@ export function createCluster(settings: ClusterSettings, deps: ClusterDeps) {
       },
     });
     const routes = new RouteCache({ store: deps.store, selfId: getSelf, ttlMs: settings.routeCacheTtlMs, maxEntries: settings.routeCacheSize });
-    const router = new ClusterRouter({ local, workers, routes, selfId: getSelf, routeCacheTtlMs: settings.routeCacheTtlMs, directory: deps.directory, log });
+    const router = new ClusterMessageRouter({ local, workers, routes, selfId: getSelf, routeCacheTtlMs: settings.routeCacheTtlMs, directory: deps.directory, log });
     const acceptor = new PeerAcceptor({
       secret: settings.secret,
       local,

@@ -1,7 +1,8 @@
-// ClusterRouter: delivers a stored message to the recipient's sessions on this worker and
-// forwards one PEER_DELIVER frame to each other worker that holds any of them (RouteCache, so
-// no SessionStore read per message). Logins and logouts are announced to every peer
-// (SESSION_ON / SESSION_OFF, the original notification types) so their caches drop the user.
+// ClusterMessageRouter: the cluster's MessageRouter (server/cluster-seam.ts). Delivers a stored
+// message to the recipient's sessions on this worker and forwards one PEER_DELIVER frame to each
+// other worker that holds any of them (RouteCache, so no SessionStore read per message), through
+// the WorkerRouter's peer links. Logins and logouts are announced to every peer (SESSION_ON /
+// SESSION_OFF, the original notification types) so their caches drop the user.
 //
 // A message stored while a peer still had a stale "not here" entry for a user who just logged
 // in on this worker would miss that session; so each new session re-reads its inbox once the
@@ -21,7 +22,7 @@ import type { LocalPort, MessageRouter } from '../server/cluster-seam.js';
 import type { RouteCache } from './route-cache.js';
 import type { WorkerRouter } from './worker-router.js';
 
-export interface ClusterRouterOptions {
+export interface ClusterMessageRouterOptions {
   local: LocalPort;
   workers: WorkerRouter;
   routes: RouteCache;
@@ -34,8 +35,8 @@ export interface ClusterRouterOptions {
 
 const RECHECK_TICK_MS = 250;
 
-export class ClusterRouter implements MessageRouter {
-  readonly #o: ClusterRouterOptions;
+export class ClusterMessageRouter implements MessageRouter {
+  readonly #o: ClusterMessageRouterOptions;
   /**
    * Users whose local sessions re-read their inbox at `at`: one queue per delay, so each is in
    * time order as it is appended to (no sort per login).
@@ -46,7 +47,7 @@ export class ClusterRouter implements MessageRouter {
   readonly #timer: NodeJS.Timeout;
   readonly #unsubscribe: () => void;
 
-  constructor(options: ClusterRouterOptions) {
+  constructor(options: ClusterMessageRouterOptions) {
     this.#o = options;
     this.#timer = setInterval(() => this.#runRechecks(), RECHECK_TICK_MS);
     this.#timer.unref();
