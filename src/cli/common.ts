@@ -6,7 +6,7 @@ import { DEFAULT_INBOX_LIMITS, type InboxLimits } from '../inbox/inbox-store.js'
 import { DEFAULT_MEMORY_INBOX_BYTES } from '../inbox/memory-inbox-store.js';
 import { DEFAULT_CLUSTER_SETTINGS } from '../cluster/cluster.js';
 import { DEFAULT_SESSION_TTL_MS } from '../session/session-store.js';
-import { DEFAULT_GATE_LIMITS, type GateLimits } from '../gate/gate-server.js';
+import { DEFAULT_GATE_LIMITS, type GateLimits } from '../gate/web-gate.js';
 import { DEFAULT_PROBE_SETTINGS, type ProbeSettings } from '../gate/worker-probe.js';
 import { DEFAULT_HEALTH_SETTINGS, type HealthSettings } from '../server/store-health.js';
 import { DEFAULT_REDIS_TIMEOUT_MS } from '../redis/redis-client.js';

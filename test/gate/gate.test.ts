@@ -6,7 +6,7 @@
 
 import t, { type Test } from 'tap';
 import net, { type AddressInfo } from 'node:net';
-import { Gate, DEFAULT_GATE_LIMITS, type GateLimits, type GateOptions } from '../../src/gate/gate-server.js';
+import { WebGate, DEFAULT_GATE_LIMITS, type GateLimits, type WebGateOptions } from '../../src/gate/web-gate.js';
 import { MemoryUserStore } from '../../src/users/memory-user-store.js';
 import type { NewUser, UserRecord } from '../../src/users/user-store.js';
 import { PasswordHasher } from '../../src/auth/password.js';
@@ -162,7 +162,7 @@ interface ErrorBody {
 
 class TestGate {
   constructor(
-    readonly gate: Gate,
+    readonly gate: WebGate,
     readonly url: string,
     readonly users: MemoryUserStore,
     readonly hasher: PasswordHasher,
@@ -206,7 +206,7 @@ class TestGate {
   }
 }
 
-interface GateSetup extends Partial<Omit<GateOptions, 'limits'>> {
+interface GateSetup extends Partial<Omit<WebGateOptions, 'limits'>> {
   limits?: Partial<GateLimits>;
 }
 
@@ -222,7 +222,7 @@ async function startGate(t: Test, registry: Registry, setup: GateSetup = {}): Pr
   const { limits, ...options } = setup;
   const users = (options.users as MemoryUserStore | undefined) ?? new MemoryUserStore();
   const hasher = options.hasher ?? new PasswordHasher(CHEAP);
-  const gate = new Gate({
+  const gate = new WebGate({
     host: '127.0.0.1',
     port: 0,
     registry,

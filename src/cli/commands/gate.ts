@@ -8,7 +8,7 @@ import { ZooKeeperRegistry } from '../../registry/zk-registry.js';
 import { loadNativeZooKeeper } from '../../registry/zookeeper-client.js';
 import { RedisUserStore } from '../../users/redis-user-store.js';
 import { ZooKeeperOnlineCounter } from '../../registry/zk-online-counter.js';
-import { Gate } from '../../gate/gate-server.js';
+import { WebGate } from '../../gate/web-gate.js';
 import { PORT, envOf, parseOptions, usage, type OptionSpecs } from '../options.js';
 import {
   DEV_OPTION,
@@ -85,7 +85,7 @@ export async function gateCommand(argv: string[]): Promise<void> {
   // Every gate on this Redis counts in the same windows: the limits hold for the whole fleet.
   const rateLimits = new RedisRateLimitStore({ url: redis, keyPrefix: `${keyPrefix}rl:`, timeoutMs });
   const probe = new WorkerProbe({ registry, ...probeSettings, log: log.child({ component: 'probe' }) });
-  const gate = new Gate({
+  const gate = new WebGate({
     host: o.host,
     port: o.port,
     registry,

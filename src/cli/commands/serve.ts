@@ -34,7 +34,7 @@ import {
   isWildcard,
   wildcardWarning,
 } from '../common.js';
-import { Gate } from '../../gate/gate-server.js';
+import { WebGate } from '../../gate/web-gate.js';
 import { MemoryUserStore } from '../../users/memory-user-store.js';
 import { RedisUserStore } from '../../users/redis-user-store.js';
 import type { UserStore } from '../../users/user-store.js';
@@ -208,7 +208,7 @@ async function serve(command: 'start' | 'worker', o: ServeValues): Promise<void>
   // `start` is a complete system: the gate runs in the same process, on the same stores.
   const gate =
     gateLimits && users
-      ? new Gate({
+      ? new WebGate({
           host: o.host,
           port: o['gate-port'],
           registry: node.registry,

@@ -3,7 +3,7 @@
 // injected; the rest come back as fallbacks, least loaded first.
 
 import t from 'tap';
-import { chooseWorker } from '../../src/gate/load-balance.js';
+import { chooseWorker } from '../../src/gate/im-load-balance.js';
 import type { ImNode } from '../../src/registry/im-node.js';
 
 function worker(id: string, balance: number): ImNode {
