@@ -16,7 +16,6 @@ import { networkInterfaces } from 'node:os';
 import type { Logger } from '../log.js';
 import { parseDigestAuth, parseDigestIds } from '../registry/cluster-acl.js';
 import type { ZooKeeperDigestAuth } from '../registry/zookeeper-client.js';
-import type { Redis } from 'ioredis';
 import { MAX_TIMER_MS, PORT, count, envOf, ms, type OptionSpecs, type OptionValues } from './options.js';
 import { pino, type LevelWithSilent } from 'pino';
 
@@ -282,12 +281,6 @@ export function wildcardWarning(host: string, announced: string, forPeers: boole
     message: `--host ${host} without --announce-host: ${who} are told ${announced}, which reaches this worker from this host only; set --announce-host (or SWITCHBOARD_ANNOUNCE_HOST) to the address they reach it at`,
     addresses,
   };
-}
-
-/** Connection errors and recoveries of a store's Redis client (the logger drops secrets, see log.ts). */
-export function logRedis(redis: Redis, log: Logger): void {
-  redis.on('error', (err: Error) => log.warn({ err }, 'redis connection error'));
-  redis.on('ready', () => log.info('redis ready'));
 }
 
 /** What the Redis stores prefix their keys with: letters, digits and `_ . : -`, so that the
