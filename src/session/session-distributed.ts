@@ -8,15 +8,21 @@
 // worker with the lowest id purges its sessions at once (their TTL would remove them later).
 
 import type { Logger } from '../log.js';
-import type { Registry } from '../registry/registry.js';
-import type { ImNode } from '../registry/im-node.js';
 import type { LocalSession } from './local-session.js';
 import type { SessionRecord, SessionStore } from './session-store.js';
 
+/** What the directory needs of the Registry (registry/registry.ts), which it does not import. */
+export interface Registration {
+  /** Whether this worker's registration is known to be in place now. */
+  registered(): boolean;
+  /** Calls `listener` after the registration and every re-registration. */
+  onRegistered(listener: () => void): () => void;
+}
+
 export interface SessionDistributedOptions {
   store: SessionStore;
-  /** Whether this worker is registered now, and its re-registrations. */
-  registry: Pick<Registry, 'registered' | 'onRegistered'>;
+  /** This worker's registration: whether it is in place now, and its re-registrations. */
+  registry: Registration;
   /** This worker's sessions (its LocalSessionMap). */
   sessions: Iterable<LocalSession>;
   /** How often this worker rewrites its sessions' records. */
@@ -80,7 +86,7 @@ export class SessionDistributed {
   }
 
   /** Worker `nodeId` left the registry, whose view is now `workers`: purged here if this is the lowest live worker. */
-  departed(nodeId: string, workers: readonly ImNode[]): void {
+  departed(nodeId: string, workers: readonly { id: string }[]): void {
     const self = this.#nodeId;
     // Only when we are listed ourselves: a worker whose own registration lapsed sees everyone
     // vanish and must not purge them.
