@@ -1,7 +1,7 @@
 // Assembles the cluster parts of one worker around its LocalPort: the WorkerRouter (outgoing
-// peer links), the RouteCache, the ClusterMessageRouter, and the peer port (PeerListener with its
-// PeerAcceptor). Passed to the WorkerServer as its `cluster` option by the composition root;
-// the server starts the peer port before it registers and announces it as `peerPort`.
+// peer links), the RouteCache, the ClusterMessageRouter, and the peer port (PeerListener with
+// its PeerAcceptor). Passed to the WorkerServer as its `cluster` option by the composition
+// root; the server starts the peer port before it registers and announces it as `peerPort`.
 
 import type { WorkerLimits } from '../config.js';
 import type { Logger } from '../log.js';

@@ -2,9 +2,9 @@
 // messages, cleans up after them, registers the worker in the Registry and keeps its balance
 // current; its sessions' records are SessionDistributed's (published, refreshed, withdrawn). It
 // registers only once its stores answer (StoreHealth), and publishes its readiness as they stop
-// and start answering. One periodic sweep enforces the login, idle and
-// drain timeouts of all connections and drives Delivery's resends and position saves. The
-// connection caps are checked at accept, before a socket becomes a Connection.
+// and start answering. One periodic sweep enforces the login, idle and drain timeouts of all
+// connections and drives Delivery's resends and position saves. The connection caps are
+// checked at accept, before a socket becomes a Connection.
 
 import net from 'node:net';
 import { once } from 'node:events';
