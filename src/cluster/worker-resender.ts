@@ -15,14 +15,14 @@ import { writePerTick } from '../net/write-per-tick.js';
 import { SwitchboardError } from '../errors.js';
 import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
 import { HeadType } from '../protocol/types.js';
-import type { WorkerInfo } from '../registry/registry.js';
+import type { ImNode } from '../registry/im-node.js';
 import { NONCE_BYTES, newNonce, peerProof, verifyPeerProof, type Transcript } from './peer-auth.js';
 
 export type LinkStatus = 'connecting' | 'handshaking' | 'ready' | 'waiting' | 'closed';
 
 export interface WorkerReSenderOptions {
   selfId: string;
-  peer: WorkerInfo;
+  peer: ImNode;
   secret: string;
   /** Delay between connection attempts while the peer stays registered. */
   reconnectMs: number;
@@ -38,7 +38,7 @@ export interface WorkerReSenderOptions {
 export class WorkerReSender {
   readonly peerId: string;
   #status: LinkStatus = 'connecting';
-  #peer: WorkerInfo;
+  #peer: ImNode;
   readonly #options: WorkerReSenderOptions;
   readonly #log: Logger;
   readonly #queue: Buffer[] = [];
@@ -70,7 +70,7 @@ export class WorkerReSender {
   }
 
   /** The peer's registry entry changed (its address may have). */
-  update(peer: WorkerInfo): void {
+  update(peer: ImNode): void {
     const moved = peer.host !== this.#peer.host || peer.peerPort !== this.#peer.peerPort;
     this.#peer = peer;
     if (moved && this.#status !== 'closed') this.#socket?.destroy();

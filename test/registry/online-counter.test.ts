@@ -1,9 +1,12 @@
-// OnlineCounter on a real ZooKeeper: workers add their local changes to one aggregate node,
-// and the lowest live worker corrects it from the workers' own (ephemeral) counts, so a
-// crashed worker's share disappears.
+// ZooKeeperOnlineCounter on a real ZooKeeper: workers add their local changes to one aggregate
+// node, and the lowest live worker corrects it from the workers' own (ephemeral) counts, so a
+// crashed worker's share disappears. Each worker's counter runs on a ZooKeeper connection of its
+// own, as it runs on its registry's in a worker. And the embedded MemoryOnlineCounter.
 
 import t from 'tap';
-import { OnlineCounter, type OnlineCounts } from '../../src/cluster/online-counter.js';
+import { MemoryOnlineCounter, type OnlineCounts } from '../../src/registry/online-counter.js';
+import { ZooKeeperOnlineCounter } from '../../src/registry/zk-online-counter.js';
+import { ZooKeeperConnection } from '../../src/registry/zk-connection.js';
 import { silentLogger } from '../../src/log.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 
@@ -18,12 +21,32 @@ async function eventually(what: string, probe: () => Promise<boolean>, withinMs 
   }
 }
 
-function worker(t: { teardown(fn: () => unknown): void }, root: string, id: string, counts: OnlineCounts): OnlineCounter {
-  const counter = new OnlineCounter({ connect: zk.connect, root, sessionTimeoutMs: 2_000, selfId: () => id, local: () => counts, intervalMs: 100, log: silentLogger() });
+type Teardown = { teardown(fn: () => unknown): void };
+
+/** An open ZooKeeper connection (a session) of one process; closed on teardown. */
+function connection(t: Teardown, root: string, sessionTimeoutMs: number): ZooKeeperConnection {
+  const zookeeper = new ZooKeeperConnection({ connect: zk.connect, root, sessionTimeoutMs, nativeLogLevel: 'off', log: silentLogger() });
+  zookeeper.open();
+  t.teardown(() => zookeeper.close());
+  return zookeeper;
+}
+
+function worker(t: Teardown, root: string, id: string, counts: OnlineCounts): ZooKeeperOnlineCounter {
+  const counter = new ZooKeeperOnlineCounter({ zookeeper: connection(t, root, 2_000), selfId: () => id, local: () => counts, intervalMs: 100, log: silentLogger() });
   counter.start();
   t.teardown(() => counter.close());
   return counter;
 }
+
+t.test('embedded mode: the one worker\'s counts are the whole system\'s', async (t) => {
+  const counts = { users: 2, sessions: 3 };
+  const counter = new MemoryOnlineCounter({ local: () => counts });
+  counter.start();
+  t.same(await counter.read(), { users: 2, sessions: 3 });
+  counts.sessions = 4;
+  t.same(await counter.read(), { users: 2, sessions: 4 }, 'read at once, no tick');
+  await counter.close();
+});
 
 t.test('the aggregate follows every worker’s counts', async (t) => {
   const root = `/online-${++roots}`;
@@ -57,10 +80,9 @@ t.test('the aggregate follows every worker’s counts', async (t) => {
 t.test('a worker that disappears without a word is subtracted', async (t) => {
   const root = `/online-${++roots}`;
   const survivor = worker(t, root, '0000000001', { users: 1, sessions: 1 });
-  const crashing = new OnlineCounter({
-    connect: zk.connect,
-    root,
-    sessionTimeoutMs: 1_000,
+  const crashingSession = connection(t, root, 1_000);
+  const crashing = new ZooKeeperOnlineCounter({
+    zookeeper: crashingSession,
     selfId: () => '0000000002',
     local: () => ({ users: 10, sessions: 12 }),
     intervalMs: 100,
@@ -68,8 +90,9 @@ t.test('a worker that disappears without a word is subtracted', async (t) => {
   });
   crashing.start();
   await eventually('both counted', async () => (await survivor.read()).sessions === 13);
-  // close() ends its ZooKeeper session: its ephemeral count vanishes as a crash's would.
+  // Closing its connection ends its ZooKeeper session: its ephemeral count vanishes as a crash's would.
   await crashing.close();
+  await crashingSession.close();
   await eventually('its share is gone', async () => {
     const c = await survivor.read();
     return c.sessions === 1 && c.users === 1;

@@ -1,17 +1,18 @@
-// The gate (the seed's WebGate): the short-connection side. A client registers and logs in over
-// HTTP, gets a token the workers verify and the least-loaded live worker, then opens its long
-// TCP connection there. Nothing here changes the cluster; the worker list comes from the
-// registry's cached view, never a ZooKeeper read per request.
+// WebGate: the gate (the seed's name), the short-connection side. A client registers and logs
+// in over HTTP, gets a token the workers verify and the least-loaded live worker (ImLoadBalance),
+// then opens its long TCP connection there. Nothing here changes the cluster; the worker list
+// comes from the registry's cached view, never a ZooKeeper read per request.
 
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../log.js';
 import type { TokenSigner } from '../auth/token.js';
 import { SwitchboardError, httpStatusOf, isSwitchboardError } from '../errors.js';
-import type { Registry, WorkerInfo } from '../registry/registry.js';
+import type { Registry } from '../registry/registry.js';
+import type { ImNode } from '../registry/im-node.js';
 import type { UserStore } from '../users/user-store.js';
 import { checkPassword, checkUsername, type PasswordHasher } from '../auth/password.js';
-import { chooseWorker } from './load-balance.js';
+import { chooseWorker } from './im-load-balance.js';
 import { LoginLimiter, type LoginLimits, type LoginOutcome } from './login-limiter.js';
 import type { RateLimitStore } from './rate-limit-store.js';
 import { MemoryRateLimitStore } from './memory-rate-limit-store.js';
@@ -52,7 +53,7 @@ export function connectionsCheckIntervalMs(requestTimeoutMs: number): number {
   return Math.min(1_000, Math.max(10, Math.ceil(requestTimeoutMs / 10)));
 }
 
-export interface GateOptions {
+export interface WebGateOptions {
   host: string;
   port: number;
   registry: Registry;
@@ -105,19 +106,19 @@ interface LoginBody extends Credentials {
   platform?: number;
 }
 
-function publicWorker(w: WorkerInfo) {
+function publicWorker(w: ImNode) {
   return { id: w.id, host: w.host, port: w.port };
 }
 
-export class Gate {
+export class WebGate {
   readonly app: FastifyInstance;
-  readonly #o: GateOptions;
+  readonly #o: WebGateOptions;
   readonly #limiter: LoginLimiter;
   /** Verified against for unknown users, so a wrong username costs as long as a wrong password. */
   #decoy: Promise<string> | undefined;
   #hashing = 0;
 
-  constructor(options: GateOptions) {
+  constructor(options: WebGateOptions) {
     this.#o = options;
     this.#limiter = new LoginLimiter(options.rateLimits ?? new MemoryRateLimitStore(), options.limits);
     const timeoutMs = options.limits.requestTimeoutMs;

@@ -3,14 +3,14 @@
 // injected; the rest come back as fallbacks, least loaded first.
 
 import t from 'tap';
-import { chooseWorker } from '../../src/gate/load-balance.js';
-import type { WorkerInfo } from '../../src/registry/registry.js';
+import { chooseWorker } from '../../src/gate/im-load-balance.js';
+import type { ImNode } from '../../src/registry/im-node.js';
 
-function worker(id: string, balance: number): WorkerInfo {
+function worker(id: string, balance: number): ImNode {
   return { id, host: '127.0.0.1', port: 9000 + Number(id.replace(/\D/g, '') || 0), balance, startedAt: 0, version: 'test', ready: true };
 }
 
-const ids = (workers: readonly WorkerInfo[]) => workers.map((w) => w.id);
+const ids = (workers: readonly ImNode[]) => workers.map((w) => w.id);
 
 /** A `random` that returns `values` in turn (and fails the test if asked more often). */
 function sequence(...values: number[]): () => number {
@@ -121,7 +121,7 @@ t.test('an unready worker is never chosen, nor a fallback, however idle', async 
 
 t.test('an unreachable worker is not chosen; it comes after every reachable one among the fallbacks', async (t) => {
   const down = new Set(['w1', 'w4']);
-  const reachable = (w: WorkerInfo) => !down.has(w.id);
+  const reachable = (w: ImNode) => !down.has(w.id);
   const workers = [worker('w1', 0), worker('w2', 7), worker('w3', 9), worker('w4', 1)];
   for (const r of [0, 0.5, 0.999999]) {
     const choice = chooseWorker(workers, () => r, reachable)!;

@@ -7,12 +7,12 @@
 // gate could not reach comes last among the fallbacks, since it may be back by the time the
 // client gets there.
 
-import type { WorkerInfo } from '../registry/registry.js';
+import type { ImNode } from '../registry/im-node.js';
 
 export interface Choice {
-  worker: WorkerInfo;
+  worker: ImNode;
   /** The others, least loaded first: where to go if `worker` cannot be reached. */
-  fallbacks: WorkerInfo[];
+  fallbacks: ImNode[];
 }
 
 /** Workers whose balance is within this fraction of the least (or 1 session) count as equal. */
@@ -20,13 +20,13 @@ const MARGIN = 0.1;
 
 /** Undefined when no worker is both ready and reachable. */
 export function chooseWorker(
-  workers: readonly WorkerInfo[],
+  workers: readonly ImNode[],
   random: () => number = Math.random,
-  reachable: (worker: WorkerInfo) => boolean = () => true,
+  reachable: (worker: ImNode) => boolean = () => true,
 ): Choice | undefined {
-  const byLoad = (a: WorkerInfo, b: WorkerInfo) => a.balance - b.balance || a.id.localeCompare(b.id);
-  const usable: WorkerInfo[] = [];
-  const unreachable: WorkerInfo[] = [];
+  const byLoad = (a: ImNode, b: ImNode) => a.balance - b.balance || a.id.localeCompare(b.id);
+  const usable: ImNode[] = [];
+  const unreachable: ImNode[] = [];
   for (const w of workers) if (w.ready) (reachable(w) ? usable : unreachable).push(w);
   if (usable.length === 0) return undefined;
   const sorted = usable.sort(byLoad);

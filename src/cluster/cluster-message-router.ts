@@ -1,40 +1,42 @@
-// ClusterRouter: delivers a stored message to the recipient's sessions on this worker and
-// forwards one PEER_DELIVER frame to each other worker that holds any of them (RouteCache, so
-// no SessionStore read per message). Logins and logouts are announced to every peer
-// (SESSION_ON / SESSION_OFF, the original notification types) so their caches drop the user.
+// ClusterMessageRouter: the cluster's MessageRouter (server/cluster-seam.ts). Delivers a stored
+// message to the recipient's sessions on this worker and forwards one PEER_DELIVER frame to each
+// other worker that holds any of them (RouteCache, so no SessionStore read per message), through
+// the WorkerRouter's peer links. Logins and logouts are announced to every peer (SESSION_ON /
+// SESSION_OFF, the original notification types) so their caches drop the user.
 //
 // A message stored while a peer still had a stale "not here" entry for a user who just logged
 // in on this worker would miss that session; so each new session re-reads its inbox once the
 // announcement has had time to spread and once more after a cache TTL (recheck queue).
 // A worker that registers again after its ZooKeeper session expired was dropped by the others
-// meanwhile (links closed, frames dropped, its sessions purged): it treats all its sessions as
-// new logins then, announcing them again and scheduling the same rechecks.
+// meanwhile (links closed, frames dropped, its sessions purged): once SessionDistributed has
+// published its sessions again, it treats them all as new logins, announcing them again and
+// scheduling the same rechecks.
 
 import type { Logger } from '../log.js';
-import type { Registry } from '../registry/registry.js';
 import { encodeMessageFrame } from '../protocol/codec.js';
 import { notification } from '../protocol/messages.js';
 import { HeadType, NotificationType } from '../protocol/types.js';
 import type { LocalSession } from '../session/local-session.js';
+import type { SessionDistributed } from '../session/session-distributed.js';
 import type { LocalPort, MessageRouter } from '../server/cluster-seam.js';
 import type { RouteCache } from './route-cache.js';
 import type { WorkerRouter } from './worker-router.js';
 
-export interface ClusterRouterOptions {
+export interface ClusterMessageRouterOptions {
   local: LocalPort;
   workers: WorkerRouter;
   routes: RouteCache;
   selfId: () => string;
   routeCacheTtlMs: number;
-  /** Followed for re-registrations (after a session expiry). */
-  registry: Pick<Registry, 'onRegistered'>;
+  /** Followed for the re-publishing after a re-registration (after a session expiry). */
+  directory: Pick<SessionDistributed, 'onRepublished'>;
   log: Logger;
 }
 
 const RECHECK_TICK_MS = 250;
 
-export class ClusterRouter implements MessageRouter {
-  readonly #o: ClusterRouterOptions;
+export class ClusterMessageRouter implements MessageRouter {
+  readonly #o: ClusterMessageRouterOptions;
   /**
    * Users whose local sessions re-read their inbox at `at`: one queue per delay, so each is in
    * time order as it is appended to (no sort per login).
@@ -45,14 +47,11 @@ export class ClusterRouter implements MessageRouter {
   readonly #timer: NodeJS.Timeout;
   readonly #unsubscribe: () => void;
 
-  constructor(options: ClusterRouterOptions) {
+  constructor(options: ClusterMessageRouterOptions) {
     this.#o = options;
     this.#timer = setInterval(() => this.#runRechecks(), RECHECK_TICK_MS);
     this.#timer.unref();
-    let registrations = 0;
-    this.#unsubscribe = options.registry.onRegistered(() => {
-      if (++registrations > 1) this.#registeredAgain();
-    });
+    this.#unsubscribe = options.directory.onRepublished(() => this.#registeredAgain());
   }
 
   deliver(uid: string, seq: number, body: Uint8Array, epoch: number): void {

@@ -1,5 +1,7 @@
-// OnlineCounter: cluster-wide online users and sessions, one ZooKeeper read for anyone (the
-// gate, any worker): `<root>/online` holds {users, sessions}.
+// ZooKeeperOnlineCounter: the cluster's OnlineCounter (online-counter.ts), one ZooKeeper read
+// for anyone (the gate, any worker): `<root>/online` holds {users, sessions}. It works on the
+// registry's ZooKeeper connection (ZooKeeperRegistry.zookeeper): one session per process, whose
+// expiry takes this worker's share with it as it takes its znode.
 //
 // As in the seed design it lives in ZooKeeper, without the seed's contention and silent
 // give-up: each worker adds its local change to the aggregate at most once per `intervalMs`,
@@ -11,31 +13,19 @@
 //
 // `users` counts distinct users per worker: a user with devices on two workers counts twice.
 //
-// With a digest identity the nodes get the cluster ACL (registry/cluster-acl.ts): only workers
-// change the counts; the gate, a reader, only reads them.
+// With a digest identity the nodes get the cluster ACL (cluster-acl.ts): only workers change
+// the counts; the gate, a reader, only reads them.
 
 import type { Logger } from '../log.js';
-import { ZK_MODE, ZK_RC, ZooKeeperSession, hasRc, type ZooKeeperDigestAuth } from '../registry/zookeeper-client.js';
-import { ClusterAcl } from '../registry/cluster-acl.js';
+import { ZK_MODE, ZK_RC, hasRc, type ZooKeeperSession } from './zookeeper-client.js';
+import { ClusterAcl } from './cluster-acl.js';
+import type { ZooKeeperConnection } from './zk-connection.js';
+import type { LocalCounts, OnlineCounter, OnlineCounts } from './online-counter.js';
 
-export interface OnlineCounts {
-  users: number;
-  sessions: number;
-}
-
-export interface OnlineCounterOptions {
-  connect: string;
-  root: string;
-  sessionTimeoutMs: number;
-  /** This worker's id, '' until registered. */
-  selfId: () => string;
-  /** This worker's current counts. */
-  local: () => OnlineCounts;
+export interface ZooKeeperOnlineCounterOptions extends LocalCounts {
+  /** The process's ZooKeeper connection (the registry's), with its root and identity; not closed by close(). */
+  zookeeper: ZooKeeperConnection;
   intervalMs?: number;
-  /** This process's ZooKeeper digest identity (workers: theirs; the gate: a reader's). */
-  auth?: ZooKeeperDigestAuth;
-  /** Digest ids granted READ on the nodes a worker creates (the gates'). */
-  readers?: readonly string[];
   log: Logger;
 }
 
@@ -54,42 +44,40 @@ function encode(counts: OnlineCounts): Buffer {
   return Buffer.from(JSON.stringify({ users: counts.users, sessions: counts.sessions }));
 }
 
-export class OnlineCounter {
-  readonly #o: Required<Omit<OnlineCounterOptions, 'intervalMs' | 'auth' | 'readers'>> & { intervalMs: number };
+export class ZooKeeperOnlineCounter implements OnlineCounter {
+  readonly #o: Required<Omit<ZooKeeperOnlineCounterOptions, 'zookeeper'>>;
+  readonly #zk: ZooKeeperConnection;
   readonly #aggregate: string;
   readonly #perWorker: string;
   readonly #acl: ClusterAcl;
-  #zk: ZooKeeperSession | undefined;
   /** The session in which the tree was made (or its ACL set again). */
   #treeSession: ZooKeeperSession | undefined;
-  /** Resolves once the current session is connected. */
-  #connected: Promise<void> = Promise.resolve();
   #timer: NodeJS.Timeout | undefined;
   #busy = false;
   #closed = false;
   /** Counts already added to the aggregate by this worker. */
   #flushed: OnlineCounts = { ...ZERO };
-  /** What this worker's ephemeral node says. */
-  #published: OnlineCounts | undefined;
+  /** What this worker's ephemeral node says, and in which session (a new one has none yet). */
+  #published: { counts: OnlineCounts; session: ZooKeeperSession } | undefined;
 
-  constructor(options: OnlineCounterOptions) {
-    const { auth, readers, ...rest } = options;
+  constructor(options: ZooKeeperOnlineCounterOptions) {
+    const { zookeeper, ...rest } = options;
     this.#o = { intervalMs: 1000, ...rest };
-    this.#aggregate = `${options.root}/online`;
-    this.#perWorker = `${options.root}/online-workers`;
-    this.#acl = new ClusterAcl({ auth, readers }, options.log);
+    this.#zk = zookeeper;
+    this.#aggregate = zookeeper.path('online');
+    this.#perWorker = zookeeper.path('online-workers');
+    // The connection's identity, logging as the counter.
+    this.#acl = new ClusterAcl(zookeeper.access, options.log);
   }
 
   start(): void {
-    this.#connect();
     this.#timer = setInterval(() => void this.#tick(), this.#o.intervalMs);
     this.#timer.unref();
   }
 
   /** The cluster-wide counts as ZooKeeper has them now. */
   async read(): Promise<OnlineCounts> {
-    const zk = this.#connect();
-    await this.#connected;
+    const zk = await this.#zk.whenConnected();
     try {
       return parse((await zk.get(this.#aggregate)).data);
     } catch (err) {
@@ -101,24 +89,6 @@ export class OnlineCounter {
   async close(): Promise<void> {
     this.#closed = true;
     clearInterval(this.#timer);
-    this.#zk?.close();
-  }
-
-  #connect(): ZooKeeperSession {
-    if (this.#zk && !this.#zk.closed) return this.#zk;
-    this.#published = undefined; // a new session has no ephemeral node yet
-    let connected!: () => void;
-    this.#connected = new Promise((resolve) => (connected = resolve));
-    this.#zk = new ZooKeeperSession({
-      connect: this.#o.connect,
-      sessionTimeoutMs: this.#o.sessionTimeoutMs,
-      auth: this.#acl.auth,
-      onConnected: () => connected(),
-      onClosed: (rc) => {
-        if (rc !== 0 && !this.#closed) this.#o.log.warn({ rc }, 'online counter zookeeper session ended; reconnecting');
-      },
-    });
-    return this.#zk;
   }
 
   async #tick(): Promise<void> {
@@ -126,10 +96,9 @@ export class OnlineCounter {
     if (this.#busy || this.#closed || !selfId) return;
     this.#busy = true;
     try {
-      const zk = this.#connect();
-      await this.#connected;
+      const zk = await this.#zk.whenConnected();
       if (this.#treeSession !== zk) {
-        await this.#acl.ensureTree(zk, this.#o.root, [this.#perWorker, this.#aggregate]);
+        await this.#acl.ensureTree(zk, this.#zk.root, [this.#perWorker, this.#aggregate]);
         this.#treeSession = zk;
       }
       const local = this.#o.local();
@@ -137,15 +106,17 @@ export class OnlineCounter {
       await this.#addDelta(zk, local);
       await this.#correctIfLowest(zk, selfId);
     } catch (err) {
-      // Kept for the next tick: the delta is only marked flushed once written.
-      this.#o.log.warn({ err }, 'online counter update failed');
+      // Kept for the next tick: the delta is only marked flushed once written. Closed meanwhile
+      // (the connection too, which ends a wait for it): nothing to report.
+      if (!this.#closed) this.#o.log.warn({ err }, 'online counter update failed');
     } finally {
       this.#busy = false;
     }
   }
 
   async #publish(zk: ZooKeeperSession, selfId: string, local: OnlineCounts): Promise<void> {
-    if (this.#published && this.#published.users === local.users && this.#published.sessions === local.sessions) return;
+    const published = this.#published?.session === zk ? this.#published.counts : undefined;
+    if (published && published.users === local.users && published.sessions === local.sessions) return;
     const path = `${this.#perWorker}/${selfId}`;
     try {
       await this.#acl.create(zk, path, encode(local), ZK_MODE.EPHEMERAL);
@@ -153,7 +124,7 @@ export class OnlineCounter {
       if (!hasRc(err, ZK_RC.NODE_EXISTS)) throw err;
       await zk.set(path, encode(local), -1);
     }
-    this.#published = { ...local };
+    this.#published = { counts: { ...local }, session: zk };
   }
 
   /** Adds what changed locally since the last flush: one versioned read-modify-write. */
