@@ -5,7 +5,8 @@
 import type { GroupLimits } from './group-store.js';
 
 // Shared by every group script. KEYS are always the group's nine keys, in the order of the
-// layout above. A refusal is raised before the script writes anything.
+// layout above. A refusal is raised before the script writes anything. Long because it is Lua
+// text: the helpers every script needs, kept in one string so each script is sent as one.
 function prelude(l: GroupLimits): string {
   return `
 local INFO, MEM, ML, FORMER, FQ, LOG, DD, DDQ, CUR = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
@@ -125,6 +126,8 @@ end
 `;
 }
 
+// One Lua text per operation, each atomic in the group's slot; long only because it is the
+// list of those scripts (each entry is a few dozen lines of Lua, read on its own).
 export function groupScripts(l: GroupLimits) {
   const p = prelude(l);
   return {
