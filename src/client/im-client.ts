@@ -6,48 +6,26 @@
 // and what would only be refused again (an oversized message, a protocol error, a wrong
 // password) is refused or ends the client instead of being retried.
 //
-// Split by job, as ioredis is: this file is the public class (its status, the login, what the
-// server sends, the inbox position and its acks); options.ts its options; transport.ts the
-// connection, attempt after attempt; pending-requests.ts the requests waiting for an answer.
+// Split by job, as ioredis is: this file is the public class (its status, connect, send,
+// logout and close, the one timer); options.ts its options; transport.ts the connection,
+// attempt after attempt; event-handler.ts what happens when the transport reports (the login,
+// what the server sends, the inbox position and its acks, reconnect or end) and the events;
+// pending-requests.ts the requests waiting for an answer.
 
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { SwitchboardError, isErrorCode, type ErrorCode } from '../errors.js';
+import { SwitchboardError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
-import { decodeMessage, encodeMessageFrame, storedRequestBody } from '../protocol/codec.js';
+import { encodeMessageFrame, storedRequestBody } from '../protocol/codec.js';
 import { DELIVERY_OVERHEAD, deliveryFits } from '../protocol/chat-frames.js';
 import { HEADER_LENGTH } from '../protocol/frame.js';
-import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage, type MessageRequest } from '../protocol/types.js';
+import { HeadType, type ImMessage, type MessageRequest } from '../protocol/types.js';
+import { EventHandler, serverError, type ClientInternals, type ClientStatus, type ImClientEvents, type IncomingMessage, type ServerNotification } from './event-handler.js';
 import { clientSettings, defaultRetryStrategy, type ClientSettings, type Endpoint, type ImClientOptions, type RetryStrategy } from './options.js';
 import { PendingRequests } from './pending-requests.js';
 import { Transport } from './transport.js';
 
-export { defaultRetryStrategy, type Endpoint, type ImClientOptions, type RetryStrategy };
-
-export type ClientStatus = 'idle' | 'connecting' | 'ready' | 'reconnecting' | 'closed';
-
-export interface IncomingMessage {
-  /** Position in the recipient's inbox (0 from a server without inboxes). */
-  seq: number;
-  from: string;
-  to: string;
-  content: string;
-  /** The sender's message id, as a decimal string (uint64). */
-  msgId: string;
-  /** The sender's clock (ms) when it sent the message: not to be trusted for display. */
-  time: number;
-  /**
-   * When the server stored the message (ms, the server's clock: MessageRequest.stored_at);
-   * undefined from a server that does not send it.
-   */
-  storedAt: number | undefined;
-  msgType: number;
-  json: string;
-  url: string;
-  property: string;
-  fromNick: string;
-}
-
+export { defaultRetryStrategy, type ClientStatus, type Endpoint, type ImClientEvents, type ImClientOptions, type IncomingMessage, type RetryStrategy, type ServerNotification };
 export interface SendOptions {
   msgType?: number;
   json?: string;
@@ -68,64 +46,6 @@ export interface SendResult {
   duplicate: boolean;
 }
 
-export interface ServerNotification {
-  type: number;
-  data: unknown;
-}
-
-export interface ImClientEvents {
-  status: [ClientStatus];
-  login: [sessionId: string];
-  message: [IncomingMessage];
-  notification: [ServerNotification];
-  /** The server announced it is closing this connection, and why. */
-  closing: [{ code: string; reason: string }];
-  /** Messages after `requested` were pruned from the inbox; the replay starts after `from`. */
-  gap: [{ requested: number; from: number }];
-  /**
-   * The server's inbox lost messages or forked (a data loss, a failover): the position
-   * `requested` (of `previousEpoch`) is void and forgotten, and the replay starts after `from`
-   * in `epoch`. Messages shown before may be shown again; some sent before may be lost.
-   */
-  reset: [{ requested: number; previousEpoch: number; from: number; epoch: number }];
-  /**
-   * A connection was lost or an attempt to make one failed, and why (`reason.code`: the server's
-   * CLOSING code, the gate's code, SB_ERR_CLIENT_CONNECT_FAILED for a socket that never
-   * connected, SB_ERR_CLIENT_CONNECTION_LOST for one that broke). `retryInMs` is the wait before
-   * the next attempt, or null when the client closes for good. Not emitted by close() or logout().
-   */
-  disconnect: [{ reason: SwitchboardError; retryInMs: number | null }];
-  /**
-   * The client closed for good on its own (a refusal or close by the server, a gate refusal,
-   * retrying given up) with no connect() left to reject; only emitted when listened to.
-   */
-  error: [Error];
-}
-
-/**
- * CLOSING codes after which reconnecting would only repeat the refusal or fight another device,
- * and the protocol errors (PROTOCOL.md §9: "fix the client"): reconnecting would send the same
- * frame again and be closed again, each time a fresh login.
- */
-const FINAL_CLOSE_CODES: ReadonlySet<string> = new Set([
-  'SB_ERR_SESSION_REPLACED',
-  'SB_ERR_TOO_MANY_DEVICES',
-  'SB_ERR_FRAME_BAD_MAGIC',
-  'SB_ERR_FRAME_BAD_VERSION',
-  'SB_ERR_FRAME_NEGATIVE_LENGTH',
-  'SB_ERR_FRAME_TOO_LONG',
-  'SB_ERR_BAD_PROTOBUF',
-  'SB_ERR_UNKNOWN_TYPE',
-  'SB_ERR_NOT_LOGGED_IN',
-  'SB_ERR_PRELOGIN_QUEUE_FULL',
-]);
-
-/**
- * Login refusals by a worker that pass: its stores did not answer (PROTOCOL.md §5: log in
- * again, through the gate, after a backoff). Every other refusal ends the client.
- */
-const RETRIED_LOGIN_CODES: ReadonlySet<string> = new Set(['SB_ERR_STORE_UNAVAILABLE']);
-
 /**
  * Bytes a chat message's fields other than its strings can take at most: the tags and length
  * prefixes of MessageRequest's fields, msg_id, time, stored_at and msg_type as 10-byte varints,
@@ -143,6 +63,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   readonly #log: Logger;
   readonly #pending: PendingRequests;
   readonly #transport: Transport;
+  readonly #events: EventHandler;
   #sequence = 0;
   /**
    * Default msgIds count up from a random 53-bit start: msgId is the server's dedupe key per
@@ -152,42 +73,65 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   #msgCount = 0;
   #timer: NodeJS.Timeout | undefined;
   #login: { resolve: () => void; reject: (err: Error) => void } | undefined;
-  #loginSequence = -1;
   #final = false;
   /** logout() is under way: the connection ending is its expected end, not a disconnect. */
   #loggingOut = false;
-  /** Highest inbox sequence processed; undefined until known. */
-  #lastSeq: number | undefined;
-  /** The inbox epoch #lastSeq counts in; 0 while unknown. */
-  #inboxEpoch: number;
-  #ackScheduled = false;
-  readonly #acks: boolean;
-  /** heartbeatIntervalMs as given; undefined: the server's. */
-  readonly #explicitHeartbeat: number | undefined;
-  /** The heartbeat interval in use: the option's, until a login tells the server's. */
-  #heartbeatMs: number;
 
   constructor(options: ImClientOptions) {
     super();
     this.#options = clientSettings(options);
     this.uid = options.uid;
     this.deviceId = options.deviceId ?? '';
-    this.#acks = options.acks ?? true;
-    this.#explicitHeartbeat = options.heartbeatIntervalMs;
-    this.#heartbeatMs = this.#options.heartbeatIntervalMs;
-    this.#lastSeq = options.lastSeq;
-    this.#inboxEpoch = options.lastSeq !== undefined ? (options.inboxEpoch ?? 0) : 0;
     this.#log = (options.log ?? silentLogger()).child({ uid: this.uid, deviceId: this.deviceId });
     this.#pending = new PendingRequests(this.#options.maxPendingRequests, this.#options.requestTimeoutMs);
     const retry = options.retryStrategy === false ? false : (options.retryStrategy ?? defaultRetryStrategy());
+    // The transport reports to the event handler, made next: nothing reports before open().
     this.#transport = new Transport(this.#options, retry, this.#log, {
-      connected: (where) => this.#sendLogin(where),
-      frame: (body) => this.#onFrame(body),
-      down: (reason, retryAfterMs, final) => {
-        if (final) this.#final = true;
-        this.#onDisconnect(reason, retryAfterMs);
-      },
+      connected: (where) => this.#events.connected(where),
+      frame: (body) => this.#events.frame(body),
+      down: (reason, retryAfterMs, final) => this.#events.down(reason, retryAfterMs, final),
     });
+    this.#events = new EventHandler(this.#internals(), options, this.#options, this.#log, this.#pending, this.#transport);
+  }
+
+  /** What the event handler may read and change of this client. */
+  #internals(): ClientInternals {
+    const client = this; // for the accessors, which are not arrows
+    return {
+      get status() {
+        return client.#status;
+      },
+      get sessionId() {
+        return client.#sessionId;
+      },
+      set sessionId(id: string) {
+        client.#sessionId = id;
+      },
+      get final() {
+        return client.#final;
+      },
+      set final(final: boolean) {
+        client.#final = final;
+      },
+      get loggingOut() {
+        return client.#loggingOut;
+      },
+      nextSequence: () => ++this.#sequence,
+      emit: this.emit.bind(this),
+      setStatus: (status) => this.#setStatus(status),
+      startTimer: () => this.#startTimer(),
+      stopTimer: () => {
+        clearInterval(this.#timer);
+        this.#timer = undefined;
+      },
+      loggedIn: () => {
+        const login = this.#login;
+        this.#login = undefined;
+        login?.resolve();
+      },
+      close: (cause) => this.#close(cause),
+      giveUp: (reason) => this.#giveUp(reason),
+    };
   }
 
   get status(): ClientStatus {
@@ -196,17 +140,17 @@ export class ImClient extends EventEmitter<ImClientEvents> {
 
   /** Highest inbox sequence processed by this client; undefined before the first login. */
   get lastSeq(): number | undefined {
-    return this.#lastSeq;
+    return this.#events.lastSeq;
   }
 
   /** The inbox epoch `lastSeq` belongs to; 0 while unknown (before the first login, or an older server). */
   get inboxEpoch(): number {
-    return this.#inboxEpoch;
+    return this.#events.inboxEpoch;
   }
 
   /** The heartbeat interval in use (ms): unless one was given, the server's since a login told one. */
   get heartbeatIntervalMs(): number {
-    return this.#heartbeatMs;
+    return this.#events.heartbeatMs;
   }
 
   /** The server's session id of the current login; '' when not logged in. */
@@ -248,7 +192,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     };
     const tooLarge = this.#sizeCheck(request);
     if (tooLarge) throw tooLarge;
-    const response = await this.#request(HeadType.MESSAGE_REQUEST, { messageRequest: request }, this.#acks);
+    const response = await this.#request(HeadType.MESSAGE_REQUEST, { messageRequest: request }, this.#events.acks);
     const body = response.messageResponse;
     if (!body?.result) throw serverError(body?.errorCode, body?.info, 'message refused');
     return { msgId, sequence: Number(response.sequence), seq: Number(body.seq ?? 0), duplicate: body.duplicate === true };
@@ -318,173 +262,6 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     this.emit('status', status);
   }
 
-  /** Connected: the login, with the position to resume from. */
-  #sendLogin(where: Endpoint): void {
-    this.#loginSequence = ++this.#sequence;
-    this.#transport.write(
-      encodeMessageFrame({
-        type: HeadType.LOGIN_REQUEST,
-        sequence: this.#loginSequence,
-        sessionId: PRE_LOGIN_SESSION_ID,
-        loginRequest: {
-          uid: this.uid,
-          deviceId: this.deviceId,
-          token: where.token,
-          platform: this.#options.platform ?? 0,
-          appVersion: this.#options.appVersion ?? '',
-          acks: this.#acks,
-          ...(this.#lastSeq !== undefined ? { lastSeq: this.#lastSeq } : {}),
-          ...(this.#lastSeq !== undefined && this.#inboxEpoch !== 0 ? { inboxEpoch: this.#inboxEpoch } : {}),
-        },
-      }),
-    );
-  }
-
-  #onFrame(body: Buffer): void {
-    let message: ImMessage;
-    try {
-      message = decodeMessage(body);
-    } catch (err) {
-      this.#log.warn({ err }, 'undecodable frame from server');
-      this.#transport.drop(new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', 'undecodable frame from the server', { cause: err }));
-      return;
-    }
-    switch (message.type) {
-      case HeadType.LOGIN_RESPONSE:
-        this.#onLoginResponse(message);
-        return;
-      case HeadType.MESSAGE_RESPONSE:
-      case HeadType.LOGOUT_RESPONSE:
-        this.#pending.settle(message);
-        return;
-      case HeadType.MESSAGE_REQUEST:
-        this.#onIncoming(message);
-        return;
-      case HeadType.MESSAGE_NOTIFICATION:
-        this.#onNotification(message);
-        return;
-      case HeadType.HEART_BEAT:
-        return;
-      default:
-        this.#log.debug({ type: message.type }, 'ignoring unknown message type');
-    }
-  }
-
-  #onLoginResponse(message: ImMessage): void {
-    const body = message.loginResponse;
-    if (Number(message.sequence) !== this.#loginSequence) return;
-    if (!body?.result) {
-      const err = serverError(body?.errorCode, body?.info, 'login refused', 'SB_ERR_CLIENT_LOGIN_FAILED');
-      this.#log.warn({ code: err.code, reason: err.message }, 'login refused');
-      if (RETRIED_LOGIN_CODES.has(err.code)) {
-        // The server closes the connection behind the refusal: the reconnect, after a backoff,
-        // logs in again (through the gate, when there is one, which hands out workers that can serve).
-        this.#transport.drop(err);
-        return;
-      }
-      this.#finalDisconnect(err);
-      return;
-    }
-    this.#sessionId = message.sessionId ?? '';
-    this.#transport.loggedIn();
-    const serverHeartbeat = body.heartbeatIntervalMs ?? 0;
-    if (serverHeartbeat > 0 && this.#explicitHeartbeat === undefined) this.#heartbeatMs = serverHeartbeat;
-    const syncFrom = Number(body.syncFrom ?? 0);
-    const epoch = Number(body.inboxEpoch ?? 0);
-    const requested = this.#lastSeq ?? 0;
-    const previousEpoch = this.#inboxEpoch;
-    // The replay starts after syncFrom, whatever we asked for: past a gap it is higher, and
-    // after a reset (an inbox that lost its messages or forked) it is lower. Keeping the old
-    // position, which is also what drops resent messages, would drop the new seq 1, 2, ... as
-    // already processed: it is forgotten.
-    // A device that had a position is told where it is now (a new epoch included, e.g. the first
-    // one a server tells it); one without a position gets it with its first delivery.
-    const moved = this.#lastSeq !== undefined && (this.#lastSeq !== syncFrom || (epoch !== 0 && epoch !== previousEpoch));
-    this.#lastSeq = syncFrom;
-    if (epoch !== 0) this.#inboxEpoch = epoch;
-    if (moved) this.#options.savePosition?.(syncFrom, this.#inboxEpoch);
-    if (body.reset) {
-      this.#log.warn({ requested, previousEpoch, from: syncFrom, epoch }, 'inbox reset: position forgotten');
-      this.emit('reset', { requested, previousEpoch, from: syncFrom, epoch });
-    } else if (body.gap) {
-      this.emit('gap', { requested, from: syncFrom });
-    }
-    this.#setStatus('ready');
-    // A request made before the login started the timer at the interval then known: restart it
-    // at the one just told, or the server closes the connection for idleness.
-    clearInterval(this.#timer);
-    this.#timer = undefined;
-    this.#startTimer();
-    this.#pending.flushUnsent((frame) => this.#transport.write(frame));
-    this.emit('login', this.#sessionId);
-    const login = this.#login;
-    this.#login = undefined;
-    login?.resolve();
-  }
-
-  #onIncoming(message: ImMessage): void {
-    const m = message.messageRequest;
-    if (!m) return;
-    const seq = Number(m.seq ?? 0);
-    if (seq > 0) {
-      // A resend of something already processed: acknowledge again, show nothing.
-      if (this.#lastSeq !== undefined && seq <= this.#lastSeq) {
-        this.#scheduleAck();
-        return;
-      }
-    }
-    this.emit('message', {
-      seq,
-      from: m.from ?? '',
-      to: m.to ?? '',
-      content: m.content ?? '',
-      msgId: String(m.msgId ?? 0),
-      time: Number(m.time ?? 0),
-      storedAt: m.storedAt ? Number(m.storedAt) : undefined,
-      msgType: m.msgType ?? 0,
-      json: m.json ?? '',
-      url: m.url ?? '',
-      property: m.property ?? '',
-      fromNick: m.fromNick ?? '',
-    });
-    // Processed once the listeners returned: that is the position to acknowledge and keep.
-    if (seq > 0) {
-      this.#lastSeq = seq;
-      this.#options.savePosition?.(seq, this.#inboxEpoch);
-      this.#scheduleAck();
-    }
-  }
-
-  /** One cumulative MESSAGE_ACK per tick, for the highest sequence processed. */
-  #scheduleAck(): void {
-    if (!this.#acks || this.#ackScheduled) return;
-    this.#ackScheduled = true;
-    process.nextTick(() => {
-      this.#ackScheduled = false;
-      if (this.#status !== 'ready' || this.#lastSeq === undefined) return;
-      this.#transport.write(encodeMessageFrame({ type: HeadType.MESSAGE_ACK, sessionId: this.#sessionId, ack: { seq: this.#lastSeq } }));
-    });
-  }
-
-  #onNotification(message: ImMessage): void {
-    let parsed: ServerNotification;
-    try {
-      parsed = JSON.parse(message.notification?.json ?? '') as ServerNotification;
-    } catch {
-      this.#log.debug('ignoring notification that is not JSON');
-      return;
-    }
-    if (parsed.type === NotificationType.CLOSING) {
-      const data = (parsed.data ?? {}) as { code?: string; reason?: string };
-      const closing = { code: data.code ?? 'SB_ERR_INTERNAL', reason: data.reason ?? '' };
-      if (FINAL_CLOSE_CODES.has(closing.code)) this.#final = true;
-      this.#transport.closingFor(serverError(closing.code, closing.reason, 'the server closed the connection'));
-      this.emit('closing', closing);
-      return;
-    }
-    this.emit('notification', parsed);
-  }
-
   #request(type: number, body: Partial<ImMessage>, retry: boolean): Promise<ImMessage> {
     const sequence = ++this.#sequence;
     if (this.#status === 'closed') return Promise.reject(new SwitchboardError('SB_ERR_CLIENT_CLOSED'));
@@ -504,7 +281,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   /** One timer serves heartbeats, request deadlines and the dead-server check. */
   #startTimer(): void {
     if (this.#timer) return;
-    const heartbeatMs = this.#heartbeatMs;
+    const heartbeatMs = this.#events.heartbeatMs;
     const period = Math.min(heartbeatMs, Math.max(10, Math.floor(this.#options.requestTimeoutMs / 4)));
     let sinceHeartbeat = 0;
     this.#timer = setInterval(() => {
@@ -525,44 +302,6 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     this.#timer.unref();
   }
 
-  /** The connection (or the attempt to make one) is gone, for `reason`: reconnect, or end. */
-  #onDisconnect(reason: SwitchboardError, retryAfterMs: number): void {
-    this.#sessionId = '';
-    clearInterval(this.#timer);
-    this.#timer = undefined;
-    const final = this.#final || !this.#transport.reconnects;
-    // Sent but unanswered: the server may or may not have taken them. An ack client's chat
-    // messages go again after the reconnect (deduplicated by msg_id); anything else cannot be
-    // known. When the server ends the client for good (a protocol error: one of them is the
-    // frame at fault), they fail with the server's reason.
-    const closedBy = final && FINAL_CLOSE_CODES.has(reason.code);
-    this.#pending.connectionLost(final, () => (closedBy ? reason : new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', undefined, { cause: reason })));
-    if (this.#loggingOut) {
-      this.#close(undefined);
-      return;
-    }
-    if (final) {
-      this.#finalDisconnect(reason);
-      return;
-    }
-    const { attempt, delay } = this.#transport.nextDelay(retryAfterMs);
-    this.#log.info({ attempt, delay, code: reason.code, reason: reason.message }, delay === null ? 'giving up' : 'reconnecting');
-    this.emit('disconnect', { reason, retryInMs: delay });
-    if (delay === null) {
-      this.#giveUp(reason);
-      return;
-    }
-    this.#setStatus('reconnecting');
-    this.#transport.reconnectIn(delay);
-    if (this.#pending.size > 0) this.#startTimer();
-  }
-
-  /** Ends the client for `reason`, after which no attempt is made. */
-  #finalDisconnect(reason: SwitchboardError): void {
-    this.emit('disconnect', { reason, retryInMs: null });
-    this.#giveUp(reason);
-  }
-
   /** Closes; a connect() still waiting rejects with `reason`, else it is an 'error' event, if anyone listens. */
   #giveUp(reason: SwitchboardError): void {
     const login = this.#login;
@@ -571,9 +310,4 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     if (login) login.reject(reason);
     else if (this.listenerCount('error') > 0) this.emit('error', reason);
   }
-}
-
-function serverError(errorCode: string | undefined, info: string | undefined, fallback: string, otherwise: ErrorCode = 'SB_ERR_INTERNAL'): SwitchboardError {
-  const code = errorCode && isErrorCode(errorCode) ? errorCode : otherwise;
-  return new SwitchboardError(code, info || fallback);
 }

@@ -1,0 +1,387 @@
+// What an ImClient does when its transport reports something, as ioredis's event_handler: a
+// socket connected (log in, with the position to resume from), a frame came (the login's answer,
+// request answers, deliveries and their acks, notifications), the connection went (reconnect
+// after the retry strategy's delay, or end). It keeps the inbox position and the heartbeat
+// interval in use; the rest of its client it reaches through ClientInternals. The events the
+// client emits are declared here, with the code that emits most of them.
+
+import type { EventEmitter } from 'node:events';
+import { SwitchboardError, isErrorCode, type ErrorCode } from '../errors.js';
+import type { Logger } from '../log.js';
+import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
+import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage } from '../protocol/types.js';
+import type { ClientSettings, Endpoint, ImClientOptions } from './options.js';
+import type { PendingRequests } from './pending-requests.js';
+import type { Transport, TransportHandlers } from './transport.js';
+
+export type ClientStatus = 'idle' | 'connecting' | 'ready' | 'reconnecting' | 'closed';
+
+export interface IncomingMessage {
+  /** Position in the recipient's inbox (0 from a server without inboxes). */
+  seq: number;
+  from: string;
+  to: string;
+  content: string;
+  /** The sender's message id, as a decimal string (uint64). */
+  msgId: string;
+  /** The sender's clock (ms) when it sent the message: not to be trusted for display. */
+  time: number;
+  /**
+   * When the server stored the message (ms, the server's clock: MessageRequest.stored_at);
+   * undefined from a server that does not send it.
+   */
+  storedAt: number | undefined;
+  msgType: number;
+  json: string;
+  url: string;
+  property: string;
+  fromNick: string;
+}
+
+export interface ServerNotification {
+  type: number;
+  data: unknown;
+}
+
+export interface ImClientEvents {
+  status: [ClientStatus];
+  login: [sessionId: string];
+  message: [IncomingMessage];
+  notification: [ServerNotification];
+  /** The server announced it is closing this connection, and why. */
+  closing: [{ code: string; reason: string }];
+  /** Messages after `requested` were pruned from the inbox; the replay starts after `from`. */
+  gap: [{ requested: number; from: number }];
+  /**
+   * The server's inbox lost messages or forked (a data loss, a failover): the position
+   * `requested` (of `previousEpoch`) is void and forgotten, and the replay starts after `from`
+   * in `epoch`. Messages shown before may be shown again; some sent before may be lost.
+   */
+  reset: [{ requested: number; previousEpoch: number; from: number; epoch: number }];
+  /**
+   * A connection was lost or an attempt to make one failed, and why (`reason.code`: the server's
+   * CLOSING code, the gate's code, SB_ERR_CLIENT_CONNECT_FAILED for a socket that never
+   * connected, SB_ERR_CLIENT_CONNECTION_LOST for one that broke). `retryInMs` is the wait before
+   * the next attempt, or null when the client closes for good. Not emitted by close() or logout().
+   */
+  disconnect: [{ reason: SwitchboardError; retryInMs: number | null }];
+  /**
+   * The client closed for good on its own (a refusal or close by the server, a gate refusal,
+   * retrying given up) with no connect() left to reject; only emitted when listened to.
+   */
+  error: [Error];
+}
+
+/**
+ * CLOSING codes after which reconnecting would only repeat the refusal or fight another device,
+ * and the protocol errors (PROTOCOL.md §9: "fix the client"): reconnecting would send the same
+ * frame again and be closed again, each time a fresh login.
+ */
+const FINAL_CLOSE_CODES: ReadonlySet<string> = new Set([
+  'SB_ERR_SESSION_REPLACED',
+  'SB_ERR_TOO_MANY_DEVICES',
+  'SB_ERR_FRAME_BAD_MAGIC',
+  'SB_ERR_FRAME_BAD_VERSION',
+  'SB_ERR_FRAME_NEGATIVE_LENGTH',
+  'SB_ERR_FRAME_TOO_LONG',
+  'SB_ERR_BAD_PROTOBUF',
+  'SB_ERR_UNKNOWN_TYPE',
+  'SB_ERR_NOT_LOGGED_IN',
+  'SB_ERR_PRELOGIN_QUEUE_FULL',
+]);
+
+/**
+ * Login refusals by a worker that pass: its stores did not answer (PROTOCOL.md §5: log in
+ * again, through the gate, after a backoff). Every other refusal ends the client.
+ */
+const RETRIED_LOGIN_CODES: ReadonlySet<string> = new Set(['SB_ERR_STORE_UNAVAILABLE']);
+
+/** What the event handler reads and changes of its ImClient (its private state and steps). */
+export interface ClientInternals {
+  readonly status: ClientStatus;
+  /** The current login's session id; '' when not logged in. */
+  sessionId: string;
+  /** Set: no attempt follows the current connection. */
+  final: boolean;
+  /** logout() is under way: the connection ending is its expected end, not a disconnect. */
+  readonly loggingOut: boolean;
+  /** The next envelope sequence of this client. */
+  nextSequence(): number;
+  emit: EventEmitter<ImClientEvents>['emit'];
+  setStatus(status: ClientStatus): void;
+  /** The one timer (heartbeats, deadlines), at the heartbeat interval in use; no-op when it runs. */
+  startTimer(): void;
+  stopTimer(): void;
+  /** The login went through: a connect() waiting for it resolves. */
+  loggedIn(): void;
+  /** close(), with the reason the client gives up, if any. */
+  close(cause: SwitchboardError | undefined): void;
+  /** Closes; a connect() still waiting rejects with `reason`, else an 'error' event, if listened to. */
+  giveUp(reason: SwitchboardError): void;
+}
+
+/** The ImClient's transport handlers, and the state only they change. */
+export class EventHandler implements TransportHandlers {
+  readonly #client: ClientInternals;
+  readonly #uid: string;
+  readonly #deviceId: string;
+  readonly #settings: ClientSettings;
+  readonly #log: Logger;
+  readonly #pending: PendingRequests;
+  readonly #transport: Transport;
+  readonly #acks: boolean;
+  #loginSequence = -1;
+  /** Highest inbox sequence processed; undefined until known. */
+  #lastSeq: number | undefined;
+  /** The inbox epoch #lastSeq counts in; 0 while unknown. */
+  #inboxEpoch: number;
+  #ackScheduled = false;
+  /** heartbeatIntervalMs as given; undefined: the server's. */
+  readonly #explicitHeartbeat: number | undefined;
+  /** The heartbeat interval in use: the option's, until a login tells the server's. */
+  #heartbeatMs: number;
+
+  constructor(client: ClientInternals, options: ImClientOptions, settings: ClientSettings, log: Logger, pending: PendingRequests, transport: Transport) {
+    this.#client = client;
+    this.#uid = options.uid;
+    this.#deviceId = options.deviceId ?? '';
+    this.#settings = settings;
+    this.#log = log;
+    this.#pending = pending;
+    this.#transport = transport;
+    this.#acks = options.acks ?? true;
+    this.#explicitHeartbeat = options.heartbeatIntervalMs;
+    this.#heartbeatMs = settings.heartbeatIntervalMs;
+    this.#lastSeq = options.lastSeq;
+    this.#inboxEpoch = options.lastSeq !== undefined ? (options.inboxEpoch ?? 0) : 0;
+  }
+
+  get acks(): boolean {
+    return this.#acks;
+  }
+
+  get lastSeq(): number | undefined {
+    return this.#lastSeq;
+  }
+
+  get inboxEpoch(): number {
+    return this.#inboxEpoch;
+  }
+
+  get heartbeatMs(): number {
+    return this.#heartbeatMs;
+  }
+
+  /** Connected: the login, with the position to resume from. */
+  connected(where: Endpoint): void {
+    this.#loginSequence = this.#client.nextSequence();
+    this.#transport.write(
+      encodeMessageFrame({
+        type: HeadType.LOGIN_REQUEST,
+        sequence: this.#loginSequence,
+        sessionId: PRE_LOGIN_SESSION_ID,
+        loginRequest: {
+          uid: this.#uid,
+          deviceId: this.#deviceId,
+          token: where.token,
+          platform: this.#settings.platform ?? 0,
+          appVersion: this.#settings.appVersion ?? '',
+          acks: this.#acks,
+          ...(this.#lastSeq !== undefined ? { lastSeq: this.#lastSeq } : {}),
+          ...(this.#lastSeq !== undefined && this.#inboxEpoch !== 0 ? { inboxEpoch: this.#inboxEpoch } : {}),
+        },
+      }),
+    );
+  }
+
+  frame(body: Buffer): void {
+    let message: ImMessage;
+    try {
+      message = decodeMessage(body);
+    } catch (err) {
+      this.#log.warn({ err }, 'undecodable frame from server');
+      this.#transport.drop(new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', 'undecodable frame from the server', { cause: err }));
+      return;
+    }
+    switch (message.type) {
+      case HeadType.LOGIN_RESPONSE:
+        this.#onLoginResponse(message);
+        return;
+      case HeadType.MESSAGE_RESPONSE:
+      case HeadType.LOGOUT_RESPONSE:
+        this.#pending.settle(message);
+        return;
+      case HeadType.MESSAGE_REQUEST:
+        this.#onIncoming(message);
+        return;
+      case HeadType.MESSAGE_NOTIFICATION:
+        this.#onNotification(message);
+        return;
+      case HeadType.HEART_BEAT:
+        return;
+      default:
+        this.#log.debug({ type: message.type }, 'ignoring unknown message type');
+    }
+  }
+
+  /**
+   * The connection (or the attempt to make one) is gone, for `reason`: reconnect, or end.
+   * `final`: the transport knows another attempt would be refused again.
+   */
+  down(reason: SwitchboardError, retryAfterMs: number, final: boolean): void {
+    const client = this.#client;
+    if (final) client.final = true;
+    client.sessionId = '';
+    client.stopTimer();
+    const ends = client.final || !this.#transport.reconnects;
+    // Sent but unanswered: the server may or may not have taken them. An ack client's chat
+    // messages go again after the reconnect (deduplicated by msg_id); anything else cannot be
+    // known. When the server ends the client for good (a protocol error: one of them is the
+    // frame at fault), they fail with the server's reason.
+    const closedBy = ends && FINAL_CLOSE_CODES.has(reason.code);
+    this.#pending.connectionLost(ends, () => (closedBy ? reason : new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', undefined, { cause: reason })));
+    if (client.loggingOut) {
+      client.close(undefined);
+      return;
+    }
+    if (ends) {
+      this.#finalDisconnect(reason);
+      return;
+    }
+    const { attempt, delay } = this.#transport.nextDelay(retryAfterMs);
+    this.#log.info({ attempt, delay, code: reason.code, reason: reason.message }, delay === null ? 'giving up' : 'reconnecting');
+    client.emit('disconnect', { reason, retryInMs: delay });
+    if (delay === null) {
+      client.giveUp(reason);
+      return;
+    }
+    client.setStatus('reconnecting');
+    this.#transport.reconnectIn(delay);
+    if (this.#pending.size > 0) client.startTimer();
+  }
+
+  /** Ends the client for `reason`, after which no attempt is made. */
+  #finalDisconnect(reason: SwitchboardError): void {
+    this.#client.emit('disconnect', { reason, retryInMs: null });
+    this.#client.giveUp(reason);
+  }
+
+  #onLoginResponse(message: ImMessage): void {
+    const client = this.#client;
+    const body = message.loginResponse;
+    if (Number(message.sequence) !== this.#loginSequence) return;
+    if (!body?.result) {
+      const err = serverError(body?.errorCode, body?.info, 'login refused', 'SB_ERR_CLIENT_LOGIN_FAILED');
+      this.#log.warn({ code: err.code, reason: err.message }, 'login refused');
+      if (RETRIED_LOGIN_CODES.has(err.code)) {
+        // The server closes the connection behind the refusal: the reconnect, after a backoff,
+        // logs in again (through the gate, when there is one, which hands out workers that can serve).
+        this.#transport.drop(err);
+        return;
+      }
+      this.#finalDisconnect(err);
+      return;
+    }
+    client.sessionId = message.sessionId ?? '';
+    this.#transport.loggedIn();
+    const serverHeartbeat = body.heartbeatIntervalMs ?? 0;
+    if (serverHeartbeat > 0 && this.#explicitHeartbeat === undefined) this.#heartbeatMs = serverHeartbeat;
+    const syncFrom = Number(body.syncFrom ?? 0);
+    const epoch = Number(body.inboxEpoch ?? 0);
+    const requested = this.#lastSeq ?? 0;
+    const previousEpoch = this.#inboxEpoch;
+    // The replay starts after syncFrom, whatever we asked for: past a gap it is higher, and
+    // after a reset (an inbox that lost its messages or forked) it is lower. Keeping the old
+    // position, which is also what drops resent messages, would drop the new seq 1, 2, ... as
+    // already processed: it is forgotten.
+    // A device that had a position is told where it is now (a new epoch included, e.g. the first
+    // one a server tells it); one without a position gets it with its first delivery.
+    const moved = this.#lastSeq !== undefined && (this.#lastSeq !== syncFrom || (epoch !== 0 && epoch !== previousEpoch));
+    this.#lastSeq = syncFrom;
+    if (epoch !== 0) this.#inboxEpoch = epoch;
+    if (moved) this.#settings.savePosition?.(syncFrom, this.#inboxEpoch);
+    if (body.reset) {
+      this.#log.warn({ requested, previousEpoch, from: syncFrom, epoch }, 'inbox reset: position forgotten');
+      client.emit('reset', { requested, previousEpoch, from: syncFrom, epoch });
+    } else if (body.gap) {
+      client.emit('gap', { requested, from: syncFrom });
+    }
+    client.setStatus('ready');
+    // A request made before the login started the timer at the interval then known: restart it
+    // at the one just told, or the server closes the connection for idleness.
+    client.stopTimer();
+    client.startTimer();
+    this.#pending.flushUnsent((frame) => this.#transport.write(frame));
+    client.emit('login', client.sessionId);
+    client.loggedIn();
+  }
+
+  #onIncoming(message: ImMessage): void {
+    const m = message.messageRequest;
+    if (!m) return;
+    const seq = Number(m.seq ?? 0);
+    if (seq > 0) {
+      // A resend of something already processed: acknowledge again, show nothing.
+      if (this.#lastSeq !== undefined && seq <= this.#lastSeq) {
+        this.#scheduleAck();
+        return;
+      }
+    }
+    this.#client.emit('message', {
+      seq,
+      from: m.from ?? '',
+      to: m.to ?? '',
+      content: m.content ?? '',
+      msgId: String(m.msgId ?? 0),
+      time: Number(m.time ?? 0),
+      storedAt: m.storedAt ? Number(m.storedAt) : undefined,
+      msgType: m.msgType ?? 0,
+      json: m.json ?? '',
+      url: m.url ?? '',
+      property: m.property ?? '',
+      fromNick: m.fromNick ?? '',
+    });
+    // Processed once the listeners returned: that is the position to acknowledge and keep.
+    if (seq > 0) {
+      this.#lastSeq = seq;
+      this.#settings.savePosition?.(seq, this.#inboxEpoch);
+      this.#scheduleAck();
+    }
+  }
+
+  /** One cumulative MESSAGE_ACK per tick, for the highest sequence processed. */
+  #scheduleAck(): void {
+    if (!this.#acks || this.#ackScheduled) return;
+    this.#ackScheduled = true;
+    process.nextTick(() => {
+      this.#ackScheduled = false;
+      if (this.#client.status !== 'ready' || this.#lastSeq === undefined) return;
+      this.#transport.write(encodeMessageFrame({ type: HeadType.MESSAGE_ACK, sessionId: this.#client.sessionId, ack: { seq: this.#lastSeq } }));
+    });
+  }
+
+  #onNotification(message: ImMessage): void {
+    let parsed: ServerNotification;
+    try {
+      parsed = JSON.parse(message.notification?.json ?? '') as ServerNotification;
+    } catch {
+      this.#log.debug('ignoring notification that is not JSON');
+      return;
+    }
+    if (parsed.type === NotificationType.CLOSING) {
+      const data = (parsed.data ?? {}) as { code?: string; reason?: string };
+      const closing = { code: data.code ?? 'SB_ERR_INTERNAL', reason: data.reason ?? '' };
+      if (FINAL_CLOSE_CODES.has(closing.code)) this.#client.final = true;
+      this.#transport.closingFor(serverError(closing.code, closing.reason, 'the server closed the connection'));
+      this.#client.emit('closing', closing);
+      return;
+    }
+    this.#client.emit('notification', parsed);
+  }
+}
+
+/** The server's error code as a SwitchboardError (`otherwise` for a code this client does not know). */
+export function serverError(errorCode: string | undefined, info: string | undefined, fallback: string, otherwise: ErrorCode = 'SB_ERR_INTERNAL'): SwitchboardError {
+  const code = errorCode && isErrorCode(errorCode) ? errorCode : otherwise;
+  return new SwitchboardError(code, info || fallback);
+}
