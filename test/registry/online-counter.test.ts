@@ -9,17 +9,10 @@ import { ZooKeeperOnlineCounter } from '../../src/registry/zk-online-counter.js'
 import { ZooKeeperConnection } from '../../src/registry/zk-connection.js';
 import { silentLogger } from '../../src/log.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
+import { until } from '../../testkit/wait.js';
 
 const zk = await startZooKeeper(t);
 let roots = 0;
-
-async function eventually(what: string, probe: () => Promise<boolean>, withinMs = 8_000): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`not within ${withinMs} ms: ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 type Teardown = { teardown(fn: () => unknown): void };
 
@@ -62,19 +55,19 @@ t.test('the aggregate follows every worker’s counts', async (t) => {
   a.sessions = 4;
   b.users = 2;
   b.sessions = 2;
-  await eventually('3+2 users, 4+2 sessions', matches(5, 6));
+  await until('3+2 users, 4+2 sessions', matches(5, 6), 8_000);
   // A burst of logins and logouts settles on the exact figure.
   for (let i = 0; i < 50; i++) {
     a.sessions += i % 2 === 0 ? 3 : -1;
     b.sessions += 1;
     await new Promise((r) => setImmediate(r));
   }
-  await eventually('after the burst', matches(5, a.sessions + b.sessions));
+  await until('after the burst', matches(5, a.sessions + b.sessions), 8_000);
   a.users = 0;
   a.sessions = 0;
   b.users = 1;
   b.sessions = 1;
-  await eventually('after logouts', matches(1, 1));
+  await until('after logouts', matches(1, 1), 8_000);
 });
 
 t.test('a worker that disappears without a word is subtracted', async (t) => {
@@ -89,12 +82,12 @@ t.test('a worker that disappears without a word is subtracted', async (t) => {
     log: silentLogger(),
   });
   crashing.start();
-  await eventually('both counted', async () => (await survivor.read()).sessions === 13);
+  await until('both counted', async () => (await survivor.read()).sessions === 13, 8_000);
   // Closing its connection ends its ZooKeeper session: its ephemeral count vanishes as a crash's would.
   await crashing.close();
   await crashingSession.close();
-  await eventually('its share is gone', async () => {
+  await until('its share is gone', async () => {
     const c = await survivor.read();
     return c.sessions === 1 && c.users === 1;
-  });
+  }, 8_000);
 });
