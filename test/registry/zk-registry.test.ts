@@ -3,7 +3,6 @@
 // crashed workers, balance coalescing, session expiry, partitions and missed watch events.
 
 import t, { type Test } from 'tap';
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { ZooKeeperRegistry, type ZooKeeperRegistryOptions, type ZooKeeperStatus } from '../../src/registry/zk-registry.js';
@@ -15,6 +14,7 @@ import { startZooKeeper } from '../helpers/zookeeper.js';
 import { ZooKeeperProxy } from '../helpers/zookeeper-proxy.js';
 import { freePort } from '../../testkit/services.js';
 import { sleep, until } from '../../testkit/wait.js';
+import { SwitchboardProcess } from '../../testkit/switchboard-process.js';
 
 const zk = await startZooKeeper(t);
 
@@ -113,27 +113,16 @@ t.test('a SIGKILLed worker disappears once its session times out', async (t) => 
   await observer.register(announcement(41_021));
 
   const fixture = fileURLToPath(new URL('./fixtures/zk-worker.ts', import.meta.url));
-  const child = spawn(process.execPath, ['--import', 'tsx', fixture, JSON.stringify({ connect: zk.connect, root, sessionTimeoutMs, nativeLogLevel: 'off' })], {
-    stdio: ['ignore', 'pipe', 'inherit'],
+  const child = new SwitchboardProcess('zk-worker fixture', [JSON.stringify({ connect: zk.connect, root, sessionTimeoutMs, nativeLogLevel: 'off' })], {
+    nodeArgs: ['--import', 'tsx'],
+    script: fixture,
   });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  t.teardown(async () => {
-    child.kill('SIGKILL');
-    await exited;
-  });
-  const line = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      if (out.includes('\n')) resolve(out.slice(0, out.indexOf('\n')));
-    });
-    child.once('exit', (code) => reject(new Error(`fixture exited (${code}) before registering`)));
-  });
-  const crashed = JSON.parse(line) as ImNode;
+  t.teardown(() => child.kill());
+  // Its one line: the ImNode it registered.
+  const crashed = (await child.waitForLog(() => true)) as unknown as ImNode;
   await until('the observer sees the child worker', () => has(observer, crashed.id), 1_000);
 
-  child.kill('SIGKILL');
-  await exited;
+  await child.kill();
   t.ok(has(observer, crashed.id), 'no goodbye: the worker is still listed right after the kill');
   await until('the crashed worker is gone', () => !has(observer, crashed.id), sessionTimeoutMs + 3_000);
   t.pass('its ephemeral znode went with its session');
