@@ -12,7 +12,7 @@ import { DEFAULT_WAIT_MS, until } from './wait.js';
 
 /** The repository root: where bin/switchboard.js is, above this file's source or its build in bench/dist. */
 export const ROOT = findRoot(dirname(fileURLToPath(import.meta.url)));
-export const BIN = join(ROOT, 'bin/switchboard.js');
+const BIN = join(ROOT, 'bin/switchboard.js');
 
 function findRoot(dir: string): string {
   for (let at = dir; ; at = dirname(at)) {
