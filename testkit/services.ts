@@ -205,7 +205,7 @@ async function waitUntilReady(port: number, alive: () => boolean, withinMs: numb
 }
 
 /** Sends a four-letter word (ruok, srvr, cons, dump) and resolves the answer ('' on error). */
-export function fourLetterWord(port: number, word: string): Promise<string> {
+function fourLetterWord(port: number, word: string): Promise<string> {
   return new Promise((resolve) => {
     const socket = net.connect(port, '127.0.0.1');
     let answer = '';

@@ -12,7 +12,7 @@ import { DEFAULT_WAIT_MS, until } from './wait.js';
 
 /** The repository root: where bin/switchboard.js is, above this file's source or its build in bench/dist. */
 export const ROOT = findRoot(dirname(fileURLToPath(import.meta.url)));
-export const BIN = join(ROOT, 'bin/switchboard.js');
+const BIN = join(ROOT, 'bin/switchboard.js');
 
 function findRoot(dir: string): string {
   for (let at = dir; ; at = dirname(at)) {
@@ -47,6 +47,8 @@ export interface SpawnOptions {
   nodeArgs?: string[];
   /** The script node runs (default bin/switchboard.js); the process's arguments follow it. */
   script?: string;
+  /** The working directory (default the repository root). */
+  cwd?: string;
   /** 'clean' (the default): the machine's environment without its SWITCHBOARD_* variables; 'inherit': all of it. */
   env?: 'clean' | 'inherit';
   /** Variables added to that environment. */
@@ -100,7 +102,7 @@ export class SwitchboardProcess {
     this.#record = o.record ?? true;
     const base = o.env === 'inherit' ? process.env : Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SWITCHBOARD_')));
     this.child = spawn(process.execPath, [...(o.nodeArgs ?? []), o.script ?? BIN, ...args], {
-      cwd: ROOT,
+      cwd: o.cwd ?? ROOT,
       env: { ...base, ...o.extraEnv },
       stdio: [o.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
     });

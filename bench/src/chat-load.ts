@@ -12,7 +12,7 @@ import { encodeFrame } from '../../src/protocol/frame.js';
 import { HeadType } from '../../src/protocol/types.js';
 import { writePerTick } from '../../src/net/write-per-tick.js';
 import { Latency } from './latency.js';
-import { LoadClock, drain } from './timeline.js';
+import { LoadClock, drain, openLoop } from './timeline.js';
 import { emptyScan, leadingNumber, scanMessage } from './wire-scan.js';
 import { ackFrame, loginRequestFrame, messageRequestFrame } from './client-frames.js';
 import type { Accounting } from './report.js';
@@ -448,21 +448,11 @@ class ChatRun {
 
   /** Open loop: a 1 ms timer sends every message that is due, however far behind the server is. */
   #startOpenLoop(pairs: Pair[]): void {
-    const tick = () => {
-      const now = performance.now();
-      for (const pair of pairs) {
-        const due = Math.floor((now - this.t0 - pair.phase) / this.interval) + 1;
-        while (pair.sent < due) {
-          const at = this.t0 + pair.phase + pair.sent * this.interval;
-          if (this.measuring()) this.sendLag.add(now - at);
-          pair.sent++;
-          this.sentTotal++;
-          write(pair.sender, pair.frame(pair.sent, at));
-        }
-      }
-    };
-    tick();
-    this.#ticker = setInterval(tick, 1);
+    this.#ticker = openLoop(pairs, { t0: this.t0, interval: this.interval, offset: (pair) => pair.phase }, (pair, k, at, now) => {
+      if (this.measuring()) this.sendLag.add(now - at);
+      this.sentTotal++;
+      write(pair.sender, pair.frame(k, at));
+    });
   }
 
   /** The once-a-second record: what happened since the last one. */

@@ -13,7 +13,7 @@ import { isSwitchboardError } from '../../src/errors.js';
 import { Marks, type Endpoint, type MeasuredLoad } from './chat-load.js';
 import type { Accounting } from './report.js';
 import { Latency } from './latency.js';
-import { LoadClock, drain } from './timeline.js';
+import { LoadClock, drain, openLoop } from './timeline.js';
 
 export interface FailoverLoadOptions {
   /** Every worker of the target: pair N's sender starts on worker N mod count, its receiver on the next. */
@@ -230,29 +230,16 @@ class FailoverRun {
     this.t0 = performance.now();
     for (const pair of pairs) this.#receive(pair);
     // However far behind the server (or the reconnect) is, every due message is sent.
-    const tick = () => {
-      const now = performance.now();
-      const due = Math.floor((now - this.t0) / this.interval) + 1;
-      for (const pair of pairs) {
-        while (pair.sent < due) {
-          const msgId = ++pair.sent;
-          this.sentTotal++;
-          if (this.counting()) this.sendLag.add(now - this.#dueAt(msgId));
-          this.#send(pair, msgId, this.#dueAt(msgId));
-        }
-      }
-    };
-    tick();
-    this.#ticker = setInterval(tick, 1);
+    this.#ticker = openLoop(pairs, { t0: this.t0, interval: this.interval }, (pair, msgId, at, now) => {
+      this.sentTotal++;
+      if (this.counting()) this.sendLag.add(now - at);
+      this.#send(pair, msgId, at);
+    });
     this.clock.start();
   }
 
   stopSending(): void {
     clearInterval(this.#ticker);
-  }
-
-  #dueAt(msgId: number): number {
-    return this.t0 + (msgId - 1) * this.interval;
   }
 
   #receive(pair: Pair): void {

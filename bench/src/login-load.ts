@@ -60,7 +60,7 @@ function errorCode(err: unknown): string {
  * One login cycle on a fresh connection: login, logout, and the server's close. Resolves (never
  * rejects) once the socket is closed, with what happened.
  */
-export function loginOnce(a: LoginAttempt): Promise<LoginOutcome> {
+function loginOnce(a: LoginAttempt): Promise<LoginOutcome> {
   return new Promise((resolve) => {
     const out: LoginOutcome = { ok: false, answeredAt: 0 };
     let loggedOut = false;

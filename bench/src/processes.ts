@@ -70,7 +70,7 @@ export function started(o: ServerOptions, server: SwitchboardProcess, port: numb
 }
 
 /** Spawns a server and resolves once it logged `listening` with its port. */
-export async function startServer(o: ServerOptions, listening: string): Promise<Started> {
+async function startServer(o: ServerOptions, listening: string): Promise<Started> {
   const server = spawnServer(o);
   return started(o, server, await listeningPort(server, listening));
 }
@@ -93,7 +93,7 @@ export function startGateProcess(name: string, secret: string, extra: string[] =
 }
 
 /** User + system CPU seconds a process has used so far. */
-export function cpuSeconds(pid: number): number {
+function cpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // utime and stime are fields 14 and 15 of /proc/PID/stat; the slice starts at field 3.

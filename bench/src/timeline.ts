@@ -3,7 +3,8 @@
 // several drivers merged into one timeline (DriverTimeline): a second is complete once every
 // driver reported it. Every numeric field of a record but `t` is a counter summed over the
 // drivers (a sum of per-driver minimums is a lower bound, which is what a minimum needs);
-// `latency` is that second's histogram, merged; `phase` is taken as it is.
+// `latency` is that second's histogram, merged; `phase` is taken as it is. And the open-loop
+// pacer of the message loads (openLoop).
 
 import { Latency } from './latency.js';
 import { sleep } from '../../testkit/wait.js';
@@ -171,4 +172,36 @@ export class LoadClock<P extends LoadPhase> {
 export async function drain(busy: () => boolean, withinMs: number, everyMs = 20): Promise<void> {
   const deadline = performance.now() + withinMs;
   while (performance.now() < deadline && busy()) await sleep(everyMs);
+}
+
+/** A stream of an open-loop load: how many it has sent so far (openLoop counts them). */
+export interface PacedStream {
+  sent: number;
+}
+
+/**
+ * Open loop: a 1 ms timer on which every stream sends every message that is due, however far
+ * behind the server is. Message k (from 1) of a stream is due at t0 + offset(stream) +
+ * (k - 1) * interval; `send` gets the stream (its `sent` already k), k, that due time and the
+ * tick's now (now - dueAt is how late it goes out). Returns the timer, for clearInterval.
+ */
+export function openLoop<S extends PacedStream>(
+  streams: readonly S[],
+  pace: { t0: number; interval: number; offset?: (stream: S) => number },
+  send: (stream: S, k: number, dueAt: number, now: number) => void,
+): NodeJS.Timeout {
+  const { t0, interval, offset = () => 0 } = pace;
+  const tick = () => {
+    const now = performance.now();
+    for (const stream of streams) {
+      const start = t0 + offset(stream);
+      const due = Math.floor((now - start) / interval) + 1;
+      while (stream.sent < due) {
+        const k = ++stream.sent;
+        send(stream, k, start + (k - 1) * interval, now);
+      }
+    }
+  };
+  tick();
+  return setInterval(tick, 1);
 }

@@ -10,7 +10,7 @@ import { SwitchboardError } from '../../src/errors.js';
 import { askNewPassword, formatTime, shownTime } from '../../src/cli/commands/chat.js';
 import { CliProcess } from '../helpers/cli-process.js';
 import { startNode, type TestNode } from '../helpers/node.js';
-import { connectLoggedIn } from '../helpers/raw-client.js';
+import { connectLoggedIn } from '../helpers/raw-session.js';
 import { freePort } from '../../testkit/services.js';
 import { until } from '../../testkit/wait.js';
 

@@ -16,6 +16,7 @@ import { startNode, TEST_SECRET, type TestNode } from '../helpers/node.js';
 import { startRedis } from '../helpers/redis.js';
 import { freePort } from '../../testkit/services.js';
 import { FrameProxy } from './frame-proxy.js';
+import { until } from '../../testkit/wait.js';
 
 const FAST_RETRY = () => 20;
 
@@ -62,16 +63,8 @@ async function online(t: Test, n: TestNode, uid: string, options: Partial<ImClie
   return tracked;
 }
 
-async function until(what: string, probe: () => boolean | Promise<boolean>, withinMs = 10_000): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`not within ${withinMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 function waitStatus(client: ImClient, status: ClientStatus): Promise<void> {
-  return until(`client ${client.uid} ${status}`, () => client.status === status);
+  return until(`client ${client.uid} ${status}`, () => client.status === status, 10_000);
 }
 
 const seqs = (messages: IncomingMessage[]) => messages.map((m) => m.seq);
@@ -118,7 +111,7 @@ t.test('a message sent while bob is offline arrives at his connect(), with its s
   const bob = track(t, n.port, 'bob', n.token('bob'));
   t.equal(bob.client.lastSeq, undefined, 'no position before the first login');
   await bob.client.connect();
-  await until('bob got both', () => bob.messages.length >= 2);
+  await until('bob got both', () => bob.messages.length >= 2, 10_000);
   t.match(bob.messages, [
     { seq: 1, from: 'alice', to: 'bob', content: 'while you were out', msgId: first.msgId },
     { seq: 2, from: 'alice', to: 'bob', content: 'and this too', msgId: second.msgId, fromNick: 'Al' },
@@ -128,7 +121,7 @@ t.test('a message sent while bob is offline arrives at his connect(), with its s
 
   // Live delivery goes on from there.
   const third = await alice.client.send('bob', 'now you are here');
-  await until('bob got the live one', () => bob.messages.length === 3);
+  await until('bob got the live one', () => bob.messages.length === 3, 10_000);
   t.match(bob.messages[2], { seq: 3, content: 'now you are here', msgId: third.msgId });
   t.equal(third.seq, 3);
 });
@@ -142,7 +135,7 @@ t.test('the SDK declares acks at login and acknowledges cumulatively; acks: fals
   const proxy = await FrameProxy.start(t, n.port);
   const bob = track(t, proxy.port, 'bob', n.token('bob'));
   await bob.client.connect();
-  await until('bob acknowledged everything', () => proxy.seen('toServer', HeadType.MESSAGE_ACK).some((m) => Number(m.ack?.seq) === 5));
+  await until('bob acknowledged everything', () => proxy.seen('toServer', HeadType.MESSAGE_ACK).some((m) => Number(m.ack?.seq) === 5), 10_000);
   t.equal(proxy.seen('toServer', HeadType.LOGIN_REQUEST)[0]?.loginRequest?.acks, true, 'LoginRequest.acks is set');
   const acked = proxy.seen('toServer', HeadType.MESSAGE_ACK).map((m) => Number(m.ack?.seq));
   t.ok(acked.length <= 5, `cumulative: at most one ack per delivery (${acked.join(',')})`);
@@ -155,10 +148,10 @@ t.test('the SDK declares acks at login and acknowledges cumulatively; acks: fals
 
   const carol = track(t, proxy.port, 'carol', n.token('carol'), { acks: false });
   await carol.client.connect();
-  await until('carol got hers', () => carol.messages.length === 3);
+  await until('carol got hers', () => carol.messages.length === 3, 10_000);
   t.equal(proxy.seen('toServer', HeadType.LOGIN_REQUEST, 1)[0]?.loginRequest?.acks ?? false, false, 'LoginRequest.acks is not set');
   await alice.client.send('carol', 'one more'); // a round trip after the deliveries: an ack would have been written by now
-  await until('carol got the live one', () => carol.messages.length === 4);
+  await until('carol got the live one', () => carol.messages.length === 4, 10_000);
   t.same(proxy.seen('toServer', HeadType.MESSAGE_ACK, 1), [], 'no MESSAGE_ACK from a client without acks');
   t.equal(carol.client.lastSeq, 4, 'lastSeq is tracked all the same');
 });
@@ -174,7 +167,7 @@ t.test('deliveries lost with the connection come again after the reconnect; each
   });
   const bob = track(t, proxy.port, 'bob', n.token('bob'));
   await bob.client.connect();
-  await until('bob has all four', () => bob.client.lastSeq === 4);
+  await until('bob has all four', () => bob.client.lastSeq === 4, 10_000);
 
   t.same(seqs(bob.messages), [1, 2, 3, 4], 'each once, in order');
   t.same(contents(bob.messages), ['m1', 'm2', 'm3', 'm4']);
@@ -195,12 +188,12 @@ t.test('unacknowledged deliveries are resent on the same connection; the SDK sho
   for (let i = 1; i <= 3; i++) await alice.client.send('bob', `m${i}`);
 
   const deliveries = (seq: number) => proxy.seen('toClient', HeadType.MESSAGE_REQUEST).filter((m) => Number(m.messageRequest?.seq) === seq).length;
-  await until('the server resent all three', () => deliveries(1) >= 2 && deliveries(3) >= 2);
+  await until('the server resent all three', () => deliveries(1) >= 2 && deliveries(3) >= 2, 10_000);
   dropAcks = false;
-  await until('an ack for 3 got through', () => proxy.frames.some((f) => f.verdict === 'forward' && f.message.type === HeadType.MESSAGE_ACK && Number(f.message.ack?.seq) === 3));
+  await until('an ack for 3 got through', () => proxy.frames.some((f) => f.verdict === 'forward' && f.message.type === HeadType.MESSAGE_ACK && Number(f.message.ack?.seq) === 3), 10_000);
   // Once acknowledged, resends stop: a message sent now is written exactly once.
   await alice.client.send('bob', 'm4');
-  await until('bob got m4', () => bob.client.lastSeq === 4);
+  await until('bob got m4', () => bob.client.lastSeq === 4, 10_000);
 
   t.same(seqs(bob.messages), [1, 2, 3, 4], 'every message shown once, however often it came');
   t.same(contents(bob.messages), ['m1', 'm2', 'm3', 'm4']);
@@ -227,7 +220,7 @@ t.test('a node restarted on the same port with the same Redis inbox: nothing los
   });
   // Not awaited one by one: an answer lost in the stop is only given after the restart.
   const sentBefore = [1, 2, 3].map((i) => alice.client.send('bob', `m${i}`));
-  await until('node stopping', () => stopping !== undefined);
+  await until('node stopping', () => stopping !== undefined, 10_000);
   await stopping;
   await waitStatus(bob.client, 'reconnecting');
 
@@ -239,7 +232,7 @@ t.test('a node restarted on the same port with the same Redis inbox: nothing los
   );
   t.match(await sentWhileDown, { seq: 4, duplicate: false }, 'the sequence continues in the same inbox');
   await alice.client.send('bob', 'm5');
-  await until('bob caught up', () => bob.client.lastSeq === 5);
+  await until('bob caught up', () => bob.client.lastSeq === 5, 10_000);
 
   t.same(seqs(bob.messages), [1, 2, 3, 4, 5], 'each once, in order, across the restart');
   t.same(contents(bob.messages), ['m1', 'm2', 'm3', 'm4', 'm5']);
@@ -257,7 +250,7 @@ t.test('a node restarted with an empty inbox: the client follows the server, it 
   await alice.client.connect();
   await bob.client.connect();
   for (let i = 1; i <= 3; i++) await alice.client.send('bob', `old ${i}`);
-  await until('bob got the old ones', () => bob.client.lastSeq === 3);
+  await until('bob got the old ones', () => bob.client.lastSeq === 3, 10_000);
 
   const oldEpoch = bob.client.inboxEpoch;
   t.ok(oldEpoch > 0, 'the login told the inbox epoch');
@@ -274,7 +267,7 @@ t.test('a node restarted with an empty inbox: the client follows the server, it 
   t.same(bob.gaps, [], 'a reset is not a gap');
   const result = await alice.client.send('bob', 'new 1');
   t.equal(result.seq, 1, 'a fresh inbox numbers from 1 again');
-  await until('bob got the new one', () => bob.messages.length === 4);
+  await until('bob got the new one', () => bob.messages.length === 4, 10_000);
   t.same(contents(bob.messages), ['old 1', 'old 2', 'old 3', 'new 1']);
   t.equal(bob.client.lastSeq, 1);
   t.same(bob.saved, [1, 2, 3, 0, 1], 'the application is told to persist the lowered position, then the new ones');
@@ -286,18 +279,18 @@ t.test('a position saved with its epoch: the same epoch resumes after it, anothe
   const alice = await online(t, n, 'alice');
   for (let i = 1; i <= 4; i++) await alice.client.send('bob', `m${i}`);
   const phone = await online(t, n, 'bob', { deviceId: 'phone' });
-  await until('phone got four', () => phone.client.lastSeq === 4);
+  await until('phone got four', () => phone.client.lastSeq === 4, 10_000);
   const epoch = phone.client.inboxEpoch;
   phone.client.close();
 
   const resumed = await online(t, n, 'bob', { deviceId: 'tablet', lastSeq: 2, inboxEpoch: epoch });
-  await until('resumed caught up', () => resumed.client.lastSeq === 4);
+  await until('resumed caught up', () => resumed.client.lastSeq === 4, 10_000);
   t.same(seqs(resumed.messages), [3, 4], 'the same epoch: the replay starts after the position');
   t.same(resumed.resets, []);
 
   // As if saved against an inbox that has since been lost and recreated.
   const stale = await online(t, n, 'bob', { deviceId: 'laptop', lastSeq: 3, inboxEpoch: epoch + 1 });
-  await until('stale caught up', () => stale.client.lastSeq === 4);
+  await until('stale caught up', () => stale.client.lastSeq === 4, 10_000);
   t.same(seqs(stale.messages), [1, 2, 3, 4], 'another epoch: everything the inbox holds, from the oldest');
   t.same(stale.resets, [{ requested: 3, previousEpoch: epoch + 1, from: 0, epoch }]);
   t.same(stale.saved, [0, 1, 2, 3, 4], 'the forgotten position is replaced at once');
@@ -309,26 +302,26 @@ t.test('savePosition is called with increasing seqs; a new client created with l
   const alice = await online(t, n, 'alice');
   for (let i = 1; i <= 3; i++) await alice.client.send('bob', `m${i}`);
   const bob = await online(t, n, 'bob', { deviceId: 'phone' });
-  await until('bob got three', () => bob.client.lastSeq === 3);
+  await until('bob got three', () => bob.client.lastSeq === 3, 10_000);
   t.same(bob.saved, [1, 2, 3], 'one call per processed message, increasing');
   bob.client.close();
   for (let i = 4; i <= 5; i++) await alice.client.send('bob', `m${i}`);
 
   // Another device has no saved position on the server: only lastSeq makes it skip 1..3.
   const resumed = await online(t, n, 'bob', { deviceId: 'tablet', lastSeq: bob.saved.at(-1)! });
-  await until('resumed got two', () => resumed.client.lastSeq === 5);
+  await until('resumed got two', () => resumed.client.lastSeq === 5, 10_000);
   t.same(seqs(resumed.messages), [4, 5], 'the replay starts after the given position');
   t.same(resumed.saved, [3, 4, 5], 'a position given without its epoch is offered back with it at the login, then the new ones');
   t.ok(resumed.savedEpochs.every((e) => e === bob.client.inboxEpoch && e > 0));
 
   // On the same device, lastSeq wins over the server's saved position (3).
   const replayed = await online(t, n, 'bob', { deviceId: 'phone', lastSeq: 1 });
-  await until('replayed caught up', () => replayed.client.lastSeq === 5);
+  await until('replayed caught up', () => replayed.client.lastSeq === 5, 10_000);
   t.same(seqs(replayed.messages), [2, 3, 4, 5], 'the device processed only up to 1: it gets 2..5');
 
   const fresh = await online(t, n, 'bob', { deviceId: 'laptop', lastSeq: 5 });
   await alice.client.send('bob', 'm6');
-  await until('fresh got m6', () => fresh.client.lastSeq === 6);
+  await until('fresh got m6', () => fresh.client.lastSeq === 6, 10_000);
   t.same(seqs(fresh.messages), [6], 'nothing replayed when the position is the head');
 });
 
@@ -353,7 +346,7 @@ t.test('a send whose response is lost with the connection is resent with the sam
   t.same((await stored(n.node.inbox, 'bob')).map((m) => [m.seq, m.content, m.msgId]), [[1, 'exactly once', result.msgId]], 'stored once');
 
   const bob = await online(t, n, 'bob');
-  await until('bob got it', () => bob.client.lastSeq === 1);
+  await until('bob got it', () => bob.client.lastSeq === 1, 10_000);
   t.same(contents(bob.messages), ['exactly once'], 'and delivered once');
 });
 
@@ -410,7 +403,7 @@ t.test('the same msgId sent three times gets the same seq each time and is store
   t.match(await carol.client.send('bob', 'mine', { msgId: '424242' }), { seq: 3, duplicate: false }, 'dedupe is per sender');
 
   const bob = await online(t, n, 'bob');
-  await until('bob got all', () => bob.client.lastSeq === 3);
+  await until('bob got all', () => bob.client.lastSeq === 3, 10_000);
   t.same(contents(bob.messages), ['same', 'burst', 'mine']);
 });
 
@@ -419,7 +412,7 @@ t.test("'gap': messages pruned before the device resumed are reported, the repla
   const alice = await online(t, n, 'alice');
   for (let i = 1; i <= 5; i++) await alice.client.send('bob', `m${i}`);
   const bob = await online(t, n, 'bob', { lastSeq: 1 });
-  await until('bob got what is left', () => bob.client.lastSeq === 5);
+  await until('bob got what is left', () => bob.client.lastSeq === 5, 10_000);
   t.same(bob.gaps, [{ requested: 1, from: 3 }], 'seq 2 and 3 were pruned');
   t.same(seqs(bob.messages), [4, 5]);
   t.same(bob.saved, [3, 4, 5], 'the position after the gap is offered to savePosition too');

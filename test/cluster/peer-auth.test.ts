@@ -15,7 +15,7 @@ import { until } from '../../testkit/wait.js';
 import { freePort } from '../../testkit/services.js';
 import { startNode, type TestNode } from '../helpers/node.js';
 import { closingOf, isDelivery, isType, seqOf, type RawClient } from '../../testkit/raw-client.js';
-import { connect, connectLoggedIn } from '../helpers/raw-client.js';
+import { connect, connectLoggedIn } from '../helpers/raw-session.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 
 const CLUSTER_SECRET = 'cluster-secret';

@@ -11,7 +11,7 @@ import { HeadType, type ImMessage } from '../../src/protocol/types.js';
 import { until } from '../../testkit/wait.js';
 import { startCluster, type TestClient, type WorkerProcess } from '../helpers/cluster.js';
 import { closingOf, isDelivery, seqOf, type RawClient } from '../../testkit/raw-client.js';
-import { connect, connectLoggedIn } from '../helpers/raw-client.js';
+import { connect, connectLoggedIn } from '../helpers/raw-session.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 
 const zk = await startZooKeeper(t);

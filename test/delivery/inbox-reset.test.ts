@@ -18,7 +18,7 @@ import { until } from '../../testkit/wait.js';
 import { CLUSTER_TOKEN_SECRET, startCluster, startRedisWorker, type WorkerProcess } from '../helpers/cluster.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 import { isDelivery, seqOf, u64, type RawClient } from '../../testkit/raw-client.js';
-import { connectLoggedIn } from '../helpers/raw-client.js';
+import { connectLoggedIn } from '../helpers/raw-session.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
 
 const signer = new TokenSigner(CLUSTER_TOKEN_SECRET);

@@ -18,7 +18,7 @@ import { StaticRegistry } from '../../src/registry/static-registry.js';
 import { silentLogger } from '../../src/log.js';
 import { startNode } from '../helpers/node.js';
 import { isType } from '../../testkit/raw-client.js';
-import { connect } from '../helpers/raw-client.js';
+import { connect } from '../helpers/raw-session.js';
 import { envName } from '../../src/cli/options.js';
 import { BENCH_OPTIONS, SCENARIOS } from '../../src/cli/commands/bench.js';
 import { peerProof, proofInput, type Transcript } from '../../src/cluster/peer-auth.js';

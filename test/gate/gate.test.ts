@@ -21,7 +21,7 @@ import { gateEndpoint, loginThroughGate, registerThroughGate, type GateLogin } f
 import { SwitchboardError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { TEST_SECRET } from '../helpers/node.js';
-import { until } from '../../testkit/wait.js';
+import { sleep, until } from '../../testkit/wait.js';
 import { startRedis } from '../helpers/redis.js';
 import { RedisUserStore } from '../../src/users/redis-user-store.js';
 import { RedisRateLimitStore } from '../../src/gate/redis-rate-limit-store.js';
@@ -808,7 +808,7 @@ t.test('SDK gateEndpoint: connects by name and password; a wrong password reject
   t.teardown(() => wrong.close());
   t.equal(await rejectionCode(wrong.connect()), 'SB_ERR_LOGIN_FAILED');
   t.equal(wrong.status, 'closed', 'the client gives up: a refused password does not get better');
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  await sleep(100);
   t.equal(lookups - before, 1, 'the gate was asked once, not again and again');
 });
 
@@ -863,7 +863,7 @@ t.test('SDK gateEndpoint: a client whose worker stops moves to the newly registe
     { from: 'bob', content: 'while you were moving', seq: meanwhile.seq },
   ], 'what was sent meanwhile arrived once, after what she had');
   t.ok(statuses.includes('reconnecting'));
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  await sleep(200);
   t.equal(alice.inbox.messages.length, 2, 'nothing is shown twice');
 
   // And live again, on the new worker.

@@ -3,6 +3,7 @@
 
 import type { Test } from 'tap';
 import type { InboxLimits, InboxRange, InboxStore } from '../../src/inbox/inbox-store.js';
+import { sleep } from '../../testkit/wait.js';
 
 /** A store with these limits; `now` is the clock it stamps and ages messages by. */
 export type MakeInbox = (limits?: Partial<InboxLimits>, now?: () => number) => Promise<InboxStore>;
@@ -99,7 +100,7 @@ export function inboxStoreConformance(t: Test, make: MakeInbox): void {
     const inbox = await make({ dedupeWindowMs: 100 });
     t.teardown(() => inbox.close());
     await inbox.append({ uid: 'bob', sender: 'alice', msgId: '7', body: body('a') });
-    await new Promise((r) => setTimeout(r, 250));
+    await sleep(250);
     t.match(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '7', body: body('b') }), { seq: 2, duplicate: false });
   });
 

@@ -8,16 +8,13 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { ImClient } from '../../src/client/im-client.js';
 import { loginThroughGate, registerThroughGate } from '../../src/client/gate-login.js';
+import { ROOT, SwitchboardProcess } from '../../testkit/switchboard-process.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const SECRET = 'no-zookeeper-test-token-secret-of-32-chars-or-more';
 const CLUSTER_SECRET = 'no-zookeeper-test-cluster-secret-of-32-chars-or-more';
-const WAIT_MS = 15_000;
 
 /** bin/, dist/, proto/ and package.json copied; node_modules linked, all but `zookeeper`. */
 function installWithoutZooKeeper(): string {
@@ -31,54 +28,26 @@ function installWithoutZooKeeper(): string {
   return dir;
 }
 
-interface Run {
-  stdout: string;
-  stderr: string;
-  exited: Promise<number | null>;
-  kill(): void;
-}
-
-function switchboard(dir: string, args: string[]): Run {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SWITCHBOARD_')));
-  const child = spawn(process.execPath, ['bin/switchboard.js', ...args], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  const run: Run = {
-    stdout: '',
-    stderr: '',
-    exited: new Promise((resolve) => child.on('close', (code) => resolve(code))),
-    kill: () => child.kill('SIGKILL'),
-  };
-  child.stdout.setEncoding('utf8').on('data', (s: string) => (run.stdout += s));
-  child.stderr.setEncoding('utf8').on('data', (s: string) => (run.stderr += s));
+/** bin/switchboard.js of the copy, run there; killed on teardown. */
+function switchboard(t: Test, dir: string, args: string[]): SwitchboardProcess {
+  const run = new SwitchboardProcess(`switchboard ${args[0]}`, args, { cwd: dir, script: path.join(dir, 'bin/switchboard.js') });
+  t.teardown(() => run.kill());
   return run;
-}
-
-async function portFrom(run: Run, msg: string): Promise<number> {
-  const deadline = Date.now() + WAIT_MS;
-  while (Date.now() < deadline) {
-    for (const line of run.stdout.split('\n')) {
-      if (!line.startsWith('{')) continue;
-      const parsed = JSON.parse(line) as { msg?: string; port?: number };
-      if (parsed.msg === msg && parsed.port) return parsed.port;
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`no "${msg}" line within ${WAIT_MS} ms\n${run.stdout}\n${run.stderr}`);
 }
 
 const dir = installWithoutZooKeeper();
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 t.test('the copy really lacks the native client', async (t) => {
-  const probe = switchboard(dir, ['--version']);
-  t.equal(await probe.exited, 0);
+  const probe = switchboard(t, dir, ['--version']);
+  t.equal((await probe.exited).code, 0);
   t.notOk(fs.existsSync(path.join(dir, 'node_modules/zookeeper')));
   t.ok(fs.existsSync(path.join(dir, 'node_modules/ioredis')), 'the other packages are there');
 });
 
 t.test('the embedded node starts and delivers without it', async (t) => {
-  const node = switchboard(dir, ['start', '--port', '0', '--gate-port', '0', '--log-level', 'info', '--secret', SECRET]);
-  t.teardown(() => node.kill());
-  const gatePort = await portFrom(node, 'gate listening');
+  const node = switchboard(t, dir, ['start', '--port', '0', '--gate-port', '0', '--log-level', 'info', '--secret', SECRET]);
+  const { port: gatePort } = await node.waitForLog((l) => l.msg === 'gate listening' && Boolean(l.port));
   const gate = `http://127.0.0.1:${gatePort}`;
   const clients: ImClient[] = [];
   t.teardown(() => clients.forEach((c) => c.close()));
@@ -103,9 +72,8 @@ for (const [command, extra] of [
 ] as const) {
   t.test(`${command} --zk refuses at once, naming what to install`, async (t) => {
     // Nothing listens at either address: the refusal comes before anything connects.
-    const run = switchboard(dir, [command, '--dev', '--zk', '127.0.0.1:1', '--redis', 'redis://127.0.0.1:1', '--secret', SECRET, ...extra]);
-    t.teardown(() => run.kill());
-    t.equal(await run.exited, 1, run.stderr);
+    const run = switchboard(t, dir, [command, '--dev', '--zk', '127.0.0.1:1', '--redis', 'redis://127.0.0.1:1', '--secret', SECRET, ...extra]);
+    t.equal((await run.exited).code, 1, run.stderr);
     t.match(run.stderr, `switchboard ${command}: SB_ERR_ZOOKEEPER_CLIENT_MISSING cluster mode (--zk) needs the native ZooKeeper client`);
     t.match(run.stderr, 'apt-get install -y python3 make g++) and run `npm install` again');
     t.notMatch(run.stdout, 'redis connection error', 'Redis was not dialled first');

@@ -8,6 +8,7 @@ import { once } from 'node:events';
 import { dialFramed, type FramedSocketHandlers } from '../../src/net/dial.js';
 import { encodeFrame } from '../../src/protocol/frame.js';
 import { isSwitchboardError } from '../../src/errors.js';
+import { sleep, until } from '../../testkit/wait.js';
 
 /** A server that hands each accepted socket to the test. */
 async function listen(t: Test): Promise<{ port: number; accepted: () => Promise<net.Socket> }> {
@@ -49,20 +50,16 @@ function recorder(): { events: string[]; on: FramedSocketHandlers; errors: unkno
 /** 'close', whether or not an 'error' came first (events.once would reject on it). */
 const closed = (socket: net.Socket) => new Promise<void>((resolve) => socket.once('close', () => resolve()));
 
-const until = async (check: () => boolean) => {
-  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
-};
-
 t.test('frames arrive as bodies, in order, after connect; close is reported', async (t) => {
   const { port, accepted } = await listen(t);
   const r = recorder();
   const socket = dialFramed({ host: '127.0.0.1', port }, 1024, () => true, r.on);
   const peer = await accepted();
   peer.write(Buffer.concat([encodeFrame(Buffer.from('one')), encodeFrame(Buffer.from('two'))]));
-  await until(() => r.events.length >= 3);
+  await until('three events', () => r.events.length >= 3, 2_000);
   peer.end();
   await closed(socket);
-  await until(() => r.events.includes('close'));
+  await until('close reported', () => r.events.includes('close'), 2_000);
   t.same(r.events, ['connect', 'frame one', 'frame two', 'close']);
 });
 
@@ -72,7 +69,7 @@ t.test('a frame over the limit reaches pushFailed with the decoder\'s code; the 
   const socket = dialFramed({ host: '127.0.0.1', port }, 8, () => true, r.on);
   const peer = await accepted();
   peer.write(encodeFrame(Buffer.alloc(9)));
-  await until(() => r.events.includes('pushFailed'));
+  await until('pushFailed reported', () => r.events.includes('pushFailed'), 2_000);
   const err = r.errors[0];
   t.ok(isSwitchboardError(err) && err.code === 'SB_ERR_FRAME_TOO_LONG', 'SB_ERR_FRAME_TOO_LONG');
   t.notOk(socket.destroyed, 'still open');
@@ -86,12 +83,12 @@ t.test('once the attempt is stale, nothing reaches the owner: no frame, no error
   const socket = dialFramed({ host: '127.0.0.1', port }, 1024, () => current, r.on);
   const peer = await accepted();
   peer.write(encodeFrame(Buffer.from('live')));
-  await until(() => r.events.length >= 2);
+  await until('two events', () => r.events.length >= 2, 2_000);
   current = false;
   peer.write(encodeFrame(Buffer.from('late')));
   peer.destroy();
   await closed(socket);
-  await new Promise((r) => setTimeout(r, 20));
+  await sleep(20);
   t.same(r.events, ['connect', 'frame live']);
 });
 
@@ -111,6 +108,6 @@ t.test('a stale attempt that fails to connect says nothing either', async (t) =>
   const live = recorder();
   const refused = dialFramed({ host: '127.0.0.1', port: closedPort }, 1024, () => true, live.on);
   await closed(refused);
-  await until(() => live.events.includes('close'));
+  await until('the live socket closed', () => live.events.includes('close'), 2_000);
   t.same(live.events, ['error', 'close'], 'a current one hears the refusal');
 });

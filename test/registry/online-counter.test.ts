@@ -1,25 +1,22 @@
 // ZooKeeperOnlineCounter on a real ZooKeeper: workers add their local changes to one aggregate
 // node, and the lowest live worker corrects it from the workers' own (ephemeral) counts, so a
 // crashed worker's share disappears. Each worker's counter runs on a ZooKeeper connection of its
-// own, as it runs on its registry's in a worker. And the embedded MemoryOnlineCounter.
+// own, as it runs on its registry's in a worker; one shares its registry's session through an
+// expiry, as in a worker. And the embedded MemoryOnlineCounter.
 
 import t from 'tap';
 import { MemoryOnlineCounter, type OnlineCounts } from '../../src/registry/online-counter.js';
 import { ZooKeeperOnlineCounter } from '../../src/registry/zk-online-counter.js';
 import { ZooKeeperConnection } from '../../src/registry/zk-connection.js';
+import { ZooKeeperRegistry } from '../../src/registry/zk-registry.js';
+import { ZooKeeperSession } from '../../src/registry/zookeeper-client.js';
 import { silentLogger } from '../../src/log.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
+import { ZooKeeperProxy } from '../helpers/zookeeper-proxy.js';
+import { until } from '../../testkit/wait.js';
 
 const zk = await startZooKeeper(t);
 let roots = 0;
-
-async function eventually(what: string, probe: () => Promise<boolean>, withinMs = 8_000): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`not within ${withinMs} ms: ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 type Teardown = { teardown(fn: () => unknown): void };
 
@@ -62,19 +59,19 @@ t.test('the aggregate follows every worker’s counts', async (t) => {
   a.sessions = 4;
   b.users = 2;
   b.sessions = 2;
-  await eventually('3+2 users, 4+2 sessions', matches(5, 6));
+  await until('3+2 users, 4+2 sessions', matches(5, 6), 8_000);
   // A burst of logins and logouts settles on the exact figure.
   for (let i = 0; i < 50; i++) {
     a.sessions += i % 2 === 0 ? 3 : -1;
     b.sessions += 1;
     await new Promise((r) => setImmediate(r));
   }
-  await eventually('after the burst', matches(5, a.sessions + b.sessions));
+  await until('after the burst', matches(5, a.sessions + b.sessions), 8_000);
   a.users = 0;
   a.sessions = 0;
   b.users = 1;
   b.sessions = 1;
-  await eventually('after logouts', matches(1, 1));
+  await until('after logouts', matches(1, 1), 8_000);
 });
 
 t.test('a worker that disappears without a word is subtracted', async (t) => {
@@ -89,12 +86,53 @@ t.test('a worker that disappears without a word is subtracted', async (t) => {
     log: silentLogger(),
   });
   crashing.start();
-  await eventually('both counted', async () => (await survivor.read()).sessions === 13);
+  await until('both counted', async () => (await survivor.read()).sessions === 13, 8_000);
   // Closing its connection ends its ZooKeeper session: its ephemeral count vanishes as a crash's would.
   await crashing.close();
   await crashingSession.close();
-  await eventually('its share is gone', async () => {
+  await until('its share is gone', async () => {
     const c = await survivor.read();
     return c.sessions === 1 && c.users === 1;
+  }, 8_000);
+});
+
+t.test('a counter on its registry\'s session is re-created after an expiry, owned by the new session', async (t) => {
+  const root = `/online-${++roots}`;
+  const proxy = await ZooKeeperProxy.start(t, zk.port);
+  const registry = new ZooKeeperRegistry({ connect: proxy.connect, root, sessionTimeoutMs: 2_000, nativeLogLevel: 'off', log: silentLogger() });
+  t.teardown(() => registry.close());
+  const info = await registry.register({ host: '127.0.0.1', port: 1, peerPort: 2, balance: 0, startedAt: 1, version: 'x', ready: true });
+  const counts = { users: 3, sessions: 5 };
+  const counter = new ZooKeeperOnlineCounter({ zookeeper: registry.zookeeper, selfId: () => info.id, local: () => counts, intervalMs: 100, log: silentLogger() });
+  counter.start();
+  t.teardown(() => counter.close());
+
+  const observer = new ZooKeeperRegistry({ connect: zk.connect, root, nativeLogLevel: 'off', log: silentLogger() });
+  t.teardown(() => observer.close());
+  await observer.observe();
+  const reader = new ZooKeeperOnlineCounter({ zookeeper: observer.zookeeper, selfId: () => '', local: () => ({ users: 0, sessions: 0 }), log: silentLogger() });
+  const raw = await observer.zookeeper.whenConnected();
+  const share = `${root}/online-workers/${info.id}`;
+  await until('counted', async () => (await reader.read()).sessions === 5, 8_000);
+  const before = await raw.exists(share);
+
+  // The registry's session is ended on the server by a second client that attaches to it and
+  // closes it, the registry's own connection held down meanwhile (as in zk-registry.test.ts).
+  const old = registry.sessionCredentials()!;
+  proxy.partition();
+  await new Promise<void>((resolve) => {
+    const thief = new ZooKeeperSession({ connect: zk.connect, sessionTimeoutMs: 2_000, logLevel: 'off', credentials: old, onConnected: () => thief.close(), onClosed: () => resolve() });
   });
+  await until('its share went with the session', async () => (await raw.exists(share)) === undefined, 8_000);
+  proxy.heal();
+  await until('registered again', () => registry.registered(), 10_000);
+  counts.sessions = 6;
+  await until('its share is back', async () => (await raw.exists(share)) !== undefined, 8_000);
+
+  const after = await raw.exists(share);
+  const own = await raw.exists(`${root}/workers/w-${info.id}`);
+  t.not(after?.ephemeralOwner, before?.ephemeralOwner, 'owned by the new session');
+  t.equal(after?.ephemeralOwner, own?.ephemeralOwner, 'the same session as the worker\'s znode');
+  await until('the aggregate is right', async () => (await reader.read()).sessions === 6, 8_000);
+  t.same(await reader.read(), { users: 3, sessions: 6 });
 });

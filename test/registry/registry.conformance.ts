@@ -7,18 +7,16 @@
 import type { Test } from 'tap';
 import type { Registry } from '../../src/registry/registry.js';
 import type { ImNode, WorkerAnnouncement } from '../../src/registry/im-node.js';
+import { sleep, until } from '../../testkit/wait.js';
 
 /** How long a change may take to show in the view. */
 const VISIBLE_WITHIN_MS = 5_000;
 
+/** The first value `probe` gives that is not undefined, within `withinMs`. */
 async function eventually<T>(what: string, probe: () => T | undefined, withinMs = VISIBLE_WITHIN_MS): Promise<T> {
-  const deadline = Date.now() + withinMs;
-  for (;;) {
-    const value = probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`not within ${withinMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  let value: T | undefined;
+  await until(what, () => (value = probe()) !== undefined, withinMs);
+  return value!;
 }
 
 function announcement(overrides: Partial<WorkerAnnouncement> = {}): WorkerAnnouncement {
@@ -123,7 +121,7 @@ export function registryConformance(t: Test, makeRegistry: () => Promise<Registr
     registry.setBalance(8);
     await eventually('listener sees balance 8', () => kept.find((v) => v.some((w) => w.id === info.id && w.balance === 8)));
     // Give a late notification to the unsubscribed listener a chance to show up.
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
     t.equal(dropped.length, droppedCalls, 'the unsubscribed listener was not called again');
     t.notOk(
       dropped.some((v) => v.some((w) => w.balance === 8)),

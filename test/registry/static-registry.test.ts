@@ -6,6 +6,7 @@ import { StaticRegistry } from '../../src/registry/static-registry.js';
 import { ImClient } from '../../src/client/im-client.js';
 import { registryConformance } from './registry.conformance.js';
 import { startNode } from '../helpers/node.js';
+import { until } from '../../testkit/wait.js';
 
 registryConformance(t, async () => new StaticRegistry());
 
@@ -16,14 +17,6 @@ t.test('StaticRegistry refuses a second register', async (t) => {
   await t.rejects(registry.register({ host: 'h', port: 2, balance: 0, startedAt: 0, version: 'v', ready: true }), { code: 'SB_ERR_CONFIG' });
   await registry.close();
 });
-
-async function eventually(what: string, probe: () => boolean, withinMs = 5_000): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`not within ${withinMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 t.test('the registered balance follows logins and logouts on a real node', async (t) => {
   const n = await startNode(t);
@@ -43,16 +36,16 @@ t.test('the registered balance follows logins and logouts on a real node', async
   const aliceLaptop = client('alice', 'laptop');
   const bob = client('bob', 'phone');
   await Promise.all([alicePhone.connect(), aliceLaptop.connect(), bob.connect()]);
-  await eventually('balance 3', () => balance() === 3);
+  await until('balance 3', () => balance() === 3, 5_000);
   t.equal(balance(), 3, 'one per session, devices of one user counted apiece');
   t.ok(views.includes(3), 'listeners were told');
 
   await alicePhone.logout();
-  await eventually('balance 2 after a logout', () => balance() === 2);
+  await until('balance 2 after a logout', () => balance() === 2, 5_000);
   t.equal(balance(), 2);
 
   bob.close();
-  await eventually('balance 1 after a dropped connection', () => balance() === 1);
+  await until('balance 1 after a dropped connection', () => balance() === 1, 5_000);
   t.equal(balance(), 1);
 
   // The same device logging in again replaces its session: still one.
@@ -60,11 +53,11 @@ t.test('the registered balance follows logins and logouts on a real node', async
   const closed = new Promise<void>((resolve) => aliceLaptop.on('status', (s) => s === 'closed' && resolve()));
   await laptopAgain.connect();
   await closed;
-  await eventually('server settled', () => n.node.server.connectionCount === 1);
+  await until('server settled', () => n.node.server.connectionCount === 1, 5_000);
   t.equal(balance(), 1, 'a replaced session is not counted twice');
   t.equal(n.node.server.sessions.size, 1);
 
   await laptopAgain.logout();
-  await eventually('balance 0', () => balance() === 0);
+  await until('balance 0', () => balance() === 0, 5_000);
   t.equal(balance(), 0);
 });

@@ -18,6 +18,7 @@ import { silentLogger, type Logger } from '../../src/log.js';
 import { registryConformance } from './registry.conformance.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 import { ZooKeeperProxy } from '../helpers/zookeeper-proxy.js';
+import { sleep, until } from '../../testkit/wait.js';
 
 const zk = await startZooKeeper(t);
 
@@ -52,14 +53,6 @@ async function rawSession(tt: Test, auth?: ZooKeeperDigestAuth): Promise<ZooKeep
   });
   tt.teardown(() => session.close());
   return session;
-}
-
-async function eventually(what: string, probe: () => boolean | Promise<boolean>, withinMs = 5_000): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`not within ${withinMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
 
 function capturingLogger(): { log: Logger; lines: Record<string, unknown>[] } {
@@ -148,11 +141,11 @@ t.test('the gate identity reads the view and the counts, and can write neither',
   await observer.observe();
   t.same(observer.workers(), [info], 'the gate sees the worker');
   registry.setBalance(9);
-  await eventually('the gate follows its balance', () => observer.workers()[0]?.balance === 9);
+  await until('the gate follows its balance', () => observer.workers()[0]?.balance === 9, 5_000);
   // On the gate's registry session, as in the gate.
   const reader = new ZooKeeperOnlineCounter({ zookeeper: observer.zookeeper, selfId: () => '', local: () => ({ users: 0, sessions: 0 }), log: silentLogger() });
   t.teardown(() => reader.close());
-  await eventually('the gate reads the counts', async () => (await reader.read()).sessions === 3);
+  await until('the gate reads the counts', async () => (await reader.read()).sessions === 3, 5_000);
 
   const gate = await rawSession(t, GATE);
   const own = `${root}/workers/w-${info.id}`;
@@ -174,7 +167,7 @@ t.test('strangers cannot change the online counts', async (t) => {
   counter.start();
   t.teardown(() => counter.close());
   const gate = await rawSession(t, GATE);
-  await eventually('the counts are published', async () => (await gate.exists(`${root}/online-workers/0000000001`)) !== undefined && JSON.parse((await gate.get(`${root}/online`)).data.toString() || '{}').sessions === 2);
+  await until('the counts are published', async () => (await gate.exists(`${root}/online-workers/0000000001`)) !== undefined && JSON.parse((await gate.get(`${root}/online`)).data.toString() || '{}').sessions === 2, 5_000);
   for (const [who, auth] of STRANGERS) {
     const s = await rawSession(t, auth);
     t.equal(await rc(s.set(`${root}/online`, Buffer.from('{"users":999,"sessions":999}'), -1)), ZK_RC.NO_AUTH, `${who} cannot change the aggregate`);
@@ -196,7 +189,7 @@ t.test('a registry authenticates its new session after an expiry, and protects t
   registry.onRegistered((self) => registrations.push(self));
   const info = await registry.register(announcement(42_021, { balance: 1 }));
   await observer.observe();
-  await eventually('the gate sees the worker', () => observer.workers().some((w) => w.id === info.id));
+  await until('the gate sees the worker', () => observer.workers().some((w) => w.id === info.id), 5_000);
 
   // As in zk-registry.test.ts: a second client takes the session over and closes it while the
   // registry's own connection is held down.
@@ -205,13 +198,13 @@ t.test('a registry authenticates its new session after an expiry, and protects t
   await new Promise<void>((resolve) => {
     const thief = new ZooKeeperSession({ connect: zk.connect, sessionTimeoutMs: 2_000, logLevel: 'off', credentials: old, onConnected: () => thief.close(), onClosed: () => resolve() });
   });
-  await eventually('the gate saw it leave', () => !observer.workers().some((w) => w.id === info.id));
+  await until('the gate saw it leave', () => !observer.workers().some((w) => w.id === info.id), 5_000);
   proxy.heal();
-  await eventually('registered again', () => registrations.length === 2, 10_000);
+  await until('registered again', () => registrations.length === 2, 10_000);
   t.same(registrations[1], info, 'under the same id');
-  await eventually('the gate lists it again', () => observer.workers().some((w) => w.id === info.id));
+  await until('the gate lists it again', () => observer.workers().some((w) => w.id === info.id), 5_000);
   registry.setBalance(7);
-  await eventually('balance writes work on the new session', () => observer.workers().find((w) => w.id === info.id)?.balance === 7);
+  await until('balance writes work on the new session', () => observer.workers().find((w) => w.id === info.id)?.balance === 7, 5_000);
   const own = `${root}/workers/w-${info.id}`;
   for (const [who, auth] of STRANGERS) {
     const s = await rawSession(t, auth);
@@ -253,7 +246,7 @@ t.test('a parent made without an identity is taken over; one owned by another id
   t.equal(err?.code, 'SB_ERR_REGISTRY_ACL', 'the worker refuses to start: SB_ERR_REGISTRY_ACL');
   t.match(err?.message, new RegExp(`"sb-worker" may not .* ${squatted}`), 'naming the identity and the node');
   t.notMatch(err?.message, WORKER.password, 'never the password');
-  await eventually('and the registry is closed', () => refused.status === 'closed');
+  await until('and the registry is closed', () => refused.status === 'closed', 5_000);
 
   const noIdentity = makeRegistry(t, { root: open, auth: undefined, readers: undefined, connectTimeoutMs: 5_000 });
   const err2 = await noIdentity.register(announcement(42_033)).then(
@@ -318,8 +311,8 @@ t.test('the gate trusts a registry only if strangers are kept out of it, and onl
   const worker = await rawSession(t, WORKER);
   const half = `${root}/workers/w-0000088888`;
   await worker.create(half, forged('0000088888', 2), ZK_MODE.EPHEMERAL);
-  await eventually('logged', () => lines.some((l) => l.msg === 'registry node is not trusted' && l.path === half));
-  await new Promise((resolve) => setTimeout(resolve, 300)); // a few reconciles
+  await until('logged', () => lines.some((l) => l.msg === 'registry node is not trusted' && l.path === half), 5_000);
+  await sleep(300); // a few reconciles
   t.same(
     observer.workers().map((w) => w.id),
     [info.id],
@@ -328,7 +321,7 @@ t.test('the gate trusts a registry only if strangers are kept out of it, and onl
   t.equal(lines.filter((l) => l.msg === 'registry view repaired').length, 0, 'nor mistaken for a missed event');
   await worker.setAcl(half, 0, new ClusterAcl({ auth: WORKER, readers: READERS }, silentLogger()).entries);
   await worker.set(half, forged('0000088888', 2), 0);
-  await eventually('listed once protected', () => observer.workers().some((w) => w.id === '0000088888'));
+  await until('listed once protected', () => observer.workers().some((w) => w.id === '0000088888'), 5_000);
 
   // The gate starts before any worker made the tree: it waits for it, then checks it.
   const later = freshRoot();
@@ -336,7 +329,7 @@ t.test('the gate trusts a registry only if strangers are kept out of it, and onl
   await early.observe();
   t.same(early.workers(), [], 'no workers yet');
   const first = await makeRegistry(t, { root: later }).register(announcement(42_051));
-  await eventually('the gate lists the first worker once the tree exists', () => early.workers().some((w) => w.id === first.id));
+  await until('the gate lists the first worker once the tree exists', () => early.workers().some((w) => w.id === first.id), 5_000);
 });
 
 /** A real session that lets a stranger act on a node between its create and the ACL sent with it. */
@@ -376,7 +369,7 @@ t.test('a znode changed by another client while being created is deleted and cre
   session.window = async (path) => {
     session.window = undefined;
     windows++;
-    await eventually('the node exists', async () => (await stranger.exists(path)) !== undefined);
+    await until('the node exists', async () => (await stranger.exists(path)) !== undefined, 5_000);
     t.equal(await rc(stranger.set(path, Buffer.from('{"forged":true}'), -1)), 0, 'the stranger wrote into the open node');
   };
   const path = `${root}/workers/w-0000000042`;
@@ -389,7 +382,7 @@ t.test('a znode changed by another client while being created is deleted and cre
 
   // Every time, taking the node's ACL for itself: given up on with SB_ERR_REGISTRY_ACL.
   session.window = async (p) => {
-    await eventually('the node exists', async () => (await stranger.exists(p)) !== undefined);
+    await until('the node exists', async () => (await stranger.exists(p)) !== undefined, 5_000);
     t.equal(await rc(stranger.setAcl(p, 0, OPEN)), 0, 'the stranger set the open node\'s ACL first');
   };
   const again = `${root}/workers/w-0000000043`;

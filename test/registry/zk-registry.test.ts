@@ -3,7 +3,6 @@
 // crashed workers, balance coalescing, session expiry, partitions and missed watch events.
 
 import t, { type Test } from 'tap';
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { ZooKeeperRegistry, type ZooKeeperRegistryOptions, type ZooKeeperStatus } from '../../src/registry/zk-registry.js';
@@ -14,6 +13,8 @@ import { registryConformance } from './registry.conformance.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 import { ZooKeeperProxy } from '../helpers/zookeeper-proxy.js';
 import { freePort } from '../../testkit/services.js';
+import { sleep, until } from '../../testkit/wait.js';
+import { SwitchboardProcess } from '../../testkit/switchboard-process.js';
 
 const zk = await startZooKeeper(t);
 
@@ -31,14 +32,6 @@ function makeRegistry(tt: Test, options: Options = {}): ZooKeeperRegistry {
 
 function announcement(port: number, overrides: Partial<WorkerAnnouncement> = {}): WorkerAnnouncement {
   return { host: '127.0.0.1', port, peerPort: port + 1, balance: 0, startedAt: 1_700_000_000_000, version: '1.2.3-test', ready: true, ...overrides };
-}
-
-async function eventually(what: string, probe: () => boolean, withinMs = 5_000): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`not within ${withinMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
 
 const has = (registry: ZooKeeperRegistry, id: string) => registry.workers().some((w) => w.id === id);
@@ -94,14 +87,14 @@ t.test('two registries see each other within 1 s; a closed one leaves the other 
   const second = await two.register(announcement(41_012));
   t.not(first.id, second.id, 'distinct ids');
   t.ok(has(two, first.id), 'the newcomer read the existing worker while registering');
-  await eventually('the first registry sees the second', () => has(one, second.id), 1_000);
+  await until('the first registry sees the second', () => has(one, second.id), 1_000);
   t.same(find(one, second.id), second, 'with its announced fields');
 
   two.setBalance(6);
-  await eventually('the balance shows in the other view', () => find(one, second.id)?.balance === 6);
+  await until('the balance shows in the other view', () => find(one, second.id)?.balance === 6, 5_000);
 
   await two.close();
-  await eventually('the closed worker is gone from the other view', () => !has(one, second.id), 1_000);
+  await until('the closed worker is gone from the other view', () => !has(one, second.id), 1_000);
   t.same(
     one.workers().map((w) => w.id),
     [first.id],
@@ -120,29 +113,18 @@ t.test('a SIGKILLed worker disappears once its session times out', async (t) => 
   await observer.register(announcement(41_021));
 
   const fixture = fileURLToPath(new URL('./fixtures/zk-worker.ts', import.meta.url));
-  const child = spawn(process.execPath, ['--import', 'tsx', fixture, JSON.stringify({ connect: zk.connect, root, sessionTimeoutMs, nativeLogLevel: 'off' })], {
-    stdio: ['ignore', 'pipe', 'inherit'],
+  const child = new SwitchboardProcess('zk-worker fixture', [JSON.stringify({ connect: zk.connect, root, sessionTimeoutMs, nativeLogLevel: 'off' })], {
+    nodeArgs: ['--import', 'tsx'],
+    script: fixture,
   });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  t.teardown(async () => {
-    child.kill('SIGKILL');
-    await exited;
-  });
-  const line = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      if (out.includes('\n')) resolve(out.slice(0, out.indexOf('\n')));
-    });
-    child.once('exit', (code) => reject(new Error(`fixture exited (${code}) before registering`)));
-  });
-  const crashed = JSON.parse(line) as ImNode;
-  await eventually('the observer sees the child worker', () => has(observer, crashed.id), 1_000);
+  t.teardown(() => child.kill());
+  // Its one line: the ImNode it registered.
+  const crashed = (await child.waitForLog(() => true)) as unknown as ImNode;
+  await until('the observer sees the child worker', () => has(observer, crashed.id), 1_000);
 
-  child.kill('SIGKILL');
-  await exited;
+  await child.kill();
   t.ok(has(observer, crashed.id), 'no goodbye: the worker is still listed right after the kill');
-  await eventually('the crashed worker is gone', () => !has(observer, crashed.id), sessionTimeoutMs + 3_000);
+  await until('the crashed worker is gone', () => !has(observer, crashed.id), sessionTimeoutMs + 3_000);
   t.pass('its ephemeral znode went with its session');
 });
 
@@ -156,16 +138,16 @@ t.test('setBalance is coalesced into few versioned writes, the last value winnin
   const start = await version();
 
   for (let b = 1; b <= 50; b++) registry.setBalance(b);
-  await eventually('balance 50 in the view', () => find(registry, info.id)?.balance === 50);
+  await until('balance 50 in the view', () => find(registry, info.id)?.balance === 50, 5_000);
   const afterBurst = await version();
   t.ok(afterBurst - start <= 1, `50 synchronous calls made ${afterBurst - start} write(s)`);
 
   // 60 changes over about 1.2 s: at most one write per 300 ms, plus the one that ends it.
   for (let b = 100; b < 160; b++) {
     registry.setBalance(b);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await sleep(20);
   }
-  await eventually('balance 159 in the view', () => find(registry, info.id)?.balance === 159);
+  await until('balance 159 in the view', () => find(registry, info.id)?.balance === 159, 5_000);
   t.equal(JSON.parse((await raw.get(path)).data.toString()).balance, 159, 'the znode holds the last value');
   const writes = (await version()) - afterBurst;
   t.ok(writes >= 1 && writes <= 10, `60 spread calls made ${writes} writes (versions ${afterBurst} → ${afterBurst + writes})`);
@@ -174,7 +156,7 @@ t.test('setBalance is coalesced into few versioned writes, the last value winnin
   const { data } = await raw.get(path);
   await raw.set(path, data, -1);
   registry.setBalance(7);
-  await eventually('balance 7 despite the version conflict', () => find(registry, info.id)?.balance === 7);
+  await until('balance 7 despite the version conflict', () => find(registry, info.id)?.balance === 7, 5_000);
   t.equal(JSON.parse((await raw.get(path)).data.toString()).balance, 7);
 });
 
@@ -190,7 +172,7 @@ t.test('a forced session expiry: expired, then connected again under the same id
   registry.onRegistered((self) => registrations.push(self));
   const info = await registry.register(announcement(41_041, { balance: 3 }));
   await observer.register(announcement(41_042));
-  await eventually('the observer sees the worker', () => has(observer, info.id));
+  await until('the observer sees the worker', () => has(observer, info.id), 5_000);
   const observed: boolean[] = [];
   observer.onChange((view) => observed.push(view.some((w) => w.id === info.id)));
 
@@ -203,11 +185,11 @@ t.test('a forced session expiry: expired, then connected again under the same id
   await new Promise<void>((resolve) => {
     const thief = new ZooKeeperSession({ connect: zk.connect, sessionTimeoutMs: 2_000, logLevel: 'off', credentials: old, onConnected: () => thief.close(), onClosed: () => resolve() });
   });
-  await eventually('the session is gone on the server', () => !has(observer, info.id));
+  await until('the session is gone on the server', () => !has(observer, info.id), 5_000);
   t.equal(registry.status, 'suspended', 'the registry cannot know yet');
   proxy.heal();
 
-  await eventually('re-registered', () => registrations.length === 2, 10_000);
+  await until('re-registered', () => registrations.length === 2, 10_000);
   t.same(registrations, [info, info], 'onRegistered fired again with the same ImNode (same id)');
   t.equal(registry.status, 'connected');
   const expiredAt = statuses.indexOf('expired');
@@ -221,7 +203,7 @@ t.test('a forced session expiry: expired, then connected again under the same id
   t.not(stat.ephemeralOwner, old.id, 'owned by the new session');
   t.equal(stat.ephemeralOwner, registry.sessionCredentials()?.id);
 
-  await eventually('the observer lists it again', () => has(observer, info.id), 1_000);
+  await until('the observer lists it again', () => has(observer, info.id), 1_000);
   t.ok(observed.includes(false), 'the observer saw it leave (the expiry was real)');
   t.equal(observed.at(-1), true, 'and come back');
 
@@ -229,7 +211,7 @@ t.test('a forced session expiry: expired, then connected again under the same id
   t.ok(transitions.includes('expired→connecting') && transitions.includes('connecting→connected'), `logged: ${transitions.join(', ')}`);
 
   registry.setBalance(12);
-  await eventually('balance writes work on the new session', () => find(observer, info.id)?.balance === 12);
+  await until('balance writes work on the new session', () => find(observer, info.id)?.balance === 12, 5_000);
 });
 
 t.test('a partition longer than the session timeout: suspended, expired, registered again', async (t) => {
@@ -243,22 +225,22 @@ t.test('a partition longer than the session timeout: suspended, expired, registe
   registry.onRegistered((self) => registrations.push(self));
   const info = await registry.register(announcement(41_051));
   await observer.register(announcement(41_052));
-  await eventually('the observer sees the worker', () => has(observer, info.id));
+  await until('the observer sees the worker', () => has(observer, info.id), 5_000);
 
   proxy.partition();
   t.equal(registry.registered(), true, 'registered while connected');
-  await eventually('suspended', () => registry.status === 'suspended');
+  await until('suspended', () => registry.status === 'suspended', 5_000);
   t.ok(has(registry, info.id), 'a suspended registry keeps its last view');
   t.equal(registry.registered(), false, 'a suspended registry does not claim its registration');
-  await eventually('the server expired the session: the worker left the observer view', () => !has(observer, info.id), 8_000);
+  await until('the server expired the session: the worker left the observer view', () => !has(observer, info.id), 8_000);
   t.equal(registry.status, 'suspended', 'the partitioned registry cannot know yet');
 
   proxy.heal();
-  await eventually('registered again', () => registrations.length === 2, 10_000);
+  await until('registered again', () => registrations.length === 2, 10_000);
   t.same(registrations[1], info, 'same id');
   t.equal(registry.registered(), true, 'registered again');
   t.same(statuses.slice(statuses.indexOf('suspended')), ['suspended', 'expired', 'connecting', 'connected']);
-  await eventually('the observer lists it again', () => has(observer, info.id), 1_000);
+  await until('the observer lists it again', () => has(observer, info.id), 1_000);
 });
 
 t.test('the periodic reconcile repairs a view that missed watch events', async (t) => {
@@ -272,22 +254,22 @@ t.test('the periodic reconcile repairs a view that missed watch events', async (
   const repairs = () => lines.filter((l) => l.msg === 'registry view repaired');
 
   const joined = await other.register(announcement(41_062));
-  await eventually('the deaf registry finds the newcomer', () => has(deaf, joined.id));
+  await until('the deaf registry finds the newcomer', () => has(deaf, joined.id), 5_000);
   t.ok(proxy.dropped > 0, `the child event was dropped (${proxy.dropped} notifications so far)`);
   t.match(repairs()[0], { missing: [joined.id], stale: [], changed: [] }, 'found missing by the reconcile, and logged');
 
   other.setBalance(5);
-  await eventually('the deaf registry finds the new balance', () => find(deaf, joined.id)?.balance === 5);
+  await until('the deaf registry finds the new balance', () => find(deaf, joined.id)?.balance === 5, 5_000);
   t.match(repairs().at(-1), { changed: [joined.id] });
 
   // A worker znode made and deleted behind everyone's back (a registry would re-create its own).
   const raw = await rawSession(t);
   const ghost = { id: '0000099999', ...announcement(41_063) };
   await raw.create(`${root}/workers/w-${ghost.id}`, Buffer.from(JSON.stringify(ghost)), 0);
-  await eventually('the deaf registry finds the ghost', () => has(deaf, ghost.id));
+  await until('the deaf registry finds the ghost', () => has(deaf, ghost.id), 5_000);
   t.same(find(deaf, ghost.id), ghost);
   await raw.delete(`${root}/workers/w-${ghost.id}`, -1);
-  await eventually('the deaf registry drops the ghost', () => !has(deaf, ghost.id));
+  await until('the deaf registry drops the ghost', () => !has(deaf, ghost.id), 5_000);
   t.match(repairs().at(-1), { stale: [ghost.id] });
   t.ok(has(deaf, own.id) && has(deaf, joined.id), 'and keeps the live workers');
 });
@@ -300,8 +282,8 @@ t.test('a znode that is not a worker is left out of the view and logged once', a
   const raw = await rawSession(t);
   await raw.create(`${root}/workers/w-0000088888`, Buffer.from('not json'), 0);
   await raw.create(`${root}/workers/w-0000088889`, Buffer.from(JSON.stringify({ host: 'h', port: 'eighty' })), 0);
-  await eventually('both logged', () => lines.filter((l) => l.msg === 'registry node is not a worker').length >= 2);
-  await new Promise((resolve) => setTimeout(resolve, 350)); // a few reconciles
+  await until('both logged', () => lines.filter((l) => l.msg === 'registry node is not a worker').length >= 2, 5_000);
+  await sleep(350); // a few reconciles
   t.same(
     registry.workers().map((w) => w.id),
     [info.id],
@@ -320,9 +302,9 @@ t.test('readiness in the znode: absent (an older worker) is ready, a non-boolean
   const older = { host: '127.0.0.1', port: 41_094, balance: 0, startedAt: 1, version: '0.0.9' };
   await raw.create(`${root}/workers/w-0000077777`, Buffer.from(JSON.stringify(older)), 0);
   await raw.create(`${root}/workers/w-0000077778`, Buffer.from(JSON.stringify({ ...older, port: 41_095, ready: 'yes' })), 0);
-  await eventually('the older worker is listed', () => has(registry, '0000077777'));
+  await until('the older worker is listed', () => has(registry, '0000077777'), 5_000);
   t.same(find(registry, '0000077777'), { id: '0000077777', ...older, ready: true }, 'listed as ready');
-  await eventually('the bad one is logged', () => lines.some((l) => l.msg === 'registry node is not a worker' && String(l.path).endsWith('w-0000077778')));
+  await until('the bad one is logged', () => lines.some((l) => l.msg === 'registry node is not a worker' && String(l.path).endsWith('w-0000077778')), 5_000);
   t.same(registry.workers().map((w) => w.id).sort(), ['0000077777', info.id].sort(), 'the bad one is left out');
 });
 
@@ -333,12 +315,12 @@ t.test('a change of readiness is written at once, not coalesced behind balance w
   const observer = makeRegistry(t, { root });
   const info = await registry.register(announcement(41_096));
   await observer.observe();
-  await eventually('observer sees the worker', () => has(observer, info.id));
+  await until('observer sees the worker', () => has(observer, info.id), 5_000);
   registry.setBalance(5); // the first write goes out at once and starts the interval
-  await eventually('observer sees balance 5', () => find(observer, info.id)?.balance === 5);
+  await until('observer sees balance 5', () => find(observer, info.id)?.balance === 5, 5_000);
   registry.setBalance(6); // waits for the interval
   registry.setReady(false);
-  await eventually('observer sees it unready', () => find(observer, info.id)?.ready === false, 10_000);
+  await until('observer sees it unready', () => find(observer, info.id)?.ready === false, 10_000);
   t.equal(find(observer, info.id)?.balance, 6, 'written whole: the pending balance went with it');
   const { data } = await (await rawSession(t)).get(`${root}/workers/w-${info.id}`);
   t.match(JSON.parse(data.toString()), { ready: false, balance: 6 }, 'the znode holds it');
@@ -352,16 +334,16 @@ t.test('a deleted own znode is created again under the same id', async (t) => {
   const info = await registry.register(announcement(41_071));
   const raw = await rawSession(t);
   await raw.delete(`${root}/workers/w-${info.id}`, -1);
-  await eventually('registered again', () => registrations.length === 2);
+  await until('registered again', () => registrations.length === 2, 5_000);
   t.same(registrations[1], info);
   t.ok(await raw.exists(`${root}/workers/w-${info.id}`), 'the znode is back');
-  await eventually('in the view', () => has(registry, info.id));
+  await until('in the view', () => has(registry, info.id), 5_000);
 });
 
 t.test('register() fails with SB_ERR_REGISTRY_UNAVAILABLE when ZooKeeper cannot be reached', async (t) => {
   const nobody = await freePort();
   const registry = makeRegistry(t, { connect: `127.0.0.1:${nobody}`, connectTimeoutMs: 500 });
   await t.rejects(registry.register(announcement(41_081)), { code: 'SB_ERR_REGISTRY_UNAVAILABLE' });
-  await eventually('closed', () => registry.status === 'closed');
+  await until('closed', () => registry.status === 'closed', 5_000);
   t.pass('and the registry is closed');
 });

@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import { startNode, type TestNode } from '../helpers/node.js';
 import { frameHeader, isType, seqOf, u64, type RawClient, DEFAULT_TIMEOUT_MS } from '../../testkit/raw-client.js';
 import { until } from '../../testkit/wait.js';
-import { connect, connectLoggedIn } from '../helpers/raw-client.js';
+import { connect, connectLoggedIn } from '../helpers/raw-session.js';
 import { encodeMessageFrame } from '../../src/protocol/codec.js';
 import { HeadType } from '../../src/protocol/types.js';
 

@@ -5,7 +5,7 @@
 import t from 'tap';
 import { startNode } from '../helpers/node.js';
 import { frameHeader, isType, seqOf, u64 } from '../../testkit/raw-client.js';
-import { connectLoggedIn } from '../helpers/raw-client.js';
+import { connectLoggedIn } from '../helpers/raw-session.js';
 import { HeadType, ResultCode } from '../../src/protocol/types.js';
 
 t.test('a message reaches its recipient and the sender gets a MESSAGE_RESPONSE', async (t) => {

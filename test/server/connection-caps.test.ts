@@ -10,7 +10,7 @@ import { pino } from 'pino';
 import { startNode, type TestNode } from '../helpers/node.js';
 import { RawClient, isType, DEFAULT_TIMEOUT_MS } from '../../testkit/raw-client.js';
 import { until } from '../../testkit/wait.js';
-import { connect, connectLoggedIn } from '../helpers/raw-client.js';
+import { connect, connectLoggedIn } from '../helpers/raw-session.js';
 import { HeadType } from '../../src/protocol/types.js';
 import { addressKey } from '../../src/server/connection-caps.js';
 

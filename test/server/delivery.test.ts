@@ -9,7 +9,7 @@ import t, { type Test } from 'tap';
 import { startNode } from '../helpers/node.js';
 import { contents, isDelivery, isType, sendAll, seqOf, seqs, u64, RawClient, PRE_LOGIN_SEQUENCE, DEFAULT_TIMEOUT_MS } from '../../testkit/raw-client.js';
 import { until } from '../../testkit/wait.js';
-import { connect, connectLoggedIn, nothingMoreDelivered } from '../helpers/raw-client.js';
+import { connect, connectLoggedIn, nothingMoreDelivered } from '../helpers/raw-session.js';
 import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
 import type { InboxRange } from '../../src/inbox/inbox-store.js';
 import { encodeMessage } from '../../src/protocol/codec.js';

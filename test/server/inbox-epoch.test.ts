@@ -7,7 +7,7 @@ import t, { type Test } from 'tap';
 import { startNode, type TestNode } from '../helpers/node.js';
 import { contents, isDelivery, sendAll, seqs, u64, type RawClient, DEFAULT_TIMEOUT_MS } from '../../testkit/raw-client.js';
 import { until } from '../../testkit/wait.js';
-import { connectLoggedIn, nothingMoreDelivered } from '../helpers/raw-client.js';
+import { connectLoggedIn, nothingMoreDelivered } from '../helpers/raw-session.js';
 import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
 import { encodeMessageRequest } from '../../src/protocol/codec.js';
 import type { ImMessage } from '../../src/protocol/types.js';

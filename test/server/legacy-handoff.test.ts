@@ -8,7 +8,7 @@ import t from 'tap';
 import { startNode } from '../helpers/node.js';
 import { seqs, u64, type RawClient, DEFAULT_TIMEOUT_MS } from '../../testkit/raw-client.js';
 import { until } from '../../testkit/wait.js';
-import { connect, connectLoggedIn } from '../helpers/raw-client.js';
+import { connect, connectLoggedIn } from '../helpers/raw-session.js';
 import { HeadType, type ImMessage } from '../../src/protocol/types.js';
 
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);

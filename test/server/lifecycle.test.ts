@@ -7,7 +7,7 @@ import t from 'tap';
 import { startNode } from '../helpers/node.js';
 import { isDelivery, isType, seqOf, u64, RawClient, DEFAULT_TIMEOUT_MS } from '../../testkit/raw-client.js';
 import { until } from '../../testkit/wait.js';
-import { connect, connectLoggedIn } from '../helpers/raw-client.js';
+import { connect, connectLoggedIn } from '../helpers/raw-session.js';
 import { HeadType, ResultCode } from '../../src/protocol/types.js';
 
 t.test('a heartbeat is echoed unchanged after login', async (t) => {

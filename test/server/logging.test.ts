@@ -8,7 +8,7 @@ import { pino } from 'pino';
 import { startNode } from '../helpers/node.js';
 import { until } from '../../testkit/wait.js';
 import { DEFAULT_TIMEOUT_MS } from '../../testkit/raw-client.js';
-import { connectLoggedIn } from '../helpers/raw-client.js';
+import { connectLoggedIn } from '../helpers/raw-session.js';
 import { encodeMessageFrame } from '../../src/protocol/codec.js';
 
 interface Line {

@@ -6,7 +6,7 @@ import t, { type Test } from 'tap';
 import { startNode } from '../helpers/node.js';
 import { isDelivery, seqOf, type RawClient, DEFAULT_TIMEOUT_MS } from '../../testkit/raw-client.js';
 import { until } from '../../testkit/wait.js';
-import { connectLoggedIn } from '../helpers/raw-client.js';
+import { connectLoggedIn } from '../helpers/raw-session.js';
 import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
 import type { InboxRange } from '../../src/inbox/inbox-store.js';
 import { encodeMessageRequest } from '../../src/protocol/codec.js';

@@ -11,7 +11,7 @@ import { once } from 'node:events';
 import { startNode, type TestNode } from '../helpers/node.js';
 import { startRedis } from '../helpers/redis.js';
 import { isType, u64, type RawClient } from '../../testkit/raw-client.js';
-import { connectLoggedIn } from '../helpers/raw-client.js';
+import { connectLoggedIn } from '../helpers/raw-session.js';
 import { HeadType, ResultCode } from '../../src/protocol/types.js';
 import { MemoryUserStore } from '../../src/users/memory-user-store.js';
 import { RedisUserStore } from '../../src/users/redis-user-store.js';

@@ -15,7 +15,7 @@ import { StoreHealth } from '../../src/server/store-health.js';
 import { HeadType } from '../../src/protocol/types.js';
 import type { Logger } from '../../src/log.js';
 import { TEST_SECRET } from '../helpers/node.js';
-import { connect, connectLoggedIn } from '../helpers/raw-client.js';
+import { connect, connectLoggedIn } from '../helpers/raw-session.js';
 import { requirePassword, startRedis, type TestRedis } from '../helpers/redis.js';
 import { until } from '../../testkit/wait.js';
 

@@ -4,6 +4,7 @@
 
 import type { Test } from 'tap';
 import type { SessionRecord, SessionStore } from '../../src/session/session-store.js';
+import { sleep } from '../../testkit/wait.js';
 
 let nextId = 0;
 
@@ -36,11 +37,11 @@ export function sessionStoreConformance(t: Test, makeStore: (options?: { ttlMs?:
     await store.add(kept);
     await store.add(dropped);
     for (let i = 0; i < 6; i++) {
-      await new Promise((r) => setTimeout(r, 100));
+      await sleep(100);
       await store.refresh([kept]);
     }
     t.same(await store.byUser('alice'), [kept], 'the refreshed record stays, the other expired');
-    await new Promise((r) => setTimeout(r, 450));
+    await sleep(450);
     t.same(await store.byUser('alice'), [], 'without refresh everything expires');
   });
 

@@ -1,4 +1,4 @@
-// Raw clients (testkit/raw-client.ts) for a tap test: destroyed on teardown, logged in, and an
+// A tap test's raw sessions: testkit/raw-client.ts clients destroyed on teardown, logged in, and an
 // assertion that nothing more is delivered.
 
 import type { Test } from 'tap';

@@ -9,10 +9,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
-import { messageType, encodeMessage, PROTO_PATH } from '../../../src/protocol/codec.js';
-import { FrameDecoder, encodeFrame } from '../../../src/protocol/frame.js';
-import { HeadType, type ImMessage } from '../../../src/protocol/types.js';
-import { ROOT } from '../../../testkit/switchboard-process.js';
+import { messageType, encodeMessage, PROTO_PATH } from '../../src/protocol/codec.js';
+import { FrameDecoder, encodeFrame } from '../../src/protocol/frame.js';
+import { HeadType, type ImMessage } from '../../src/protocol/types.js';
+import { ROOT } from '../../testkit/switchboard-process.js';
 
 const { values } = parseArgs({ options: { iterations: { type: 'string', default: '1000000' }, rounds: { type: 'string', default: '3' } } });
 const N = Number(values.iterations);
