@@ -53,7 +53,7 @@ t.test('a configuration a constructor would refuse is refused before a Redis sto
   const admin = new Redis(server.url, { maxRetriesPerRequest: 1 });
   t.teardown(() => admin.disconnect());
   // Every connected client, this one included.
-  const clients = async () => (await admin.client('LIST')).split('\n').filter(Boolean).length;
+  const clients = async () => ((await admin.client('LIST')) as string).split('\n').filter(Boolean).length;
   const redis = { url: server.url, keyPrefix: 'sb:', timeoutMs: 1_000 };
   const zookeeper = { connect: '127.0.0.1:1', root: '/sb' };
   const cluster = { settings: { ...DEFAULT_CLUSTER_SETTINGS, secret: 'x'.repeat(32) }, sessionTtlMs: 60_000 };
