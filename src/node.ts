@@ -9,14 +9,15 @@ import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { DEFAULT_LIMITS, type WorkerLimits } from './config.js';
 import { SwitchboardError } from './errors.js';
-import { TokenSigner } from './auth/token.js';
+import { checkTokenSecret, TokenSigner } from './auth/token.js';
 import { PasswordHasher } from './auth/password.js';
 import { silentLogger, type Logger } from './log.js';
-import { logRedis } from './redis/redis-client.js';
+import { checkRedisTimeout, logRedis } from './redis/redis-client.js';
 import type { Registry } from './registry/registry.js';
 import type { ImNode } from './registry/im-node.js';
 import { StaticRegistry } from './registry/static-registry.js';
 import { ZooKeeperRegistry } from './registry/zk-registry.js';
+import { checkZooKeeperRoot } from './registry/zk-connection.js';
 import type { ZooKeeperDigestAuth } from './registry/zookeeper-client.js';
 import { MemoryOnlineCounter, type LocalCounts, type OnlineCounter } from './registry/online-counter.js';
 import { ZooKeeperOnlineCounter } from './registry/zk-online-counter.js';
@@ -32,11 +33,11 @@ import type { UserStore } from './users/user-store.js';
 import { MemoryUserStore } from './users/memory-user-store.js';
 import { RedisUserStore } from './users/redis-user-store.js';
 import { WorkerServer } from './server/worker-server.js';
-import { StoreHealth, type HealthSettings } from './server/store-health.js';
+import { checkHealthSettings, StoreHealth, type HealthSettings } from './server/store-health.js';
 import { createCluster, type ClusterSettings } from './cluster/cluster.js';
 import { WebGate, type GateLimits } from './gate/web-gate.js';
 import { RedisRateLimitStore } from './gate/redis-rate-limit-store.js';
-import { DEFAULT_PROBE_SETTINGS, WorkerProbe, type ProbeSettings } from './gate/worker-probe.js';
+import { checkProbeSettings, DEFAULT_PROBE_SETTINGS, WorkerProbe, type ProbeSettings } from './gate/worker-probe.js';
 
 export const VERSION: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
 
@@ -242,8 +243,19 @@ interface Part<T> {
 
 export function createSwitchboard(config: SwitchboardConfig): Switchboard {
   checkConfig(config);
-  const worker = config.worker && buildWorker(config, config.worker);
-  const gate = config.gate && (worker ? embeddedGate(config, config.gate, worker) : clusterGate(config, config.gate));
+  const built: Closable[] = [];
+  const own: Own = (part) => (built.push(part), part);
+  let worker: WorkerPart | undefined;
+  let gate: GatePart | undefined;
+  try {
+    worker = config.worker && buildWorker(config, config.worker, own);
+    gate = config.gate && (worker ? embeddedGate(config, config.gate, worker) : clusterGate(config, config.gate, own));
+  } catch (err) {
+    // checkConfig refuses what the constructors are known to refuse; should one throw all the
+    // same, the Redis clients built before it must not keep the process alive.
+    void closeAll(built.reverse(), config.log);
+    throw err;
+  }
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> =>
     (stopping ??= (async () => {
@@ -278,7 +290,11 @@ export function createSwitchboard(config: SwitchboardConfig): Switchboard {
   };
 }
 
-/** What the CLI cannot get wrong but a program can: a configuration that names nothing to run, or half a cluster. */
+/**
+ * What the CLI cannot get wrong but a program can: a configuration that names nothing to run, or
+ * half a cluster; and what a constructor would refuse (SB_ERR_CONFIG), checked here so that it
+ * is refused before a Redis store has connected.
+ */
 function checkConfig(config: SwitchboardConfig): void {
   const { worker, gate, zookeeper, redis } = config;
   const fail = (message: string) => {
@@ -288,6 +304,23 @@ function checkConfig(config: SwitchboardConfig): void {
   if (worker?.cluster && (!zookeeper || !redis)) fail('cluster mode needs zookeeper and redis');
   if (worker && !worker.cluster && zookeeper) fail('a worker with zookeeper needs its cluster settings');
   if (!worker && (!zookeeper || !redis)) fail("a cluster's gate needs zookeeper and redis");
+  checkTokenSecret(config.secret);
+  if (redis) checkRedisTimeout(redis.timeoutMs);
+  if (zookeeper) checkZooKeeperRoot(zookeeper.root);
+  if (worker) checkHealthSettings(worker.health);
+  if (gate && !worker) checkProbeSettings(gate.probe ?? DEFAULT_PROBE_SETTINGS);
+}
+
+/** Something built that holds a connection or a timer until it is closed. */
+interface Closable {
+  close(): Promise<void>;
+}
+
+/** Records a part as built, for closeAll() if the assembly fails after it; returns it. */
+type Own = <T extends Closable>(part: T) => T;
+
+async function closeAll(parts: readonly Closable[], log: Logger): Promise<void> {
+  for (const part of parts) await part.close().catch((err: unknown) => log.error({ err }, 'closing after a failed assembly failed'));
 }
 
 interface WorkerPart extends Part<ImNode> {
@@ -296,14 +329,13 @@ interface WorkerPart extends Part<ImNode> {
   readonly users: UserStore | undefined;
 }
 
-function buildWorker(config: SwitchboardConfig, w: WorkerConfig): WorkerPart {
+function buildWorker(config: SwitchboardConfig, w: WorkerConfig, own: Own): WorkerPart {
   const { log, redis } = config;
-  const inbox = redis
-    ? new RedisInboxStore({ url: redis.url, keyPrefix: redis.keyPrefix, limits: w.inboxLimits, timeoutMs: redis.timeoutMs })
-    : new MemoryInboxStore({ ...w.inboxLimits, maxBytes: w.memoryInboxBytes }, Date.now, log.child({ component: 'inbox' }));
-  if (inbox instanceof RedisInboxStore) logRedis(inbox.redis, log.child({ component: 'redis', store: 'inbox' }));
-  const users = accountsFor(config, w);
-  const cluster = w.cluster && clusterStores(config, w.cluster.sessionTtlMs);
+  // The ZooKeeper registry first: it connects only when started, the Redis stores at once.
+  const registry = w.cluster && own(zooKeeperRegistry(config));
+  const inbox = own(inboxFor(config, w));
+  const users = accountsFor(config, w, own);
+  const cluster = registry && { registry, store: own(sessionStore(redis!, w.cluster!.sessionTtlMs, log)) };
   const node = createNode({
     inbox,
     // The node closes it on stop.
@@ -332,6 +364,14 @@ function buildWorker(config: SwitchboardConfig, w: WorkerConfig): WorkerPart {
   };
 }
 
+function inboxFor(config: SwitchboardConfig, w: WorkerConfig): InboxStore {
+  const { redis, log } = config;
+  if (!redis) return new MemoryInboxStore({ ...w.inboxLimits, maxBytes: w.memoryInboxBytes }, Date.now, log.child({ component: 'inbox' }));
+  const inbox = new RedisInboxStore({ url: redis.url, keyPrefix: redis.keyPrefix, limits: w.inboxLimits, timeoutMs: redis.timeoutMs });
+  logRedis(inbox.redis, log.child({ component: 'redis', store: 'inbox' }));
+  return inbox;
+}
+
 /**
  * Accounts live where the inboxes do, so no inbox outlives the account it belongs to (else
  * after a restart anyone could sign up with a stored user's name and read their messages): in
@@ -339,24 +379,24 @@ function buildWorker(config: SwitchboardConfig, w: WorkerConfig): WorkerPart {
  * memory; a worker without Redis and without a gate knows no accounts. Where there are
  * accounts, the worker refuses recipients without one (unless !checkRecipients).
  */
-function accountsFor(config: SwitchboardConfig, w: WorkerConfig): UserStore | undefined {
+function accountsFor(config: SwitchboardConfig, w: WorkerConfig, own: Own): UserStore | undefined {
   const { redis, log } = config;
   const withGate = config.gate !== undefined;
-  if (redis && (withGate || w.checkRecipients)) {
-    const users = new RedisUserStore({ url: redis.url, keyPrefix: redis.keyPrefix, timeoutMs: redis.timeoutMs });
-    logRedis(users.redis, log.child({ component: 'redis', store: 'users' }));
-    return users;
-  }
+  if (redis && (withGate || w.checkRecipients)) return own(redisUsers(redis, log));
   return withGate ? new MemoryUserStore() : undefined;
 }
 
-/** Cluster mode: the sessions in Redis, the registry in ZooKeeper. */
-function clusterStores(config: SwitchboardConfig, sessionTtlMs: number): { store: RedisSessionStore; registry: ZooKeeperRegistry } {
-  const redis = config.redis!;
+function redisUsers(redis: RedisConfig, log: Logger): RedisUserStore {
+  const users = new RedisUserStore({ url: redis.url, keyPrefix: redis.keyPrefix, timeoutMs: redis.timeoutMs });
+  logRedis(users.redis, log.child({ component: 'redis', store: 'users' }));
+  return users;
+}
+
+/** Cluster mode: the sessions in Redis (the registry is in ZooKeeper). */
+function sessionStore(redis: RedisConfig, sessionTtlMs: number, log: Logger): RedisSessionStore {
   const store = new RedisSessionStore({ url: redis.url, keyPrefix: redis.keyPrefix, ttlMs: sessionTtlMs, timeoutMs: redis.timeoutMs });
-  const registry = zooKeeperRegistry(config);
-  logRedis(store.redis, config.log.child({ component: 'redis', store: 'sessions' }));
-  return { store, registry };
+  logRedis(store.redis, log.child({ component: 'redis', store: 'sessions' }));
+  return store;
 }
 
 function zooKeeperRegistry(config: SwitchboardConfig): ZooKeeperRegistry {
@@ -392,22 +432,23 @@ function embeddedGate(config: SwitchboardConfig, g: GateConfig, worker: WorkerPa
  * OnlineCounter on the same session, keeps users and rate-limit counts in Redis, and probes the
  * workers it hands out.
  */
-function clusterGate(config: SwitchboardConfig, g: GateConfig): GatePart {
+function clusterGate(config: SwitchboardConfig, g: GateConfig, own: Own): GatePart {
   const { log } = config;
   const redis = config.redis!;
-  const registry = zooKeeperRegistry(config);
+  // What connects only when started first, the Redis stores (which connect at once) last.
+  const registry = own(zooKeeperRegistry(config));
   const online = new ZooKeeperOnlineCounter({ zookeeper: registry.zookeeper, selfId: () => '', local: () => ({ users: 0, sessions: 0 }), log: log.child({ component: 'online' }) });
-  const users = new RedisUserStore({ url: redis.url, keyPrefix: redis.keyPrefix, timeoutMs: redis.timeoutMs });
-  logRedis(users.redis, log.child({ component: 'redis', store: 'users' }));
-  // Every gate on this Redis counts in the same windows: the limits hold for the whole fleet.
-  const rateLimits = new RedisRateLimitStore({ url: redis.url, keyPrefix: `${redis.keyPrefix}rl:`, timeoutMs: redis.timeoutMs });
   const probe = new WorkerProbe({ registry, ...(g.probe ?? DEFAULT_PROBE_SETTINGS), log: log.child({ component: 'probe' }) });
+  const signer = new TokenSigner(config.secret);
+  const users = own(redisUsers(redis, log));
+  // Every gate on this Redis counts in the same windows: the limits hold for the whole fleet.
+  const rateLimits = own(new RedisRateLimitStore({ url: redis.url, keyPrefix: `${redis.keyPrefix}rl:`, timeoutMs: redis.timeoutMs }));
   const gate = new WebGate({
     host: g.host,
     port: g.port,
     registry,
     users,
-    signer: new TokenSigner(config.secret),
+    signer,
     hasher: new PasswordHasher(),
     online: () => online.read(),
     registration: g.registration,

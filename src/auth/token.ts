@@ -29,11 +29,16 @@ export interface MintOptions {
   now?: number;
 }
 
+/** What TokenSigner refuses (SB_ERR_CONFIG), for a caller that checks before building anything. */
+export function checkTokenSecret(secret: string): void {
+  if (secret.length === 0) throw new SwitchboardError('SB_ERR_CONFIG', 'token secret must not be empty');
+}
+
 export class TokenSigner {
   readonly #secret: Buffer;
 
   constructor(secret: string) {
-    if (secret.length === 0) throw new SwitchboardError('SB_ERR_CONFIG', 'token secret must not be empty');
+    checkTokenSecret(secret);
     this.#secret = Buffer.from(secret, 'utf8');
   }
 

@@ -54,6 +54,13 @@ interface Probe {
   startedAt: number;
 }
 
+/** What WorkerProbe refuses (SB_ERR_CONFIG), for a caller that checks before building anything. */
+export function checkProbeSettings(settings: ProbeSettings): void {
+  if (!(settings.intervalMs >= 1) || !(settings.timeoutMs >= 1) || !(settings.concurrency >= 1)) {
+    throw new SwitchboardError('SB_ERR_CONFIG', 'worker probes need an interval, a timeout and a concurrency of at least 1');
+  }
+}
+
 export class WorkerProbe {
   readonly #registry: Registry;
   readonly #settings: ProbeSettings;
@@ -68,9 +75,7 @@ export class WorkerProbe {
   constructor(options: WorkerProbeOptions) {
     this.#registry = options.registry;
     const settings = { ...DEFAULT_PROBE_SETTINGS, ...options };
-    if (!(settings.intervalMs >= 1) || !(settings.timeoutMs >= 1) || !(settings.concurrency >= 1)) {
-      throw new SwitchboardError('SB_ERR_CONFIG', 'worker probes need an interval, a timeout and a concurrency of at least 1');
-    }
+    checkProbeSettings(settings);
     this.#settings = { intervalMs: settings.intervalMs, timeoutMs: settings.timeoutMs, concurrency: settings.concurrency };
     this.#log = options.log;
   }

@@ -22,9 +22,14 @@ export interface RedisClientOptions {
   redisOptions?: RedisOptions;
 }
 
-export function createRedisClient(url: string, { timeoutMs = DEFAULT_REDIS_TIMEOUT_MS, redisOptions }: RedisClientOptions = {}): Redis {
+/** What createRedisClient refuses (SB_ERR_CONFIG), for a caller that checks before building anything. */
+export function checkRedisTimeout(timeoutMs: number): void {
   // ioredis would time out every command at 0, and never with undefined.
   if (!(timeoutMs >= 1)) throw new SwitchboardError('SB_ERR_CONFIG', `the Redis command timeout must be at least 1 ms, got ${timeoutMs}`);
+}
+
+export function createRedisClient(url: string, { timeoutMs = DEFAULT_REDIS_TIMEOUT_MS, redisOptions }: RedisClientOptions = {}): Redis {
+  checkRedisTimeout(timeoutMs);
   return new Redis(url, { enableAutoPipelining: true, maxRetriesPerRequest: 3, commandTimeout: timeoutMs, ...redisOptions });
 }
 

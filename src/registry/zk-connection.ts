@@ -54,6 +54,11 @@ export interface ZooKeeperConnectionEvents {
   gaveUp?(err: SwitchboardError): void;
 }
 
+/** What ZooKeeperConnection refuses (SB_ERR_CONFIG), for a caller that checks before building anything. */
+export function checkZooKeeperRoot(root: string): void {
+  if (!root.startsWith('/')) throw new SwitchboardError('SB_ERR_CONFIG', `zookeeper root must start with '/': ${root}`);
+}
+
 const defaultRetryStrategy = (attempt: number): number => Math.min(100 * 2 ** (attempt - 1), 5_000);
 
 export class ZooKeeperConnection {
@@ -87,7 +92,7 @@ export class ZooKeeperConnection {
 
   constructor(options: ZooKeeperConnectionOptions, events: ZooKeeperConnectionEvents = {}) {
     const root = options.root ?? '/switchboard';
-    if (!root.startsWith('/')) throw new SwitchboardError('SB_ERR_CONFIG', `zookeeper root must start with '/': ${root}`);
+    checkZooKeeperRoot(root);
     this.connect = options.connect;
     this.root = root.replace(/\/+$/, '') || '/';
     this.access = { auth: options.auth, readers: options.readers };

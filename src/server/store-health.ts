@@ -32,6 +32,13 @@ export interface StoreHealthOptions extends Partial<HealthSettings> {
   log: Logger;
 }
 
+/** What StoreHealth refuses (SB_ERR_CONFIG), for a caller that checks before building anything. */
+export function checkHealthSettings(settings: HealthSettings): void {
+  if (!(settings.intervalMs >= 1) || !Number.isInteger(settings.failures) || settings.failures < 1) {
+    throw new SwitchboardError('SB_ERR_CONFIG', 'the health check needs an interval of at least 1 ms and a failure threshold of at least 1');
+  }
+}
+
 export class StoreHealth {
   readonly #stores: [string, Pingable][];
   readonly #settings: HealthSettings;
@@ -44,9 +51,7 @@ export class StoreHealth {
 
   constructor(options: StoreHealthOptions) {
     const settings = { ...DEFAULT_HEALTH_SETTINGS, ...options };
-    if (!(settings.intervalMs >= 1) || !Number.isInteger(settings.failures) || settings.failures < 1) {
-      throw new SwitchboardError('SB_ERR_CONFIG', 'the health check needs an interval of at least 1 ms and a failure threshold of at least 1');
-    }
+    checkHealthSettings(settings);
     this.#stores = Object.entries(options.stores);
     this.#settings = { intervalMs: settings.intervalMs, failures: settings.failures };
     this.#log = options.log;

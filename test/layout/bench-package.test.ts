@@ -50,4 +50,7 @@ t.test("the server's dist/ holds no bench file", { skip: existsSync(join(root, '
   t.same(built.filter((f) => f.startsWith('dist/bench/') || f.startsWith('dist/testkit/')), [], 'no bench/ or testkit/ folder');
   const benchModules = ['chat-load', 'relay-server', 'driver-process', 'latency', 'html'];
   t.same(built.filter((f) => benchModules.some((m) => f.endsWith(`/${m}.js`))), [], 'no bench module anywhere in it');
+  // The declarations and the build info the bench's project reference needs go to build/,
+  // which the package does not ship ('files').
+  t.same(built.filter((f) => f.endsWith('.d.ts') || f.endsWith('.tsbuildinfo')), [], 'no declarations or build info (they are in build/)');
 });

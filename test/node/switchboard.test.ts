@@ -1,11 +1,14 @@
 // The composition root in one process: a configuration that names nothing to run or half a
-// cluster is refused before anything is built, and `switchboard start`'s configuration (a worker
+// cluster, or that a part's constructor would refuse (an empty secret, a ZooKeeper root without
+// its '/'), is refused before anything is built (no Redis connection is left open), and `switchboard start`'s configuration (a worker
 // and its embedded gate, memory stores) gives a gate that registers, logs in and counts through
 // the worker's MemoryOnlineCounter, and a stop() that leaves no port open. The commands that
 // fill the configuration from flags are tested as processes in test/cli/.
 
 import t from 'tap';
 import net from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
 import { createSwitchboard, type SwitchboardConfig, type WorkerConfig } from '../../src/node.js';
 import { DEFAULT_LIMITS } from '../../src/config.js';
 import { DEFAULT_HEALTH_SETTINGS } from '../../src/server/store-health.js';
@@ -16,6 +19,7 @@ import { ImClient } from '../../src/client/im-client.js';
 import { loginThroughGate, registerThroughGate } from '../../src/client/gate-login.js';
 import { silentLogger } from '../../src/log.js';
 import { TEST_SECRET } from '../helpers/node.js';
+import { startRedis } from '../helpers/redis.js';
 
 const WORKER: WorkerConfig = {
   host: '127.0.0.1',
@@ -42,6 +46,40 @@ t.test('a configuration that cannot run is refused before anything is built', as
   ] as const) {
     t.throws(() => createSwitchboard(config), { code: 'SB_ERR_CONFIG' }, what);
   }
+});
+
+t.test('a configuration a constructor would refuse is refused before a Redis store connects', async (t) => {
+  const server = await startRedis(t);
+  const admin = new Redis(server.url, { maxRetriesPerRequest: 1 });
+  t.teardown(() => admin.disconnect());
+  // Every connected client, this one included.
+  const clients = async () => ((await admin.client('LIST')) as string).split('\n').filter(Boolean).length;
+  const redis = { url: server.url, keyPrefix: 'sb:', timeoutMs: 1_000 };
+  const zookeeper = { connect: '127.0.0.1:1', root: '/sb' };
+  const cluster = { settings: { ...DEFAULT_CLUSTER_SETTINGS, secret: 'x'.repeat(32) }, sessionTtlMs: 60_000 };
+  const before = await clients();
+  for (const [what, config] of [
+    ['an empty secret, a worker and its gate on Redis', { ...base, secret: '', redis, worker: WORKER, gate: GATE }],
+    ["a ZooKeeper root without its leading '/', a cluster worker", { ...base, redis, zookeeper: { ...zookeeper, root: 'sb' }, worker: { ...WORKER, cluster } }],
+    ["an empty secret, a cluster's gate", { ...base, secret: '', redis, zookeeper, gate: GATE }],
+    ['a Redis command timeout of 0, a worker', { ...base, redis: { ...redis, timeoutMs: 0 }, worker: WORKER }],
+  ] as const) {
+    t.throws(() => createSwitchboard(config), { code: 'SB_ERR_CONFIG' }, what);
+    // A store's client connects at once: on localhost, well within this.
+    await sleep(300);
+    t.equal(await clients(), before, `${what}: no Redis connection was opened`);
+  }
+
+  // What checkConfig leaves to the part itself (here Fastify, refusing the embedded gate's body
+  // limit) throws after the worker's Redis stores were built: they are closed again.
+  const limits = { ...GATE.limits, bodyLimit: -1 };
+  t.throws(() => createSwitchboard({ ...base, redis, worker: WORKER, gate: { ...GATE, limits } }), { code: 'FST_ERR_ROUTE_BODY_LIMIT_OPTION_NOT_INT' }, 'a gate Fastify refuses');
+  let after = await clients();
+  for (let waited = 0; after !== before && waited < 3_000; waited += 100) {
+    await sleep(100);
+    after = await clients();
+  }
+  t.equal(after, before, "the worker's Redis stores built before the gate are closed");
 });
 
 t.test('a worker and its embedded gate: register, log in, counted, and stopped', async (t) => {
