@@ -11,21 +11,39 @@
 //               messageResponse (7) = { result = true (1), info = "ok" (3), seq (17), duplicate (18) } }
 
 import { HEADER_LENGTH, writeHeader } from './frame.js';
-import { HeadType, type UInt64 } from './types.js';
+import { Field, HeadType, type UInt64 } from './types.js';
+import { WireType, lengthDelimitedLength, tag, varint64Length, varintFieldLength, varintLength, writeStringField, writeVarint, writeVarint64 } from './wire.js';
 
-const TYPE_TAG = 0x08; // field 1, varint
-const SEQUENCE_TAG = 0x10; // field 2, varint
-const REQUEST_TAG = 0x32; // field 6, length-delimited
-const SEQ_TAG = [0x80, 0x01]; // field 16, varint
+const { VARINT, LEN } = WireType;
+const TYPE_TAG = tag(Field.Message.type, VARINT);
+const SEQUENCE_TAG = tag(Field.Message.sequence, VARINT);
+const SESSION_ID_TAG = tag(Field.Message.sessionId, LEN);
+const REQUEST_TAG = tag(Field.Message.messageRequest, LEN);
+const RESPONSE_TAG = tag(Field.Message.messageResponse, LEN);
+const SEQ_TAG = tag(Field.MessageRequest.seq, VARINT);
+
+/** The longest varint of a number below 2^53 (a seq, an epoch): 8 bytes. */
+const MAX_VARINT_53 = 8;
+
+/** A delivery's body before the request's length prefix, at the largest seq: type, sequence, the request's tag. */
+const DELIVERY_HEAD = varintFieldLength(TYPE_TAG, HeadType.MESSAGE_REQUEST) + varintLength(SEQUENCE_TAG) + MAX_VARINT_53 + varintLength(REQUEST_TAG);
+/** The seq appended to the stored request, at its largest. */
+const SEQ_FIELD = varintLength(SEQ_TAG) + MAX_VARINT_53;
 
 /**
  * Upper bound of the bytes a delivery frame's body adds to the stored request (type, sequence,
  * tag and length of the request, the appended seq); the 8-byte header is not part of the body.
+ * The request's length prefix takes at most 3 bytes (a frame is below 2^21 bytes).
  */
-export const DELIVERY_OVERHEAD = 2 + 1 + 8 + 1 + 3 + 2 + 8;
+export const DELIVERY_OVERHEAD = DELIVERY_HEAD + 3 + SEQ_FIELD;
 
-/** The longest varint of a number below 2^53 (a seq, an epoch): 8 bytes. */
-const MAX_VARINT_53 = 8;
+// A forward to another worker: Message { type = PEER_DELIVER, peerDeliver { uid, seq, body, epoch } }.
+const PEER_TYPE = varintFieldLength(TYPE_TAG, HeadType.PEER_DELIVER);
+const PEER_DELIVER_TAG = tag(Field.Message.peerDeliver, LEN);
+const PEER_UID_TAG = tag(Field.PeerDeliver.uid, LEN);
+const PEER_BODY_TAG = tag(Field.PeerDeliver.body, LEN);
+/** seq and epoch, at their largest. */
+const PEER_NUMBERS = varintLength(tag(Field.PeerDeliver.seq, VARINT)) + MAX_VARINT_53 + varintLength(tag(Field.PeerDeliver.epoch, VARINT)) + MAX_VARINT_53;
 
 /**
  * Whether a message whose stored request (storedRequestBody) is `storedLength` bytes, to a
@@ -35,60 +53,45 @@ const MAX_VARINT_53 = 8;
  * replay and every worker. The forward is the larger (PROTOCOL.md §5, "How large a message may be").
  */
 export function deliveryFits(storedLength: number, toBytes: number, maxFrameLength: number): boolean {
-  // Message { type (2), sequence (1 + 8), messageRequest (1 + length) { stored + seq (2 + 8) } }
-  const request = storedLength + 2 + MAX_VARINT_53;
-  const delivery = 2 + 1 + MAX_VARINT_53 + 1 + varintLength(request) + request;
-  // Message { type (2), peerDeliver (2 + length) { uid (1 + length), seq (1 + 8), body (1 + length), epoch (1 + 8) } }
-  const peer = 1 + varintLength(toBytes) + toBytes + 1 + MAX_VARINT_53 + 1 + varintLength(storedLength) + storedLength + 1 + MAX_VARINT_53;
-  return delivery <= maxFrameLength && 2 + 2 + varintLength(peer) + peer <= maxFrameLength;
-}
-
-export function varintLength(n: number): number {
-  let length = 1;
-  while (n >= 0x80) {
-    n = Math.floor(n / 128);
-    length++;
-  }
-  return length;
-}
-
-/** Writes a non-negative integer below 2^53 as a varint; arithmetic, since bit operators are 32-bit. */
-export function writeVarint(buf: Buffer, pos: number, n: number): number {
-  while (n >= 0x80) {
-    buf[pos++] = (n % 128) | 0x80;
-    n = Math.floor(n / 128);
-  }
-  buf[pos++] = n;
-  return pos;
+  const request = storedLength + SEQ_FIELD;
+  const delivery = DELIVERY_HEAD + varintLength(request) + request;
+  const peer = lengthDelimitedLength(PEER_UID_TAG, toBytes) + lengthDelimitedLength(PEER_BODY_TAG, storedLength) + PEER_NUMBERS;
+  return delivery <= maxFrameLength && PEER_TYPE + lengthDelimitedLength(PEER_DELIVER_TAG, peer) <= maxFrameLength;
 }
 
 export function deliveryFrame(storedRequest: Uint8Array, seq: number): Buffer {
   const seqLength = varintLength(seq);
-  const requestLength = storedRequest.length + SEQ_TAG.length + seqLength;
-  const bodyLength = 2 + 1 + seqLength + 1 + varintLength(requestLength) + requestLength;
+  const requestLength = storedRequest.length + varintLength(SEQ_TAG) + seqLength;
+  const bodyLength = varintFieldLength(TYPE_TAG, HeadType.MESSAGE_REQUEST) + varintLength(SEQUENCE_TAG) + seqLength + lengthDelimitedLength(REQUEST_TAG, requestLength);
   const frame = Buffer.allocUnsafe(HEADER_LENGTH + bodyLength);
   writeHeader(frame, 0, bodyLength);
-  let pos = HEADER_LENGTH;
-  frame[pos++] = TYPE_TAG;
-  frame[pos++] = HeadType.MESSAGE_REQUEST;
-  frame[pos++] = SEQUENCE_TAG;
+  let pos = writeVarint(frame, HEADER_LENGTH, TYPE_TAG);
+  pos = writeVarint(frame, pos, HeadType.MESSAGE_REQUEST);
+  pos = writeVarint(frame, pos, SEQUENCE_TAG);
   pos = writeVarint(frame, pos, seq);
-  frame[pos++] = REQUEST_TAG;
+  pos = writeVarint(frame, pos, REQUEST_TAG);
   pos = writeVarint(frame, pos, requestLength);
   frame.set(storedRequest, pos);
-  pos += storedRequest.length;
-  frame[pos++] = SEQ_TAG[0]!;
-  frame[pos++] = SEQ_TAG[1]!;
+  pos = writeVarint(frame, pos + storedRequest.length, SEQ_TAG);
   writeVarint(frame, pos, seq);
   return frame;
 }
 
-const SESSION_ID_TAG = 0x1a; // field 3, length-delimited
-const RESPONSE_TAG = 0x3a; // field 7, length-delimited
-const RESULT_TRUE = [0x08, 0x01]; // field 1 = true
-const INFO_OK = [0x1a, 0x02, 0x6f, 0x6b]; // field 3 = "ok"
-const RESPONSE_SEQ_TAG = [0x88, 0x01]; // field 17, varint
-const DUPLICATE_TRUE = [0x90, 0x01, 0x01]; // field 18 = true
+/** The bytes `write` puts at the start of a buffer (it returns where it stopped): constants made with the writers, at load time. */
+function written(write: (buf: Buffer) => number): readonly number[] {
+  const scratch = Buffer.alloc(32);
+  return [...scratch.subarray(0, write(scratch))];
+}
+
+const R = Field.MessageResponse;
+/** MessageResponse { result = true, info = "ok" } and the tag of seq: the same bytes in every success response. */
+const RESPONSE_HEAD = written((buf) => {
+  let pos = writeVarint(buf, 0, tag(R.result, VARINT));
+  pos = writeVarint(buf, pos, 1);
+  pos = writeStringField(buf, pos, tag(R.info, LEN), 'ok', 2, 'utf8');
+  return writeVarint(buf, pos, tag(R.seq, VARINT));
+});
+const DUPLICATE_TRUE = written((buf) => writeVarint(buf, writeVarint(buf, 0, tag(R.duplicate, VARINT)), 1));
 
 /** A uint64 as 32-bit halves. */
 function halves(value: UInt64): [number, number] {
@@ -96,58 +99,31 @@ function halves(value: UInt64): [number, number] {
   return [value.low >>> 0, value.high >>> 0];
 }
 
-function varint64Length(lo: number, hi: number): number {
-  if (hi === 0) return varintLength(lo);
-  let length = 5; // the low 35 bits
-  hi >>>= 3;
-  while (hi > 0) {
-    length++;
-    hi >>>= 7;
-  }
-  return length;
-}
-
-function writeVarint64(buf: Buffer, pos: number, lo: number, hi: number): number {
-  while (hi !== 0) {
-    buf[pos++] = (lo & 0x7f) | 0x80;
-    lo = ((lo >>> 7) | (hi << 25)) >>> 0;
-    hi >>>= 7;
-  }
-  return writeVarint(buf, pos, lo);
-}
-
 function writeBytes(buf: Buffer, pos: number, bytes: readonly number[]): number {
-  for (const b of bytes) buf[pos++] = b;
+  for (let i = 0; i < bytes.length; i++) buf[pos++] = bytes[i]!;
   return pos;
 }
 
 /** MESSAGE_RESPONSE result=true for a stored message, echoing the request's `sequence`. */
 export function storedResponseFrame(sequence: UInt64 | undefined, sessionId: string, seq: number, duplicate: boolean): Buffer {
   const [lo, hi] = halves(sequence ?? 0);
-  const sequenceLength = lo === 0 && hi === 0 ? 0 : 1 + varint64Length(lo, hi);
+  const sequenceLength = lo === 0 && hi === 0 ? 0 : varintLength(SEQUENCE_TAG) + varint64Length(lo, hi);
   const idBytes = Buffer.byteLength(sessionId);
-  const idLength = idBytes === 0 ? 0 : 1 + varintLength(idBytes) + idBytes;
-  const responseLength = RESULT_TRUE.length + INFO_OK.length + RESPONSE_SEQ_TAG.length + varintLength(seq) + (duplicate ? DUPLICATE_TRUE.length : 0);
-  const bodyLength = 2 + sequenceLength + idLength + 1 + varintLength(responseLength) + responseLength;
+  const idLength = idBytes === 0 ? 0 : lengthDelimitedLength(SESSION_ID_TAG, idBytes);
+  const responseLength = RESPONSE_HEAD.length + varintLength(seq) + (duplicate ? DUPLICATE_TRUE.length : 0);
+  const bodyLength = varintFieldLength(TYPE_TAG, HeadType.MESSAGE_RESPONSE) + sequenceLength + idLength + lengthDelimitedLength(RESPONSE_TAG, responseLength);
   const frame = Buffer.allocUnsafe(HEADER_LENGTH + bodyLength);
   writeHeader(frame, 0, bodyLength);
-  let pos = HEADER_LENGTH;
-  frame[pos++] = TYPE_TAG;
-  frame[pos++] = HeadType.MESSAGE_RESPONSE;
+  let pos = writeVarint(frame, HEADER_LENGTH, TYPE_TAG);
+  pos = writeVarint(frame, pos, HeadType.MESSAGE_RESPONSE);
   if (sequenceLength > 0) {
-    frame[pos++] = SEQUENCE_TAG;
+    pos = writeVarint(frame, pos, SEQUENCE_TAG);
     pos = writeVarint64(frame, pos, lo, hi);
   }
-  if (idLength > 0) {
-    frame[pos++] = SESSION_ID_TAG;
-    pos = writeVarint(frame, pos, idBytes);
-    pos += frame.write(sessionId, pos, 'utf8');
-  }
-  frame[pos++] = RESPONSE_TAG;
+  if (idLength > 0) pos = writeStringField(frame, pos, SESSION_ID_TAG, sessionId, idBytes, 'utf8');
+  pos = writeVarint(frame, pos, RESPONSE_TAG);
   pos = writeVarint(frame, pos, responseLength);
-  pos = writeBytes(frame, pos, RESULT_TRUE);
-  pos = writeBytes(frame, pos, INFO_OK);
-  pos = writeBytes(frame, pos, RESPONSE_SEQ_TAG);
+  pos = writeBytes(frame, pos, RESPONSE_HEAD);
   pos = writeVarint(frame, pos, seq);
   if (duplicate) writeBytes(frame, pos, DUPLICATE_TRUE);
   return frame;
