@@ -32,15 +32,22 @@ const R = Field.MessageRequest;
 const S = Field.MessageResponse;
 
 /**
+ * The readers of every scan, one for the Message and one for the message inside it: a scan runs
+ * in one synchronous step and needs no more at once, and the driver scans every frame it
+ * receives, so it allocates none.
+ */
+const MESSAGE_FIELDS = new WireReader(Buffer.alloc(0), 0, 0, false);
+const INNER_FIELDS = new WireReader(Buffer.alloc(0), 0, 0, false);
+
+/**
  * Fills `out` from a Message body (reusing the object: no allocation per frame). Throws
- * RangeError on a truncated field or an unsupported wire type. (A reader object rather than a
- * callback per field: V8 keeps it on the stack, and the driver scans every frame it receives.)
+ * RangeError on a truncated field or an unsupported wire type.
  */
 export function scanMessage(body: Buffer, out: Scanned): Scanned {
   out.type = out.sequence = out.msgId = out.seq = out.responseSeq = out.contentStart = out.contentEnd = 0;
   out.errorCode = '';
   out.result = false;
-  const fields = new WireReader(body, 0, body.length, false);
+  const fields = MESSAGE_FIELDS.reset(body, 0, body.length);
   while (fields.next()) {
     if (fields.field === M.type) out.type = fields.value;
     else if (fields.field === M.sequence) out.sequence = fields.value;
@@ -51,7 +58,7 @@ export function scanMessage(body: Buffer, out: Scanned): Scanned {
 }
 
 function scanRequest(body: Buffer, from: number, to: number, out: Scanned): void {
-  const fields = new WireReader(body, from, to, false);
+  const fields = INNER_FIELDS.reset(body, from, to);
   while (fields.next()) {
     if (fields.field === R.msgId) out.msgId = fields.value;
     else if (fields.field === R.content) {
@@ -62,7 +69,7 @@ function scanRequest(body: Buffer, from: number, to: number, out: Scanned): void
 }
 
 function scanResponse(body: Buffer, from: number, to: number, out: Scanned): void {
-  const fields = new WireReader(body, from, to, false);
+  const fields = INNER_FIELDS.reset(body, from, to);
   while (fields.next()) {
     if (fields.field === S.result) out.result = fields.value !== 0;
     else if (fields.field === S.errorCode) out.errorCode = body.toString('utf8', fields.start, fields.end);

@@ -139,11 +139,19 @@ export class WireReader {
   end = 0;
 
   constructor(
-    readonly buf: Buffer,
+    public buf: Buffer,
     public pos: number,
-    readonly limit: number,
+    public limit: number,
     readonly strict: boolean,
   ) {}
+
+  /** Points the reader at buf[pos, limit): a scanner that reads every frame reuses its readers rather than allocate them. */
+  reset(buf: Buffer, pos: number, limit: number): this {
+    this.buf = buf;
+    this.pos = pos;
+    this.limit = limit;
+    return this;
+  }
 
   /** Reads a varint into lo/hi. False for a truncated one, one of more than 10 bytes, and (strict) one not in shortest form or wider than 64 bits. */
   varint(): boolean {

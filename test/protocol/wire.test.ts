@@ -218,6 +218,12 @@ t.test('next(): field by field, for a scanner', async (t) => {
     }
   }
   t.throws(() => new WireReader(hex('0b00'), 0, 2, false).next(), RangeError, 'a group');
+  // A reader pointed elsewhere reads from there, as new.
+  const again = r.reset(hex('aa 10 07'), 1, 3);
+  t.equal(again, r);
+  t.ok(again.next());
+  t.same([again.field, again.value, again.pos], [2, 7, 3]);
+  t.notOk(again.next());
   const widest = new WireReader(hex('08ffffffffffffffffff01'), 0, 11, false);
   t.ok(widest.next(), 'a 10-byte value');
   t.same([widest.field, widest.value, widest.pos], [1, 2 ** 64, 11], 'read as a number (exact below 2^53)');
