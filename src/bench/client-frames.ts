@@ -8,21 +8,23 @@
 import { HEADER_LENGTH, writeHeader } from '../protocol/frame.js';
 import { Field, HeadType } from '../protocol/types.js';
 import { encodeMessageFrame } from '../protocol/codec.js';
-import { WireType, lengthDelimitedLength, tag, varintFieldLength, writeStringField, writeVarint } from '../protocol/wire.js';
+import { WireType, oneByteTag, tagBytes, varintLength, writeBytes, writeVarint } from '../protocol/wire.js';
 
 const { VARINT, LEN } = WireType;
-const TYPE_TAG = tag(Field.Message.type, VARINT);
-const SEQUENCE_TAG = tag(Field.Message.sequence, VARINT);
-const REQUEST_TAG = tag(Field.Message.messageRequest, LEN);
-const ACK_TAG = tag(Field.Message.ack, LEN);
+// One byte each, stored as they are; MESSAGE_REQUEST, MESSAGE_ACK and msg_type 1 are one-byte values too.
+const TYPE_TAG = oneByteTag(Field.Message.type, VARINT);
+const SEQUENCE_TAG = oneByteTag(Field.Message.sequence, VARINT);
+const REQUEST_TAG = oneByteTag(Field.Message.messageRequest, LEN);
 const R = Field.MessageRequest;
-const MSG_ID_TAG = tag(R.msgId, VARINT);
-const FROM_TAG = tag(R.from, LEN);
-const TO_TAG = tag(R.to, LEN);
-const TIME_TAG = tag(R.time, VARINT);
-const MSG_TYPE_TAG = tag(R.msgType, VARINT);
-const CONTENT_TAG = tag(R.content, LEN);
-const ACK_SEQ_TAG = tag(Field.MessageAck.seq, VARINT);
+const MSG_ID_TAG = oneByteTag(R.msgId, VARINT);
+const FROM_TAG = oneByteTag(R.from, LEN);
+const TO_TAG = oneByteTag(R.to, LEN);
+const TIME_TAG = oneByteTag(R.time, VARINT);
+const MSG_TYPE_TAG = oneByteTag(R.msgType, VARINT);
+const CONTENT_TAG = oneByteTag(R.content, LEN);
+const ACK_SEQ_TAG = oneByteTag(Field.MessageAck.seq, VARINT);
+/** Message.ack: 82 01. */
+const ACK_TAG = tagBytes(Field.Message.ack, LEN);
 
 /**
  * A bench client's LOGIN_REQUEST: a token login as an acks device. `lastSeq` above any inbox
@@ -36,44 +38,47 @@ export function loginRequestFrame(uid: string, token: string, options: { deviceI
 /** A MESSAGE_REQUEST from `from` to `to`; `from` and `to` are latin1 (bench user ids), `content` too. */
 export function messageRequestFrame(msgId: number, from: string, to: string, time: number, content: string): Buffer {
   const request =
-    varintFieldLength(MSG_ID_TAG, msgId) +
-    lengthDelimitedLength(FROM_TAG, from.length) +
-    lengthDelimitedLength(TO_TAG, to.length) +
-    varintFieldLength(TIME_TAG, time) +
-    varintFieldLength(MSG_TYPE_TAG, 1) +
-    lengthDelimitedLength(CONTENT_TAG, content.length);
-  const body = varintFieldLength(TYPE_TAG, HeadType.MESSAGE_REQUEST) + varintFieldLength(SEQUENCE_TAG, msgId) + lengthDelimitedLength(REQUEST_TAG, request);
+    1 + varintLength(msgId) + 1 + varintLength(from.length) + from.length + 1 + varintLength(to.length) + to.length + 1 + varintLength(time) + 2 + 1 + varintLength(content.length) + content.length;
+  const body = 2 + 1 + varintLength(msgId) + 1 + varintLength(request) + request;
   const frame = Buffer.allocUnsafe(HEADER_LENGTH + body);
   writeHeader(frame, 0, body);
-  let pos = writeVarint(frame, HEADER_LENGTH, TYPE_TAG);
-  pos = writeVarint(frame, pos, HeadType.MESSAGE_REQUEST);
-  pos = writeVarint(frame, pos, SEQUENCE_TAG);
+  let pos = HEADER_LENGTH;
+  frame[pos++] = TYPE_TAG;
+  frame[pos++] = HeadType.MESSAGE_REQUEST;
+  frame[pos++] = SEQUENCE_TAG;
   pos = writeVarint(frame, pos, msgId);
-  pos = writeVarint(frame, pos, REQUEST_TAG);
+  frame[pos++] = REQUEST_TAG;
   pos = writeVarint(frame, pos, request);
-  pos = writeVarint(frame, pos, MSG_ID_TAG);
+  frame[pos++] = MSG_ID_TAG;
   pos = writeVarint(frame, pos, msgId);
-  pos = writeStringField(frame, pos, FROM_TAG, from, from.length, 'latin1');
-  pos = writeStringField(frame, pos, TO_TAG, to, to.length, 'latin1');
-  pos = writeVarint(frame, pos, TIME_TAG);
+  pos = latin1Field(frame, pos, FROM_TAG, from);
+  pos = latin1Field(frame, pos, TO_TAG, to);
+  frame[pos++] = TIME_TAG;
   pos = writeVarint(frame, pos, time);
-  pos = writeVarint(frame, pos, MSG_TYPE_TAG);
-  pos = writeVarint(frame, pos, 1);
-  writeStringField(frame, pos, CONTENT_TAG, content, content.length, 'latin1');
+  frame[pos++] = MSG_TYPE_TAG;
+  frame[pos++] = 1;
+  latin1Field(frame, pos, CONTENT_TAG, content);
   return frame;
+}
+
+function latin1Field(frame: Buffer, pos: number, fieldTag: number, value: string): number {
+  frame[pos++] = fieldTag;
+  pos = writeVarint(frame, pos, value.length);
+  return pos + frame.write(value, pos, 'latin1');
 }
 
 /** A cumulative MESSAGE_ACK up to inbox sequence `seq`. */
 export function ackFrame(seq: number): Buffer {
-  const ack = varintFieldLength(ACK_SEQ_TAG, seq);
-  const body = varintFieldLength(TYPE_TAG, HeadType.MESSAGE_ACK) + lengthDelimitedLength(ACK_TAG, ack);
+  const ack = 1 + varintLength(seq);
+  const body = 2 + ACK_TAG.length + 1 + ack;
   const frame = Buffer.allocUnsafe(HEADER_LENGTH + body);
   writeHeader(frame, 0, body);
-  let pos = writeVarint(frame, HEADER_LENGTH, TYPE_TAG);
-  pos = writeVarint(frame, pos, HeadType.MESSAGE_ACK);
-  pos = writeVarint(frame, pos, ACK_TAG);
-  pos = writeVarint(frame, pos, ack);
-  pos = writeVarint(frame, pos, ACK_SEQ_TAG);
+  let pos = HEADER_LENGTH;
+  frame[pos++] = TYPE_TAG;
+  frame[pos++] = HeadType.MESSAGE_ACK;
+  pos = writeBytes(frame, pos, ACK_TAG);
+  frame[pos++] = ack;
+  frame[pos++] = ACK_SEQ_TAG;
   writeVarint(frame, pos, seq);
   return frame;
 }

@@ -12,33 +12,29 @@
 
 import { HEADER_LENGTH, writeHeader } from './frame.js';
 import { Field, HeadType, type UInt64 } from './types.js';
-import { WireType, lengthDelimitedLength, tag, varint64Length, varintFieldLength, varintLength, writeStringField, writeVarint, writeVarint64 } from './wire.js';
+import { WireType, lengthDelimitedLength, oneByteTag, tag, tagBytes, varint64Length, varintLength, writeBytes, writeVarint, writeVarint64 } from './wire.js';
 
 const { VARINT, LEN } = WireType;
-const TYPE_TAG = tag(Field.Message.type, VARINT);
-const SEQUENCE_TAG = tag(Field.Message.sequence, VARINT);
-const SESSION_ID_TAG = tag(Field.Message.sessionId, LEN);
-const REQUEST_TAG = tag(Field.Message.messageRequest, LEN);
-const RESPONSE_TAG = tag(Field.Message.messageResponse, LEN);
-const SEQ_TAG = tag(Field.MessageRequest.seq, VARINT);
+// One byte each, stored as they are; MESSAGE_REQUEST and MESSAGE_RESPONSE are one-byte values too.
+const TYPE_TAG = oneByteTag(Field.Message.type, VARINT);
+const SEQUENCE_TAG = oneByteTag(Field.Message.sequence, VARINT);
+const SESSION_ID_TAG = oneByteTag(Field.Message.sessionId, LEN);
+const REQUEST_TAG = oneByteTag(Field.Message.messageRequest, LEN);
+const RESPONSE_TAG = oneByteTag(Field.Message.messageResponse, LEN);
+/** MessageRequest.seq: 80 01. */
+const SEQ_TAG = tagBytes(Field.MessageRequest.seq, VARINT);
 
 /** The longest varint of a number below 2^53 (a seq, an epoch): 8 bytes. */
 const MAX_VARINT_53 = 8;
-
-/** A delivery's body before the request's length prefix, at the largest seq: type, sequence, the request's tag. */
-const DELIVERY_HEAD = varintFieldLength(TYPE_TAG, HeadType.MESSAGE_REQUEST) + varintLength(SEQUENCE_TAG) + MAX_VARINT_53 + varintLength(REQUEST_TAG);
-/** The seq appended to the stored request, at its largest. */
-const SEQ_FIELD = varintLength(SEQ_TAG) + MAX_VARINT_53;
 
 /**
  * Upper bound of the bytes a delivery frame's body adds to the stored request (type, sequence,
  * tag and length of the request, the appended seq); the 8-byte header is not part of the body.
  * The request's length prefix takes at most 3 bytes (a frame is below 2^21 bytes).
  */
-export const DELIVERY_OVERHEAD = DELIVERY_HEAD + 3 + SEQ_FIELD;
+export const DELIVERY_OVERHEAD = 2 + 1 + MAX_VARINT_53 + 1 + 3 + SEQ_TAG.length + MAX_VARINT_53;
 
 // A forward to another worker: Message { type = PEER_DELIVER, peerDeliver { uid, seq, body, epoch } }.
-const PEER_TYPE = varintFieldLength(TYPE_TAG, HeadType.PEER_DELIVER);
 const PEER_DELIVER_TAG = tag(Field.Message.peerDeliver, LEN);
 const PEER_UID_TAG = tag(Field.PeerDeliver.uid, LEN);
 const PEER_BODY_TAG = tag(Field.PeerDeliver.body, LEN);
@@ -53,26 +49,28 @@ const PEER_NUMBERS = varintLength(tag(Field.PeerDeliver.seq, VARINT)) + MAX_VARI
  * replay and every worker. The forward is the larger (PROTOCOL.md §5, "How large a message may be").
  */
 export function deliveryFits(storedLength: number, toBytes: number, maxFrameLength: number): boolean {
-  const request = storedLength + SEQ_FIELD;
-  const delivery = DELIVERY_HEAD + varintLength(request) + request;
+  // Message { type (2), sequence (1 + 8), messageRequest (1 + length) { stored + seq (2 + 8) } }
+  const request = storedLength + SEQ_TAG.length + MAX_VARINT_53;
+  const delivery = 2 + 1 + MAX_VARINT_53 + 1 + varintLength(request) + request;
   const peer = lengthDelimitedLength(PEER_UID_TAG, toBytes) + lengthDelimitedLength(PEER_BODY_TAG, storedLength) + PEER_NUMBERS;
-  return delivery <= maxFrameLength && PEER_TYPE + lengthDelimitedLength(PEER_DELIVER_TAG, peer) <= maxFrameLength;
+  return delivery <= maxFrameLength && 2 + lengthDelimitedLength(PEER_DELIVER_TAG, peer) <= maxFrameLength;
 }
 
 export function deliveryFrame(storedRequest: Uint8Array, seq: number): Buffer {
   const seqLength = varintLength(seq);
-  const requestLength = storedRequest.length + varintLength(SEQ_TAG) + seqLength;
-  const bodyLength = varintFieldLength(TYPE_TAG, HeadType.MESSAGE_REQUEST) + varintLength(SEQUENCE_TAG) + seqLength + lengthDelimitedLength(REQUEST_TAG, requestLength);
+  const requestLength = storedRequest.length + SEQ_TAG.length + seqLength;
+  const bodyLength = 2 + 1 + seqLength + 1 + varintLength(requestLength) + requestLength;
   const frame = Buffer.allocUnsafe(HEADER_LENGTH + bodyLength);
   writeHeader(frame, 0, bodyLength);
-  let pos = writeVarint(frame, HEADER_LENGTH, TYPE_TAG);
-  pos = writeVarint(frame, pos, HeadType.MESSAGE_REQUEST);
-  pos = writeVarint(frame, pos, SEQUENCE_TAG);
+  let pos = HEADER_LENGTH;
+  frame[pos++] = TYPE_TAG;
+  frame[pos++] = HeadType.MESSAGE_REQUEST;
+  frame[pos++] = SEQUENCE_TAG;
   pos = writeVarint(frame, pos, seq);
-  pos = writeVarint(frame, pos, REQUEST_TAG);
+  frame[pos++] = REQUEST_TAG;
   pos = writeVarint(frame, pos, requestLength);
   frame.set(storedRequest, pos);
-  pos = writeVarint(frame, pos + storedRequest.length, SEQ_TAG);
+  pos = writeBytes(frame, pos + storedRequest.length, SEQ_TAG);
   writeVarint(frame, pos, seq);
   return frame;
 }
@@ -88,7 +86,9 @@ const R = Field.MessageResponse;
 const RESPONSE_HEAD = written((buf) => {
   let pos = writeVarint(buf, 0, tag(R.result, VARINT));
   pos = writeVarint(buf, pos, 1);
-  pos = writeStringField(buf, pos, tag(R.info, LEN), 'ok', 2, 'utf8');
+  pos = writeVarint(buf, pos, tag(R.info, LEN));
+  pos = writeVarint(buf, pos, 2);
+  pos += buf.write('ok', pos, 'latin1');
   return writeVarint(buf, pos, tag(R.seq, VARINT));
 });
 const DUPLICATE_TRUE = written((buf) => writeVarint(buf, writeVarint(buf, 0, tag(R.duplicate, VARINT)), 1));
@@ -99,29 +99,29 @@ function halves(value: UInt64): [number, number] {
   return [value.low >>> 0, value.high >>> 0];
 }
 
-function writeBytes(buf: Buffer, pos: number, bytes: readonly number[]): number {
-  for (let i = 0; i < bytes.length; i++) buf[pos++] = bytes[i]!;
-  return pos;
-}
-
 /** MESSAGE_RESPONSE result=true for a stored message, echoing the request's `sequence`. */
 export function storedResponseFrame(sequence: UInt64 | undefined, sessionId: string, seq: number, duplicate: boolean): Buffer {
   const [lo, hi] = halves(sequence ?? 0);
-  const sequenceLength = lo === 0 && hi === 0 ? 0 : varintLength(SEQUENCE_TAG) + varint64Length(lo, hi);
+  const sequenceLength = lo === 0 && hi === 0 ? 0 : 1 + varint64Length(lo, hi);
   const idBytes = Buffer.byteLength(sessionId);
-  const idLength = idBytes === 0 ? 0 : lengthDelimitedLength(SESSION_ID_TAG, idBytes);
+  const idLength = idBytes === 0 ? 0 : 1 + varintLength(idBytes) + idBytes;
   const responseLength = RESPONSE_HEAD.length + varintLength(seq) + (duplicate ? DUPLICATE_TRUE.length : 0);
-  const bodyLength = varintFieldLength(TYPE_TAG, HeadType.MESSAGE_RESPONSE) + sequenceLength + idLength + lengthDelimitedLength(RESPONSE_TAG, responseLength);
+  const bodyLength = 2 + sequenceLength + idLength + 1 + varintLength(responseLength) + responseLength;
   const frame = Buffer.allocUnsafe(HEADER_LENGTH + bodyLength);
   writeHeader(frame, 0, bodyLength);
-  let pos = writeVarint(frame, HEADER_LENGTH, TYPE_TAG);
-  pos = writeVarint(frame, pos, HeadType.MESSAGE_RESPONSE);
+  let pos = HEADER_LENGTH;
+  frame[pos++] = TYPE_TAG;
+  frame[pos++] = HeadType.MESSAGE_RESPONSE;
   if (sequenceLength > 0) {
-    pos = writeVarint(frame, pos, SEQUENCE_TAG);
+    frame[pos++] = SEQUENCE_TAG;
     pos = writeVarint64(frame, pos, lo, hi);
   }
-  if (idLength > 0) pos = writeStringField(frame, pos, SESSION_ID_TAG, sessionId, idBytes, 'utf8');
-  pos = writeVarint(frame, pos, RESPONSE_TAG);
+  if (idLength > 0) {
+    frame[pos++] = SESSION_ID_TAG;
+    pos = writeVarint(frame, pos, idBytes);
+    pos += frame.write(sessionId, pos, 'utf8');
+  }
+  frame[pos++] = RESPONSE_TAG;
   pos = writeVarint(frame, pos, responseLength);
   pos = writeBytes(frame, pos, RESPONSE_HEAD);
   pos = writeVarint(frame, pos, seq);

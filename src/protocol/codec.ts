@@ -10,7 +10,7 @@ import { SwitchboardError } from '../errors.js';
 import { encodeFrame } from './frame.js';
 import { REQUEST_WIRE, decodeChatMessage, type DecodedTypes, type WithWire } from './chat-decoder.js';
 import { Field, type ImMessage, type MessageRequest, type UInt64 } from './types.js';
-import { WireReader, WireType, lengthDelimitedLength, tag, varintFieldLength, writeStringField, writeVarint } from './wire.js';
+import { WireReader, WireType, oneByteTag, tagBytes, varintLength, writeBytes, writeVarint } from './wire.js';
 
 // protobufjs picks up `long` itself when it can require it; make that explicit so uint64
 // fields always decode exactly.
@@ -138,17 +138,21 @@ export function storedRequestBody(request: MessageRequest, from: string, storedA
   }
   const { bytes, fromStart, fromEnd, seqStart } = wire;
   const fromLength = Buffer.byteLength(from);
-  const out = Buffer.allocUnsafe(fromStart + lengthDelimitedLength(FROM_TAG, fromLength) + seqStart - fromEnd + varintFieldLength(STORED_AT_TAG, storedAt));
+  const out = Buffer.allocUnsafe(fromStart + 1 + varintLength(fromLength) + fromLength + seqStart - fromEnd + STORED_AT_TAG.length + varintLength(storedAt));
   bytes.copy(out, 0, 0, fromStart);
-  let pos = writeStringField(out, fromStart, FROM_TAG, from, fromLength, 'utf8');
+  let pos = fromStart;
+  out[pos++] = FROM_TAG;
+  pos = writeVarint(out, pos, fromLength);
+  pos += out.write(from, pos, 'utf8');
   pos += bytes.copy(out, pos, fromEnd, seqStart);
-  pos = writeVarint(out, pos, STORED_AT_TAG);
+  pos = writeBytes(out, pos, STORED_AT_TAG);
   writeVarint(out, pos, storedAt);
   return out;
 }
 
-const FROM_TAG = tag(Field.MessageRequest.from, WireType.LEN);
-const STORED_AT_TAG = tag(Field.MessageRequest.storedAt, WireType.VARINT);
+const FROM_TAG = oneByteTag(Field.MessageRequest.from, WireType.LEN);
+/** MessageRequest.stored_at: 88 01. */
+const STORED_AT_TAG = tagBytes(Field.MessageRequest.storedAt, WireType.VARINT);
 
 /** Decimal form of a uint64 field; the common case (below 2^32) avoids Long's slow toString. */
 export function uint64String(value: UInt64 | null | undefined): string {

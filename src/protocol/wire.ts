@@ -21,17 +21,44 @@ export const WireType = {
 export type WireType = (typeof WireType)[keyof typeof WireType];
 const { VARINT, I64, LEN, I32 } = WireType;
 
+// Tags
+
 /** A field's tag. Field numbers are below 2^29, so the tag fits 32 bits. */
 export function tag(field: number, wireType: WireType): number {
   return field * 8 + wireType;
 }
 
+// A frame builder writes its constant tags as bytes it stores, not through writeVarint(): V8
+// does not fold a module's constants into the code that reads them, so writeVarint(buf, pos,
+// TAG) would test the tag's size on every frame, and call out for a two-byte one.
+
+/**
+ * The tag of a field numbered 1..15, which is one byte: a frame builder stores it as it is, as
+ * fast as a literal. Throws for any other field (when the builder's module loads).
+ */
+export function oneByteTag(field: number, wireType: WireType): number {
+  const value = tag(field, wireType);
+  if (field < 1 || value >= 0x80) throw new RangeError(`the tag of field ${field} is not one byte`);
+  return value;
+}
+
+/** A field's tag as the bytes it is written as: a longer one (fields 16 and up) for a frame builder to copy. */
+export function tagBytes(field: number, wireType: WireType): readonly number[] {
+  const bytes = Buffer.alloc(5);
+  return [...bytes.subarray(0, writeVarint(bytes, 0, tag(field, wireType)))];
+}
+
+/** Copies a few constant bytes (a tag, a field with a fixed value) to `pos`. Returns the position after them. */
+export function writeBytes(buf: Buffer, pos: number, bytes: readonly number[]): number {
+  for (let i = 0; i < bytes.length; i++) buf[pos++] = bytes[i]!;
+  return pos;
+}
+
 // Writing
 
 // varintLength() and writeVarint() are tiny so that V8 inlines them wherever they are called,
-// however many calls a frame builder makes: a value below 128 (most tags, every tag of the
-// hot frames being a constant, and small values) costs a compare, and one store; longer ones
-// take a call.
+// however many calls a frame builder makes: a value below 128 costs a compare and one store;
+// longer ones take a call.
 
 /** The length of `n` (an integer, 0 <= n < 2^53) as a varint: 1 to 8 bytes. */
 export function varintLength(n: number): number {
@@ -90,24 +117,9 @@ export function writeVarint64(buf: Buffer, pos: number, lo: number, hi: number):
   return writeVarint(buf, pos, lo);
 }
 
-/** The length of a varint field: its tag and its value. */
-export function varintFieldLength(fieldTag: number, value: number): number {
-  return varintLength(fieldTag) + varintLength(value);
-}
-
 /** The length of a length-delimited field whose content is `contentLength` bytes: tag, length prefix, content. */
 export function lengthDelimitedLength(fieldTag: number, contentLength: number): number {
   return varintLength(fieldTag) + varintLength(contentLength) + contentLength;
-}
-
-/**
- * Writes a string field: its tag, `byteLength` (the string's length in `encoding`, which the
- * caller has computed for its own sums) and the string. Returns the position after it.
- */
-export function writeStringField(buf: Buffer, pos: number, fieldTag: number, value: string, byteLength: number, encoding: 'utf8' | 'latin1'): number {
-  pos = writeVarint(buf, pos, fieldTag);
-  pos = writeVarint(buf, pos, byteLength);
-  return pos + buf.write(value, pos, encoding);
 }
 
 // Reading

@@ -10,11 +10,12 @@ import {
   WireReader,
   WireType,
   lengthDelimitedLength,
+  oneByteTag,
   tag,
+  tagBytes,
   varint64Length,
-  varintFieldLength,
   varintLength,
-  writeStringField,
+  writeBytes,
   writeVarint,
   writeVarint64,
 } from '../../src/protocol/wire.js';
@@ -142,20 +143,24 @@ t.test('tags: made and read', async (t) => {
   t.equal(new WireReader(hex('80'), 0, 1, false).tag(), -1, 'truncated: no tag');
 });
 
-t.test('length-delimited fields: written, measured, read and skipped', async (t) => {
-  const buf = Buffer.alloc(300);
-  const end = writeStringField(buf, 0, tag(2, WireType.LEN), 'alice', 5, 'utf8');
-  t.equal(toHex(buf.subarray(0, end)), '1205616c696365', 'from "alice"');
-  t.equal(lengthDelimitedLength(tag(2, WireType.LEN), 5), end);
-  const long = 'x'.repeat(200);
-  const longEnd = writeStringField(buf, 0, tag(16, WireType.LEN), long, 200, 'latin1');
-  t.equal(toHex(buf.subarray(0, 4)), '8201c801', 'a two-byte tag and a two-byte length');
-  t.equal(lengthDelimitedLength(tag(16, WireType.LEN), 200), longEnd);
-  t.equal(longEnd, 204);
-  const utf8 = 'ünï';
-  const utf8End = writeStringField(buf, 0, tag(3, WireType.LEN), utf8, Buffer.byteLength(utf8), 'utf8');
-  t.equal(toHex(buf.subarray(0, utf8End)), '1a05c3bc6ec3af');
-  t.equal(varintFieldLength(tag(17, WireType.VARINT), 1_767_225_600_000), 8, 'stored_at: 88 01 + six bytes');
+t.test('constant tags for frame builders: one byte stored as it is, longer ones as bytes', async (t) => {
+  t.equal(oneByteTag(1, WireType.VARINT), 0x08);
+  t.equal(oneByteTag(15, WireType.LEN), 0x7a);
+  t.throws(() => oneByteTag(16, WireType.VARINT), RangeError, 'field 16 takes two bytes');
+  t.throws(() => oneByteTag(0, WireType.VARINT), RangeError, 'there is no field 0');
+  t.same(tagBytes(16, WireType.VARINT), [0x80, 0x01]);
+  t.same(tagBytes(17, WireType.VARINT), [0x88, 0x01]);
+  t.same(tagBytes(16, WireType.LEN), [0x82, 0x01]);
+  t.same(tagBytes(1, WireType.VARINT), [0x08]);
+  const buf = Buffer.alloc(4);
+  t.equal(writeBytes(buf, 1, tagBytes(17, WireType.VARINT)), 3);
+  t.equal(toHex(buf), '00880100');
+});
+
+t.test('length-delimited fields: measured, read and skipped', async (t) => {
+  t.equal(lengthDelimitedLength(tag(2, WireType.LEN), 5), 7, 'from "alice": 12 05 + five bytes');
+  t.equal(lengthDelimitedLength(tag(16, WireType.LEN), 200), 204, 'a two-byte tag and a two-byte length');
+  t.equal(lengthDelimitedLength(tag(1, WireType.LEN), 0), 2, 'empty');
 
   const r = new WireReader(hex('1205616c696365'), 0, 7, true);
   t.equal(r.tag(), 0x12);
