@@ -67,6 +67,7 @@ export const ERROR_CODES = {
   SB_ERR_CLIENT_CONNECT_FAILED: { message: 'the server or the gate could not be reached' },
 
   // Naming service (ZooKeeper).
+  SB_ERR_ZOOKEEPER_CLIENT_MISSING: { message: 'the native ZooKeeper client (npm package zookeeper) is not installed' },
   SB_ERR_REGISTRY_UNAVAILABLE: { message: 'the registry (ZooKeeper) could not be reached or refused an operation' },
   SB_ERR_REGISTRY_CLOSED: { message: 'the registry was closed' },
   SB_ERR_REGISTRY_ACL: { message: "ZooKeeper refused switchboard's identity, or the registry is not protected by the cluster ACL" },
@@ -86,6 +87,18 @@ export const ERROR_CODES = {
 
   // Process.
   SB_ERR_CONFIG: { message: 'invalid configuration' },
+
+  // Groups. No ResultCode names these yet (the group protocol extension will add its own):
+  // an unknown group is, to a sender, an unknown recipient; a malformed request a bad one; the
+  // rest are UNKNOWN_ERROR to an original client, which never addresses a group anyway.
+  SB_ERR_BAD_GROUP: { message: 'the group id, name, metadata, member list or device id is not valid', result: 'BAD_REQUEST', http: 400 },
+  SB_ERR_GROUP_NOT_FOUND: { message: 'no group with this id exists', result: 'UNKNOWN_RECIPIENT', http: 404 },
+  SB_ERR_GROUP_NOT_MEMBER: { message: 'the user is not a member of the group', http: 403 },
+  SB_ERR_GROUP_FORBIDDEN: { message: "the user's role in the group does not allow this", http: 403 },
+  SB_ERR_GROUP_FULL: { message: 'the group has the maximum number of members', http: 409 },
+  SB_ERR_GROUP_TOO_MANY: { message: 'the user is a member of the maximum number of groups', http: 409 },
+  SB_ERR_GROUP_OWNER_CANNOT_LEAVE: { message: 'the owner cannot leave the group: transfer the ownership or dissolve it first', http: 409 },
+  SB_ERR_GROUP_DISSOLVED: { message: 'the group was dissolved: it accepts no more changes or messages', http: 410 },
 } as const satisfies Record<string, ErrorEntry>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -1,25 +1,46 @@
-// The composition root: builds one switchboard node from its options and owns the lifetime of
-// everything it built. Nothing else constructs stores, registries or servers, so a test can run
-// several nodes in one process.
+// The composition root: the one place a switchboard process is assembled. createSwitchboard()
+// builds every store, registry, counter, server and gate of a process from one configuration,
+// which the CLI's commands fill from their flags; createNode() assembles one worker node from
+// instances, which is how createSwitchboard() builds its worker and how a test runs several
+// nodes in one process. Each owns the lifetime of everything it built. Nothing else constructs
+// them, and there are no singletons.
 
 import { createRequire } from 'node:module';
+import type { AddressInfo } from 'node:net';
 import { DEFAULT_LIMITS, type WorkerLimits } from './config.js';
+import { SwitchboardError } from './errors.js';
 import { TokenSigner } from './auth/token.js';
+import { PasswordHasher } from './auth/password.js';
 import { silentLogger, type Logger } from './log.js';
-import type { Registry, WorkerInfo } from './registry/registry.js';
+import { logRedis } from './redis/redis-client.js';
+import type { Registry } from './registry/registry.js';
+import type { ImNode } from './registry/im-node.js';
 import { StaticRegistry } from './registry/static-registry.js';
-import { MemorySessionStore } from './session/memory-session-store.js';
-import type { SessionStore } from './session/session-store.js';
-import type { InboxStore } from './inbox/inbox-store.js';
-import { MemoryInboxStore } from './inbox/memory-inbox-store.js';
-import { WorkerServer } from './server/worker-server.js';
-import { createCluster, type ClusterSettings } from './cluster/cluster.js';
-import { OnlineCounter } from './cluster/online-counter.js';
+import { ZooKeeperRegistry } from './registry/zk-registry.js';
 import type { ZooKeeperDigestAuth } from './registry/zookeeper-client.js';
+import { MemoryOnlineCounter, type LocalCounts, type OnlineCounter } from './registry/online-counter.js';
+import { ZooKeeperOnlineCounter } from './registry/zk-online-counter.js';
+import { MemorySessionStore } from './session/memory-session-store.js';
+import { RedisSessionStore } from './session/redis-session-store.js';
+import { LocalSessionMap } from './session/local-session-map.js';
+import { SessionDistributed } from './session/session-distributed.js';
+import type { SessionStore } from './session/session-store.js';
+import type { InboxLimits, InboxStore } from './inbox/inbox-store.js';
+import { MemoryInboxStore } from './inbox/memory-inbox-store.js';
+import { RedisInboxStore } from './inbox/redis-inbox-store.js';
 import type { UserStore } from './users/user-store.js';
+import { MemoryUserStore } from './users/memory-user-store.js';
+import { RedisUserStore } from './users/redis-user-store.js';
+import { WorkerServer } from './server/worker-server.js';
 import { StoreHealth, type HealthSettings } from './server/store-health.js';
+import { createCluster, type ClusterSettings } from './cluster/cluster.js';
+import { WebGate, type GateLimits } from './gate/web-gate.js';
+import { RedisRateLimitStore } from './gate/redis-rate-limit-store.js';
+import { DEFAULT_PROBE_SETTINGS, WorkerProbe, type ProbeSettings } from './gate/worker-probe.js';
 
 export const VERSION: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
+
+// --- one worker node, from instances ------------------------------------------------------
 
 export interface NodeOptions {
   host?: string;
@@ -42,8 +63,11 @@ export interface NodeOptions {
   users?: UserStore;
   /** Cluster mode: a peer port and links to the other workers of `registry`, routing through `store`. */
   cluster?: ClusterSettings;
-  /** Cluster mode: where the cluster-wide OnlineCounter lives in ZooKeeper. */
-  online?: { connect: string; root: string; sessionTimeoutMs: number; auth?: ZooKeeperDigestAuth; readers?: readonly string[] };
+  /**
+   * Builds the OnlineCounter on this worker's counts: cluster mode, a ZooKeeperOnlineCounter on
+   * the registry's connection. Default: a MemoryOnlineCounter (embedded mode). Closed by stop().
+   */
+  online?: (counts: LocalCounts) => OnlineCounter;
   /** The periodic store health check; defaults: DEFAULT_HEALTH_SETTINGS. */
   health?: Partial<HealthSettings>;
 }
@@ -55,13 +79,12 @@ export interface SwitchboardNode {
   readonly inbox: InboxStore;
   readonly users: UserStore | undefined;
   readonly signer: TokenSigner;
-  /** Cluster mode only. */
-  readonly online: OnlineCounter | undefined;
+  readonly online: OnlineCounter;
   /**
    * Resolves the registered worker once its stores answered and it listens. On failure
    * everything started so far is stopped (stores and registry closed) before the rejection.
    */
-  start(): Promise<WorkerInfo>;
+  start(): Promise<ImNode>;
   stop(): Promise<void>;
 }
 
@@ -75,40 +98,37 @@ export function createNode(options: NodeOptions): SwitchboardNode {
   const signer = new TokenSigner(options.secret);
   const host = options.host ?? '127.0.0.1';
   const health = new StoreHealth({ ...options.health, stores: { session: store, inbox, ...(users ? { users } : {}) }, log: log.child({ component: 'health' }) });
+  const sessions = new LocalSessionMap();
+  const directory = new SessionDistributed({ store, registry, sessions, refreshMs: limits.sessionRefreshMs, log });
   const server = new WorkerServer({
     host,
     port: options.port ?? 9000,
     announceHost: options.announceHost,
     limits,
     signer,
-    store,
+    sessions,
+    directory,
     inbox,
     registry,
     users,
     health,
     log: log.child({ component: 'worker' }),
     version: VERSION,
-    cluster: options.cluster && createCluster(options.cluster, { registry, store, host, limits, log }),
+    cluster: options.cluster && createCluster(options.cluster, { registry, store, directory, host, limits, log }),
   });
-  const online =
-    options.online &&
-    new OnlineCounter({
-      ...options.online,
-      selfId: () => server.info?.id ?? '',
-      local: () => ({ users: server.sessions.users, sessions: server.sessions.size }),
-      log: log.child({ component: 'online' }),
-    });
+  const counts: LocalCounts = { selfId: () => server.info?.id ?? '', local: () => ({ users: sessions.users, sessions: sessions.size }) };
+  const online = options.online ? options.online(counts) : new MemoryOnlineCounter(counts);
+  return nodeLifetime({ server, registry, store, inbox, users, signer, online }, log);
+}
+
+/** start() and stop() of a node: what starts in which order, and what stops in which. */
+function nodeLifetime(parts: Omit<SwitchboardNode, 'start' | 'stop'>, log: Logger): SwitchboardNode {
+  const { server, registry, store, inbox, users, online } = parts;
   let stopping: Promise<void> | undefined;
   const node: SwitchboardNode = {
-    server,
-    registry,
-    store,
-    inbox,
-    users,
-    signer,
-    online,
+    ...parts,
     async start() {
-      let info: WorkerInfo;
+      let info: ImNode;
       try {
         info = await server.start();
       } catch (err) {
@@ -117,7 +137,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
         await node.stop().catch((stopErr: unknown) => log.error({ err: stopErr }, 'stop after a failed start failed'));
         throw err;
       }
-      online?.start();
+      online.start();
       return info;
     },
     stop() {
@@ -125,7 +145,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
       stopping ??= (async () => {
         // Leave the registry first: the gate stops handing this worker out while its clients
         // are still being closed.
-        await online?.close();
+        await online.close();
         await registry.close();
         await server.stop();
         await store.close();
@@ -136,4 +156,281 @@ export function createNode(options: NodeOptions): SwitchboardNode {
     },
   };
   return node;
+}
+
+// --- a whole process, from its configuration ----------------------------------------------
+
+/** Where the Redis stores connect. */
+export interface RedisConfig {
+  url: string;
+  /** What every key starts with (a Redis ACL user's key pattern). */
+  keyPrefix: string;
+  /** A command not answered within this fails with SB_ERR_STORE_UNAVAILABLE. */
+  timeoutMs: number;
+}
+
+/** The cluster's ZooKeeper: the registry and the OnlineCounter, on one session. */
+export interface ZooKeeperConfig {
+  connect: string;
+  root: string;
+  /** Default 10 s. */
+  sessionTimeoutMs?: number;
+  /** The full re-read that repairs a missed watch; default 30 s. */
+  reconcileIntervalMs?: number;
+  /** This process's digest identity: the workers', or a gate's (a reader). */
+  auth?: ZooKeeperDigestAuth;
+  /** A worker: digest ids granted READ on what it creates (the gates'). */
+  readers?: readonly string[];
+}
+
+export interface WorkerConfig {
+  host: string;
+  port: number;
+  announceHost?: string;
+  limits: WorkerLimits;
+  health: HealthSettings;
+  inboxLimits: InboxLimits;
+  /** The in-memory inbox's bound (without `redis`). */
+  memoryInboxBytes: number;
+  /** Messages to a user without an account are refused, where there are accounts (accountsFor). */
+  checkRecipients: boolean;
+  /** Cluster mode (with `zookeeper` and `redis`): peers, and how long an unrefreshed session record lives. */
+  cluster?: { settings: ClusterSettings; sessionTtlMs: number };
+}
+
+export interface GateConfig {
+  host: string;
+  port: number;
+  limits: GateLimits;
+  registration: boolean;
+  trustProxy: readonly string[];
+  /** A cluster's gate: how it probes the workers; default DEFAULT_PROBE_SETTINGS. */
+  probe?: ProbeSettings;
+}
+
+/** One process: a worker, a gate, or both (`switchboard start`: the gate embedded, on the worker's stores). */
+export interface SwitchboardConfig {
+  /** The token secret: workers verify tokens with it, the gate signs them. */
+  secret: string;
+  log: Logger;
+  /** Inboxes and accounts in Redis (and in a cluster the sessions, at its gate the rate limits); unset: memory. */
+  redis?: RedisConfig;
+  /** Cluster mode. */
+  zookeeper?: ZooKeeperConfig;
+  worker?: WorkerConfig;
+  /** Beside `worker`: its embedded gate. Alone: a cluster's gate (needs `zookeeper` and `redis`). */
+  gate?: GateConfig;
+}
+
+export interface Switchboard {
+  readonly node: SwitchboardNode | undefined;
+  readonly gate: WebGate | undefined;
+  /**
+   * Starts the worker, then the gate. On a failure everything built is stopped, and the error
+   * is thrown as `explain` makes it (the CLI names the flag that moves a busy port).
+   */
+  start(explain?: (err: unknown, part: 'worker' | 'gate') => unknown): Promise<{ worker?: ImNode; gate?: AddressInfo }>;
+  /** The gate first (no more logins handed out), then the worker. Once, however often called. */
+  stop(): Promise<void>;
+}
+
+/** What the process runs, each with its own start and stop. */
+interface Part<T> {
+  start(): Promise<T>;
+  stop(): Promise<void>;
+}
+
+export function createSwitchboard(config: SwitchboardConfig): Switchboard {
+  checkConfig(config);
+  const worker = config.worker && buildWorker(config, config.worker);
+  const gate = config.gate && (worker ? embeddedGate(config, config.gate, worker) : clusterGate(config, config.gate));
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> =>
+    (stopping ??= (async () => {
+      await gate?.stop();
+      await worker?.stop();
+    })());
+  return {
+    node: worker?.node,
+    gate: gate?.gate,
+    async start(explain = (err) => err) {
+      let info: ImNode | undefined;
+      try {
+        info = await worker?.start();
+      } catch (err) {
+        // Listening already, and connected to Redis: without this a worker that could not
+        // register (e.g. SB_ERR_REGISTRY_ACL) would print its error and keep running.
+        await stop().catch((stopErr: unknown) => config.log.error({ err: stopErr }, 'shutdown failed'));
+        throw explain(err, 'worker');
+      }
+      let address: AddressInfo | undefined;
+      try {
+        address = await gate?.start();
+      } catch (err) {
+        // A busy gate port must not leave the worker running, nor the ZooKeeper session and the
+        // Redis connections of a cluster's gate keep the process alive.
+        await stop();
+        throw explain(err, 'gate');
+      }
+      return { worker: info, gate: address };
+    },
+    stop,
+  };
+}
+
+/** What the CLI cannot get wrong but a program can: a configuration that names nothing to run, or half a cluster. */
+function checkConfig(config: SwitchboardConfig): void {
+  const { worker, gate, zookeeper, redis } = config;
+  const fail = (message: string) => {
+    throw new SwitchboardError('SB_ERR_CONFIG', message);
+  };
+  if (!worker && !gate) fail('a switchboard process runs a worker, a gate or both');
+  if (worker?.cluster && (!zookeeper || !redis)) fail('cluster mode needs zookeeper and redis');
+  if (worker && !worker.cluster && zookeeper) fail('a worker with zookeeper needs its cluster settings');
+  if (!worker && (!zookeeper || !redis)) fail("a cluster's gate needs zookeeper and redis");
+}
+
+interface WorkerPart extends Part<ImNode> {
+  readonly node: SwitchboardNode;
+  /** The accounts, for the embedded gate too. */
+  readonly users: UserStore | undefined;
+}
+
+function buildWorker(config: SwitchboardConfig, w: WorkerConfig): WorkerPart {
+  const { log, redis } = config;
+  const inbox = redis
+    ? new RedisInboxStore({ url: redis.url, keyPrefix: redis.keyPrefix, limits: w.inboxLimits, timeoutMs: redis.timeoutMs })
+    : new MemoryInboxStore({ ...w.inboxLimits, maxBytes: w.memoryInboxBytes }, Date.now, log.child({ component: 'inbox' }));
+  if (inbox instanceof RedisInboxStore) logRedis(inbox.redis, log.child({ component: 'redis', store: 'inbox' }));
+  const users = accountsFor(config, w);
+  const cluster = w.cluster && clusterStores(config, w.cluster.sessionTtlMs);
+  const node = createNode({
+    inbox,
+    // The node closes it on stop.
+    users: w.checkRecipients ? users : undefined,
+    store: cluster?.store,
+    registry: cluster?.registry,
+    cluster: w.cluster?.settings,
+    // On the registry's ZooKeeper session: one per process.
+    online: cluster && ((counts) => new ZooKeeperOnlineCounter({ zookeeper: cluster.registry.zookeeper, ...counts, log: log.child({ component: 'online' }) })),
+    host: w.host,
+    port: w.port,
+    announceHost: w.announceHost,
+    secret: config.secret,
+    limits: w.limits,
+    health: w.health,
+    log,
+  });
+  return {
+    node,
+    users,
+    start: () => node.start(),
+    async stop() {
+      await node.stop();
+      if (!w.checkRecipients) await users?.close();
+    },
+  };
+}
+
+/**
+ * Accounts live where the inboxes do, so no inbox outlives the account it belongs to (else
+ * after a restart anyone could sign up with a stored user's name and read their messages): in
+ * Redis with `redis` (where a cluster's gate keeps them too), else in the embedded gate's
+ * memory; a worker without Redis and without a gate knows no accounts. Where there are
+ * accounts, the worker refuses recipients without one (unless !checkRecipients).
+ */
+function accountsFor(config: SwitchboardConfig, w: WorkerConfig): UserStore | undefined {
+  const { redis, log } = config;
+  const withGate = config.gate !== undefined;
+  if (redis && (withGate || w.checkRecipients)) {
+    const users = new RedisUserStore({ url: redis.url, keyPrefix: redis.keyPrefix, timeoutMs: redis.timeoutMs });
+    logRedis(users.redis, log.child({ component: 'redis', store: 'users' }));
+    return users;
+  }
+  return withGate ? new MemoryUserStore() : undefined;
+}
+
+/** Cluster mode: the sessions in Redis, the registry in ZooKeeper. */
+function clusterStores(config: SwitchboardConfig, sessionTtlMs: number): { store: RedisSessionStore; registry: ZooKeeperRegistry } {
+  const redis = config.redis!;
+  const store = new RedisSessionStore({ url: redis.url, keyPrefix: redis.keyPrefix, ttlMs: sessionTtlMs, timeoutMs: redis.timeoutMs });
+  const registry = zooKeeperRegistry(config);
+  logRedis(store.redis, config.log.child({ component: 'redis', store: 'sessions' }));
+  return { store, registry };
+}
+
+function zooKeeperRegistry(config: SwitchboardConfig): ZooKeeperRegistry {
+  const { connect, root, sessionTimeoutMs, reconcileIntervalMs, auth, readers } = config.zookeeper!;
+  return new ZooKeeperRegistry({ connect, root, sessionTimeoutMs, reconcileIntervalMs, auth, readers, log: config.log.child({ component: 'zookeeper' }) });
+}
+
+interface GatePart extends Part<AddressInfo> {
+  readonly gate: WebGate;
+}
+
+/** `switchboard start`'s gate: the worker's registry, accounts, signer and counts; limits in memory. */
+function embeddedGate(config: SwitchboardConfig, g: GateConfig, worker: WorkerPart): GatePart {
+  const { node } = worker;
+  const gate = new WebGate({
+    host: g.host,
+    port: g.port,
+    registry: node.registry,
+    users: worker.users!,
+    signer: node.signer,
+    hasher: new PasswordHasher(),
+    online: () => node.online.read(),
+    registration: g.registration,
+    limits: g.limits,
+    trustProxy: g.trustProxy,
+    log: config.log.child({ component: 'gate' }),
+  });
+  return { gate, start: () => gate.listen(), stop: () => gate.close() };
+}
+
+/**
+ * `switchboard gate`: follows the workers in ZooKeeper (without registering itself), reads the
+ * OnlineCounter on the same session, keeps users and rate-limit counts in Redis, and probes the
+ * workers it hands out.
+ */
+function clusterGate(config: SwitchboardConfig, g: GateConfig): GatePart {
+  const { log } = config;
+  const redis = config.redis!;
+  const registry = zooKeeperRegistry(config);
+  const online = new ZooKeeperOnlineCounter({ zookeeper: registry.zookeeper, selfId: () => '', local: () => ({ users: 0, sessions: 0 }), log: log.child({ component: 'online' }) });
+  const users = new RedisUserStore({ url: redis.url, keyPrefix: redis.keyPrefix, timeoutMs: redis.timeoutMs });
+  logRedis(users.redis, log.child({ component: 'redis', store: 'users' }));
+  // Every gate on this Redis counts in the same windows: the limits hold for the whole fleet.
+  const rateLimits = new RedisRateLimitStore({ url: redis.url, keyPrefix: `${redis.keyPrefix}rl:`, timeoutMs: redis.timeoutMs });
+  const probe = new WorkerProbe({ registry, ...(g.probe ?? DEFAULT_PROBE_SETTINGS), log: log.child({ component: 'probe' }) });
+  const gate = new WebGate({
+    host: g.host,
+    port: g.port,
+    registry,
+    users,
+    signer: new TokenSigner(config.secret),
+    hasher: new PasswordHasher(),
+    online: () => online.read(),
+    registration: g.registration,
+    limits: g.limits,
+    rateLimits,
+    trustProxy: g.trustProxy,
+    probe,
+    log: log.child({ component: 'gate' }),
+  });
+  return {
+    gate,
+    async start() {
+      await registry.observe();
+      probe.start();
+      return gate.listen();
+    },
+    async stop() {
+      probe.close();
+      await gate.close();
+      await online.close();
+      await registry.close();
+      await users.close();
+      await rateLimits.close();
+    },
+  };
 }

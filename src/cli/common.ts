@@ -6,7 +6,7 @@ import { DEFAULT_INBOX_LIMITS, type InboxLimits } from '../inbox/inbox-store.js'
 import { DEFAULT_MEMORY_INBOX_BYTES } from '../inbox/memory-inbox-store.js';
 import { DEFAULT_CLUSTER_SETTINGS } from '../cluster/cluster.js';
 import { DEFAULT_SESSION_TTL_MS } from '../session/session-store.js';
-import { DEFAULT_GATE_LIMITS, type GateLimits } from '../gate/gate-server.js';
+import { DEFAULT_GATE_LIMITS, type GateLimits } from '../gate/web-gate.js';
 import { DEFAULT_PROBE_SETTINGS, type ProbeSettings } from '../gate/worker-probe.js';
 import { DEFAULT_HEALTH_SETTINGS, type HealthSettings } from '../server/store-health.js';
 import { DEFAULT_REDIS_TIMEOUT_MS } from '../redis/redis-client.js';
@@ -16,7 +16,6 @@ import { networkInterfaces } from 'node:os';
 import type { Logger } from '../log.js';
 import { parseDigestAuth, parseDigestIds } from '../registry/cluster-acl.js';
 import type { ZooKeeperDigestAuth } from '../registry/zookeeper-client.js';
-import type { Redis } from 'ioredis';
 import { MAX_TIMER_MS, PORT, count, envOf, ms, type OptionSpecs, type OptionValues } from './options.js';
 import { pino, type LevelWithSilent } from 'pino';
 
@@ -282,12 +281,6 @@ export function wildcardWarning(host: string, announced: string, forPeers: boole
     message: `--host ${host} without --announce-host: ${who} are told ${announced}, which reaches this worker from this host only; set --announce-host (or SWITCHBOARD_ANNOUNCE_HOST) to the address they reach it at`,
     addresses,
   };
-}
-
-/** Connection errors and recoveries of a store's Redis client (the logger drops secrets, see log.ts). */
-export function logRedis(redis: Redis, log: Logger): void {
-  redis.on('error', (err: Error) => log.warn({ err }, 'redis connection error'));
-  redis.on('ready', () => log.info('redis ready'));
 }
 
 /** What the Redis stores prefix their keys with: letters, digits and `_ . : -`, so that the

@@ -3,7 +3,7 @@
 // whose worker went away moves to another one.
 
 import { SwitchboardError, isErrorCode, isSwitchboardError, type ErrorCode } from '../errors.js';
-import type { Endpoint } from './im-client.js';
+import type { Endpoint } from './options.js';
 
 export interface GateWorker {
   id: string;

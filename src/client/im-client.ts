@@ -5,84 +5,26 @@
 // replaced socket harmless. Every lost connection and failed attempt says why ('disconnect'),
 // and what would only be refused again (an oversized message, a protocol error, a wrong
 // password) is refused or ends the client instead of being retried.
+//
+// Split by job, as ioredis is: this file is the public class (its status, the login, what the
+// server sends, the inbox position and its acks); options.ts its options; transport.ts the
+// connection, attempt after attempt; pending-requests.ts the requests waiting for an answer.
 
-import net from 'node:net';
-import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
-import { SwitchboardError, isErrorCode, isSwitchboardError, type ErrorCode } from '../errors.js';
-import { FrameDecoder, DEFAULT_MAX_FRAME_LENGTH } from '../protocol/frame.js';
-import { decodeMessage, encodeMessageFrame, encodeMessageRequest, storedRequestBody } from '../protocol/codec.js';
+import { EventEmitter } from 'node:events';
+import { SwitchboardError, isErrorCode, type ErrorCode } from '../errors.js';
+import { silentLogger, type Logger } from '../log.js';
+import { decodeMessage, encodeMessageFrame, storedRequestBody } from '../protocol/codec.js';
 import { DELIVERY_OVERHEAD, deliveryFits } from '../protocol/chat-frames.js';
 import { HEADER_LENGTH } from '../protocol/frame.js';
 import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage, type MessageRequest } from '../protocol/types.js';
-import { silentLogger, type Logger } from '../log.js';
-import { writePerTick } from '../net/write-per-tick.js';
+import { clientSettings, defaultRetryStrategy, type ClientSettings, type Endpoint, type ImClientOptions, type RetryStrategy } from './options.js';
+import { PendingRequests } from './pending-requests.js';
+import { Transport } from './transport.js';
+
+export { defaultRetryStrategy, type Endpoint, type ImClientOptions, type RetryStrategy };
 
 export type ClientStatus = 'idle' | 'connecting' | 'ready' | 'reconnecting' | 'closed';
-
-/** Returns the delay before reconnect attempt `attempt` (1, 2, ...), or null to give up. */
-export type RetryStrategy = (attempt: number) => number | null;
-
-/** Where to connect and with which token. */
-export interface Endpoint {
-  host: string;
-  port: number;
-  token: string;
-}
-
-export interface ImClientOptions {
-  /** Fixed endpoint; or give `endpoint` instead. */
-  host?: string;
-  port?: number;
-  token?: string;
-  /**
-   * Asked before every connection attempt (e.g. gateEndpoint(): a login at the gate, which names
-   * the least-loaded live worker): a client whose worker went away moves to another one.
-   */
-  endpoint?: () => Promise<Endpoint>;
-  uid: string;
-  deviceId?: string;
-  platform?: number;
-  appVersion?: string;
-  /**
-   * How often to heartbeat. Default: the interval the server tells at login (50 s, as the
-   * original clients, from a server that tells none), so a server whose operator shortened it
-   * does not close this client as idle. Given, it is used as is. The connection is dropped
-   * after 3 silent intervals.
-   */
-  heartbeatIntervalMs?: number;
-  /** How long send(), login and logout wait for the server. Default 10 s. */
-  requestTimeoutMs?: number;
-  /** Sends waiting for a response or for the connection, together. Default 1000. */
-  maxPendingRequests?: number;
-  /**
-   * The server's maximum frame length (`--max-frame-length`, default 65536): frames received are
-   * checked against it, and a message that would not fit once sent or delivered is refused by
-   * send() with SB_ERR_MESSAGE_TOO_LARGE before anything is written. Set it to the server's.
-   */
-  maxFrameLength?: number;
-  /**
-   * Default: capped exponential backoff with jitter, never giving up. False: no reconnect. An
-   * `endpoint()` rejection carrying a numeric `retryAfterMs` (the gate's 429) is waited out.
-   */
-  retryStrategy?: RetryStrategy | false;
-  /**
-   * Acknowledge deliveries (MESSAGE_ACK) and replay from the last processed one; also what makes
-   * the server deduplicate msg_ids, so that sends cut off by a reconnect can be resent. Default true.
-   */
-  acks?: boolean;
-  /** Highest inbox sequence this device processed before (e.g. loaded from disk). */
-  lastSeq?: number;
-  /** The inbox epoch `lastSeq` belongs to, as savePosition gave it (0 or unset: unknown). */
-  inboxEpoch?: number;
-  /**
-   * Called with the new position and the inbox epoch it belongs to after each processed
-   * delivery, and when a login moves it (a gap, a reset) or tells a new epoch: persist both, and
-   * pass them back as `lastSeq` and `inboxEpoch` to resume there.
-   */
-  savePosition?: (seq: number, epoch: number) => void;
-  log?: Logger;
-}
 
 export interface IncomingMessage {
   /** Position in the recipient's inbox (0 from a server without inboxes). */
@@ -160,17 +102,6 @@ export interface ImClientEvents {
   error: [Error];
 }
 
-interface Pending {
-  resolve: (value: ImMessage) => void;
-  reject: (err: Error) => void;
-  deadline: number;
-  frame: Buffer;
-  /** True once written on the current connection. */
-  sent: boolean;
-  /** Sent again after a reconnect (chat messages: the server deduplicates by msg_id). */
-  retry: boolean;
-}
-
 /**
  * CLOSING codes after which reconnecting would only repeat the refusal or fight another device,
  * and the protocol errors (PROTOCOL.md §9: "fix the client"): reconnecting would send the same
@@ -196,12 +127,6 @@ const FINAL_CLOSE_CODES: ReadonlySet<string> = new Set([
 const RETRIED_LOGIN_CODES: ReadonlySet<string> = new Set(['SB_ERR_STORE_UNAVAILABLE']);
 
 /**
- * Gate refusals that another attempt would only repeat: a wrong password (each retry counts as
- * a failed login toward the gate's lock-out), a malformed request, a wrong gate URL.
- */
-const FINAL_ENDPOINT_CODES: ReadonlySet<string> = new Set(['SB_ERR_LOGIN_FAILED', 'SB_ERR_BAD_REQUEST', 'SB_ERR_BAD_USERNAME', 'SB_ERR_BAD_PASSWORD', 'SB_ERR_NOT_FOUND']);
-
-/**
  * Bytes a chat message's fields other than its strings can take at most: the tags and length
  * prefixes of MessageRequest's fields, msg_id, time, stored_at and msg_type as 10-byte varints,
  * the envelope around it in the frame sent (type, sequence, tag and length of the request), and
@@ -209,27 +134,15 @@ const FINAL_ENDPOINT_CODES: ReadonlySet<string> = new Set(['SB_ERR_LOGIN_FAILED'
  */
 const REQUEST_FIXED_BYTES = 128;
 
-export function defaultRetryStrategy({ baseMs = 200, maxMs = 30_000 } = {}): RetryStrategy {
-  return (attempt) => {
-    const cap = Math.min(maxMs, baseMs * 2 ** Math.min(attempt - 1, 20));
-    return Math.round(cap / 2 + Math.random() * (cap / 2));
-  };
-}
-
 export class ImClient extends EventEmitter<ImClientEvents> {
   readonly uid: string;
   readonly deviceId: string;
   #status: ClientStatus = 'idle';
   #sessionId = '';
-  readonly #options: Required<Pick<ImClientOptions, 'heartbeatIntervalMs' | 'requestTimeoutMs' | 'maxPendingRequests' | 'maxFrameLength'>> &
-    ImClientOptions;
-  readonly #retry: RetryStrategy | false;
+  readonly #options: ClientSettings;
   readonly #log: Logger;
-  /** Requests by envelope sequence, in the order they were made (Map keeps insertion order). */
-  readonly #pending = new Map<number, Pending>();
-  #socket: net.Socket | undefined;
-  #epoch = 0;
-  #attempt = 0;
+  readonly #pending: PendingRequests;
+  readonly #transport: Transport;
   #sequence = 0;
   /**
    * Default msgIds count up from a random 53-bit start: msgId is the server's dedupe key per
@@ -237,20 +150,12 @@ export class ImClient extends EventEmitter<ImClientEvents> {
    */
   readonly #msgIdBase = randomBytes(6).readUIntBE(0, 6) * 16;
   #msgCount = 0;
-  #lastInboundAt = 0;
   #timer: NodeJS.Timeout | undefined;
-  #reconnectTimer: NodeJS.Timeout | undefined;
   #login: { resolve: () => void; reject: (err: Error) => void } | undefined;
   #loginSequence = -1;
   #final = false;
   /** logout() is under way: the connection ending is its expected end, not a disconnect. */
   #loggingOut = false;
-  /** Why the current connection is going: a CLOSING from the server, a dead server. */
-  #dropReason: SwitchboardError | undefined;
-  /** The current socket's error, if it had one. */
-  #socketError: Error | undefined;
-  /** The current socket connected. */
-  #connected = false;
   /** Highest inbox sequence processed; undefined until known. */
   #lastSeq: number | undefined;
   /** The inbox epoch #lastSeq counts in; 0 while unknown. */
@@ -264,22 +169,25 @@ export class ImClient extends EventEmitter<ImClientEvents> {
 
   constructor(options: ImClientOptions) {
     super();
-    this.#options = {
-      heartbeatIntervalMs: 50_000,
-      requestTimeoutMs: 10_000,
-      maxPendingRequests: 1000,
-      maxFrameLength: DEFAULT_MAX_FRAME_LENGTH,
-      ...options,
-    };
+    this.#options = clientSettings(options);
     this.uid = options.uid;
     this.deviceId = options.deviceId ?? '';
-    this.#retry = options.retryStrategy === false ? false : (options.retryStrategy ?? defaultRetryStrategy());
     this.#acks = options.acks ?? true;
     this.#explicitHeartbeat = options.heartbeatIntervalMs;
     this.#heartbeatMs = this.#options.heartbeatIntervalMs;
     this.#lastSeq = options.lastSeq;
     this.#inboxEpoch = options.lastSeq !== undefined ? (options.inboxEpoch ?? 0) : 0;
     this.#log = (options.log ?? silentLogger()).child({ uid: this.uid, deviceId: this.deviceId });
+    this.#pending = new PendingRequests(this.#options.maxPendingRequests, this.#options.requestTimeoutMs);
+    const retry = options.retryStrategy === false ? false : (options.retryStrategy ?? defaultRetryStrategy());
+    this.#transport = new Transport(this.#options, retry, this.#log, {
+      connected: (where) => this.#sendLogin(where),
+      frame: (body) => this.#onFrame(body),
+      down: (reason, retryAfterMs, final) => {
+        if (final) this.#final = true;
+        this.#onDisconnect(reason, retryAfterMs);
+      },
+    });
   }
 
   get status(): ClientStatus {
@@ -310,7 +218,9 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   connect(): Promise<void> {
     if (this.#status !== 'idle') return Promise.reject(new SwitchboardError('SB_ERR_CLIENT_CLOSED', `client is ${this.#status}`));
     const loggedIn = new Promise<void>((resolve, reject) => (this.#login = { resolve, reject }));
-    this.#open();
+    this.#setStatus('connecting');
+    // Unless a 'status' listener closed the client already.
+    if (this.status === 'connecting') this.#transport.open();
     return loggedIn;
   }
 
@@ -390,13 +300,10 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   #close(cause: SwitchboardError | undefined): void {
     if (this.#status === 'closed') return;
     this.#final = true;
-    this.#epoch++;
-    clearTimeout(this.#reconnectTimer);
+    this.#transport.close();
     clearInterval(this.#timer);
-    this.#socket?.destroy();
-    this.#socket = undefined;
     this.#sessionId = '';
-    this.#rejectAll(new SwitchboardError('SB_ERR_CLIENT_CLOSED', cause ? `client closed: ${cause.code} ${cause.message}` : undefined, { cause }));
+    this.#pending.rejectAll(new SwitchboardError('SB_ERR_CLIENT_CLOSED', cause ? `client closed: ${cause.code} ${cause.message}` : undefined, { cause }));
     // A connect() still waiting for its first login would otherwise never settle.
     const login = this.#login;
     this.#login = undefined;
@@ -411,100 +318,35 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     this.emit('status', status);
   }
 
-  #open(): void {
-    const epoch = ++this.#epoch;
-    this.#setStatus(this.#attempt === 0 ? 'connecting' : 'reconnecting');
-    const endpoint = this.#options.endpoint;
-    if (!endpoint) {
-      this.#dial(epoch, { host: this.#options.host ?? '127.0.0.1', port: this.#options.port ?? 9000, token: this.#options.token ?? '' });
-      return;
-    }
-    endpoint().then(
-      (where) => {
-        if (epoch === this.#epoch) this.#dial(epoch, where);
-      },
-      (err: unknown) => {
-        if (epoch !== this.#epoch) return;
-        this.#log.warn({ err }, 'no endpoint');
-        const reason = isSwitchboardError(err) ? err : new SwitchboardError('SB_ERR_CLIENT_CONNECT_FAILED', `no endpoint: ${String((err as Error)?.message ?? err)}`, { cause: err });
-        if (FINAL_ENDPOINT_CODES.has(reason.code)) this.#final = true;
-        const retryAfterMs = (err as { retryAfterMs?: unknown }).retryAfterMs;
-        this.#onDisconnect(reason, typeof retryAfterMs === 'number' ? retryAfterMs : 0);
-      },
+  /** Connected: the login, with the position to resume from. */
+  #sendLogin(where: Endpoint): void {
+    this.#loginSequence = ++this.#sequence;
+    this.#transport.write(
+      encodeMessageFrame({
+        type: HeadType.LOGIN_REQUEST,
+        sequence: this.#loginSequence,
+        sessionId: PRE_LOGIN_SESSION_ID,
+        loginRequest: {
+          uid: this.uid,
+          deviceId: this.deviceId,
+          token: where.token,
+          platform: this.#options.platform ?? 0,
+          appVersion: this.#options.appVersion ?? '',
+          acks: this.#acks,
+          ...(this.#lastSeq !== undefined ? { lastSeq: this.#lastSeq } : {}),
+          ...(this.#lastSeq !== undefined && this.#inboxEpoch !== 0 ? { inboxEpoch: this.#inboxEpoch } : {}),
+        },
+      }),
     );
   }
 
-  #dial(epoch: number, where: Endpoint): void {
-    const socket = net.connect({ host: where.host, port: where.port, noDelay: true });
-    this.#socket = socket;
-    this.#dropReason = undefined;
-    this.#socketError = undefined;
-    this.#connected = false;
-    const decoder = new FrameDecoder((body) => this.#onFrame(epoch, body), { maxFrameLength: this.#options.maxFrameLength });
-    socket.on('connect', () => {
-      if (epoch !== this.#epoch) return;
-      this.#connected = true;
-      this.#lastInboundAt = Date.now();
-      this.#loginSequence = ++this.#sequence;
-      this.#write(
-        encodeMessageFrame({
-          type: HeadType.LOGIN_REQUEST,
-          sequence: this.#loginSequence,
-          sessionId: PRE_LOGIN_SESSION_ID,
-          loginRequest: {
-            uid: this.uid,
-            deviceId: this.deviceId,
-            token: where.token,
-            platform: this.#options.platform ?? 0,
-            appVersion: this.#options.appVersion ?? '',
-            acks: this.#acks,
-            ...(this.#lastSeq !== undefined ? { lastSeq: this.#lastSeq } : {}),
-            ...(this.#lastSeq !== undefined && this.#inboxEpoch !== 0 ? { inboxEpoch: this.#inboxEpoch } : {}),
-          },
-        }),
-      );
-    });
-    socket.on('data', (chunk: Buffer) => {
-      if (epoch !== this.#epoch) return;
-      try {
-        decoder.push(chunk);
-      } catch (err) {
-        // A throwing 'message' listener is the application's bug, not a bad frame: let it surface.
-        if (!isSwitchboardError(err)) throw err;
-        this.#log.warn({ err }, 'bad frame from server');
-        this.#dropReason = new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', `bad frame from the server: ${err.code} ${err.message}`, { cause: err });
-        socket.destroy();
-      }
-    });
-    socket.on('error', (err) => {
-      if (epoch !== this.#epoch) return;
-      this.#log.debug({ err }, 'socket error');
-      this.#socketError = err;
-    });
-    socket.on('close', () => {
-      if (epoch === this.#epoch) this.#onDisconnect(this.#closeReason(where));
-    });
-  }
-
-  /** Why the current socket closed, from what was seen on it. */
-  #closeReason(where: Endpoint): SwitchboardError {
-    if (this.#dropReason) return this.#dropReason;
-    const err = this.#socketError;
-    // Node's message names the address already: "connect ECONNREFUSED 127.0.0.1:9999".
-    if (!this.#connected) return new SwitchboardError('SB_ERR_CLIENT_CONNECT_FAILED', err?.message ?? `could not connect to ${where.host}:${where.port}`, { cause: err });
-    return new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', err ? `connection lost: ${err.message}` : 'the server closed the connection', { cause: err });
-  }
-
-  #onFrame(epoch: number, body: Buffer): void {
-    if (epoch !== this.#epoch) return;
-    this.#lastInboundAt = Date.now();
+  #onFrame(body: Buffer): void {
     let message: ImMessage;
     try {
       message = decodeMessage(body);
     } catch (err) {
       this.#log.warn({ err }, 'undecodable frame from server');
-      this.#dropReason = new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', 'undecodable frame from the server', { cause: err });
-      this.#socket?.destroy();
+      this.#transport.drop(new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', 'undecodable frame from the server', { cause: err }));
       return;
     }
     switch (message.type) {
@@ -513,7 +355,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
         return;
       case HeadType.MESSAGE_RESPONSE:
       case HeadType.LOGOUT_RESPONSE:
-        this.#settle(message);
+        this.#pending.settle(message);
         return;
       case HeadType.MESSAGE_REQUEST:
         this.#onIncoming(message);
@@ -537,15 +379,14 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       if (RETRIED_LOGIN_CODES.has(err.code)) {
         // The server closes the connection behind the refusal: the reconnect, after a backoff,
         // logs in again (through the gate, when there is one, which hands out workers that can serve).
-        this.#dropReason = err;
-        this.#socket?.destroy();
+        this.#transport.drop(err);
         return;
       }
       this.#finalDisconnect(err);
       return;
     }
     this.#sessionId = message.sessionId ?? '';
-    this.#attempt = 0;
+    this.#transport.loggedIn();
     const serverHeartbeat = body.heartbeatIntervalMs ?? 0;
     if (serverHeartbeat > 0 && this.#explicitHeartbeat === undefined) this.#heartbeatMs = serverHeartbeat;
     const syncFrom = Number(body.syncFrom ?? 0);
@@ -574,12 +415,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     clearInterval(this.#timer);
     this.#timer = undefined;
     this.#startTimer();
-    for (const pending of this.#pending.values()) {
-      if (!pending.sent) {
-        pending.sent = true;
-        this.#write(pending.frame);
-      }
-    }
+    this.#pending.flushUnsent((frame) => this.#transport.write(frame));
     this.emit('login', this.#sessionId);
     const login = this.#login;
     this.#login = undefined;
@@ -626,7 +462,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     process.nextTick(() => {
       this.#ackScheduled = false;
       if (this.#status !== 'ready' || this.#lastSeq === undefined) return;
-      this.#write(encodeMessageFrame({ type: HeadType.MESSAGE_ACK, sessionId: this.#sessionId, ack: { seq: this.#lastSeq } }));
+      this.#transport.write(encodeMessageFrame({ type: HeadType.MESSAGE_ACK, sessionId: this.#sessionId, ack: { seq: this.#lastSeq } }));
     });
   }
 
@@ -642,41 +478,27 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       const data = (parsed.data ?? {}) as { code?: string; reason?: string };
       const closing = { code: data.code ?? 'SB_ERR_INTERNAL', reason: data.reason ?? '' };
       if (FINAL_CLOSE_CODES.has(closing.code)) this.#final = true;
-      this.#dropReason = serverError(closing.code, closing.reason, 'the server closed the connection');
+      this.#transport.closingFor(serverError(closing.code, closing.reason, 'the server closed the connection'));
       this.emit('closing', closing);
       return;
     }
     this.emit('notification', parsed);
   }
 
-  #settle(message: ImMessage): void {
-    const sequence = Number(message.sequence);
-    const pending = this.#pending.get(sequence);
-    if (!pending) return;
-    this.#pending.delete(sequence);
-    pending.resolve(message);
-  }
-
   #request(type: number, body: Partial<ImMessage>, retry: boolean): Promise<ImMessage> {
     const sequence = ++this.#sequence;
     if (this.#status === 'closed') return Promise.reject(new SwitchboardError('SB_ERR_CLIENT_CLOSED'));
-    if (this.#pending.size >= this.#options.maxPendingRequests) {
-      return Promise.reject(new SwitchboardError('SB_ERR_CLIENT_QUEUE_FULL', `${this.#pending.size} requests are already waiting`));
-    }
+    const full = this.#pending.full();
+    if (full) return Promise.reject(full);
     const frame = encodeMessageFrame({ ...body, type, sequence, sessionId: this.#sessionId });
     if (frame.length - HEADER_LENGTH > this.#options.maxFrameLength) {
       return Promise.reject(new SwitchboardError('SB_ERR_MESSAGE_TOO_LARGE', `the frame takes ${frame.length - HEADER_LENGTH} bytes; the limit is ${this.#options.maxFrameLength}`));
     }
-    return new Promise<ImMessage>((resolve, reject) => {
-      const ready = this.#status === 'ready';
-      this.#pending.set(sequence, { resolve, reject, deadline: Date.now() + this.#options.requestTimeoutMs, frame, sent: ready, retry });
-      if (ready) this.#write(frame);
-      this.#startTimer();
-    });
-  }
-
-  #write(frame: Buffer): void {
-    if (this.#socket) writePerTick(this.#socket, frame);
+    const ready = this.#status === 'ready';
+    const answer = this.#pending.add(sequence, frame, ready, retry);
+    if (ready) this.#transport.write(frame);
+    this.#startTimer();
+    return answer;
   }
 
   /** One timer serves heartbeats, request deadlines and the dead-server check. */
@@ -687,51 +509,34 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     let sinceHeartbeat = 0;
     this.#timer = setInterval(() => {
       const now = Date.now();
-      this.#expireRequests(now);
+      this.#pending.expire(now);
       if (this.#status !== 'ready') return;
-      if (now - this.#lastInboundAt > 3 * heartbeatMs) {
+      if (now - this.#transport.lastInboundAt > 3 * heartbeatMs) {
         this.#log.warn('server silent for 3 heartbeat intervals, reconnecting');
-        this.#dropReason = new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', `the server was silent for ${3 * heartbeatMs} ms`);
-        this.#socket?.destroy();
+        this.#transport.drop(new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', `the server was silent for ${3 * heartbeatMs} ms`));
         return;
       }
       sinceHeartbeat += period;
       if (sinceHeartbeat >= heartbeatMs) {
         sinceHeartbeat = 0;
-        this.#write(encodeMessageFrame({ type: HeadType.HEART_BEAT, sequence: ++this.#sequence, sessionId: this.#sessionId, heartBeat: { uid: this.uid } }));
+        this.#transport.write(encodeMessageFrame({ type: HeadType.HEART_BEAT, sequence: ++this.#sequence, sessionId: this.#sessionId, heartBeat: { uid: this.uid } }));
       }
     }, period);
     this.#timer.unref();
   }
 
-  #expireRequests(now: number): void {
-    for (const [sequence, pending] of this.#pending) {
-      if (pending.deadline > now) break;
-      this.#pending.delete(sequence);
-      pending.reject(new SwitchboardError('SB_ERR_CLIENT_TIMEOUT', `no answer within ${this.#options.requestTimeoutMs} ms`));
-    }
-  }
-
-  #onDisconnect(reason: SwitchboardError, retryAfterMs = 0): void {
-    this.#socket = undefined;
+  /** The connection (or the attempt to make one) is gone, for `reason`: reconnect, or end. */
+  #onDisconnect(reason: SwitchboardError, retryAfterMs: number): void {
     this.#sessionId = '';
     clearInterval(this.#timer);
     this.#timer = undefined;
-    const final = this.#final || this.#retry === false;
+    const final = this.#final || !this.#transport.reconnects;
     // Sent but unanswered: the server may or may not have taken them. An ack client's chat
     // messages go again after the reconnect (deduplicated by msg_id); anything else cannot be
     // known. When the server ends the client for good (a protocol error: one of them is the
     // frame at fault), they fail with the server's reason.
     const closedBy = final && FINAL_CLOSE_CODES.has(reason.code);
-    for (const [sequence, pending] of this.#pending) {
-      if (!pending.sent) continue;
-      if (pending.retry && !final) {
-        pending.sent = false;
-        continue;
-      }
-      this.#pending.delete(sequence);
-      pending.reject(closedBy ? reason : new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', undefined, { cause: reason }));
-    }
+    this.#pending.connectionLost(final, () => (closedBy ? reason : new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', undefined, { cause: reason })));
     if (this.#loggingOut) {
       this.#close(undefined);
       return;
@@ -740,16 +545,15 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       this.#finalDisconnect(reason);
       return;
     }
-    let delay = this.#retry(++this.#attempt);
-    if (delay !== null) delay = Math.max(delay, retryAfterMs);
-    this.#log.info({ attempt: this.#attempt, delay, code: reason.code, reason: reason.message }, delay === null ? 'giving up' : 'reconnecting');
+    const { attempt, delay } = this.#transport.nextDelay(retryAfterMs);
+    this.#log.info({ attempt, delay, code: reason.code, reason: reason.message }, delay === null ? 'giving up' : 'reconnecting');
     this.emit('disconnect', { reason, retryInMs: delay });
     if (delay === null) {
       this.#giveUp(reason);
       return;
     }
     this.#setStatus('reconnecting');
-    this.#reconnectTimer = setTimeout(() => this.#open(), delay);
+    this.#transport.reconnectIn(delay);
     if (this.#pending.size > 0) this.#startTimer();
   }
 
@@ -766,11 +570,6 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     this.#close(reason);
     if (login) login.reject(reason);
     else if (this.listenerCount('error') > 0) this.emit('error', reason);
-  }
-
-  #rejectAll(err: SwitchboardError): void {
-    for (const pending of this.#pending.values()) pending.reject(err);
-    this.#pending.clear();
   }
 }
 

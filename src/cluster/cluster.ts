@@ -1,14 +1,15 @@
 // Assembles the cluster parts of one worker around its LocalPort: the WorkerRouter (outgoing
-// peer links), the RouteCache, the ClusterRouter, and the peer port (PeerListener with its
-// PeerAcceptor). Passed to the WorkerServer as its `cluster` option by the composition root;
-// the server starts the peer port before it registers and announces it as `peerPort`.
+// peer links), the RouteCache, the ClusterMessageRouter, and the peer port (PeerListener with
+// its PeerAcceptor). Passed to the WorkerServer as its `cluster` option by the composition
+// root; the server starts the peer port before it registers and announces it as `peerPort`.
 
 import type { WorkerLimits } from '../config.js';
 import type { Logger } from '../log.js';
 import type { Registry } from '../registry/registry.js';
 import type { SessionStore } from '../session/session-store.js';
+import type { SessionDistributed } from '../session/session-distributed.js';
 import type { LocalPort, WorkerCluster } from '../server/cluster-seam.js';
-import { ClusterRouter } from './cluster-router.js';
+import { ClusterMessageRouter } from './cluster-message-router.js';
 import { PeerAcceptor } from './peer-acceptor.js';
 import { PeerListener } from './peer-listener.js';
 import { RouteCache } from './route-cache.js';
@@ -52,7 +53,10 @@ const REGISTRY_WAIT_MS = 3_000;
 
 export interface ClusterDeps {
   registry: Registry;
+  /** Where routes are read. */
   store: SessionStore;
+  /** The session directory: told of departed workers, and followed for re-publishing. */
+  directory: SessionDistributed;
   /** The worker's own host: the peer listener's default address. */
   host: string;
   limits: WorkerLimits;
@@ -66,7 +70,7 @@ export function createCluster(settings: ClusterSettings, deps: ClusterDeps) {
     const log = deps.log.child({ component: 'cluster' });
     const workers = new WorkerRouter({
       registry: deps.registry,
-      store: deps.store,
+      directory: deps.directory,
       selfId: getSelf,
       log,
       links: {
@@ -79,7 +83,7 @@ export function createCluster(settings: ClusterSettings, deps: ClusterDeps) {
       },
     });
     const routes = new RouteCache({ store: deps.store, selfId: getSelf, ttlMs: settings.routeCacheTtlMs, maxEntries: settings.routeCacheSize });
-    const router = new ClusterRouter({ local, workers, routes, selfId: getSelf, routeCacheTtlMs: settings.routeCacheTtlMs, registry: deps.registry, log });
+    const router = new ClusterMessageRouter({ local, workers, routes, selfId: getSelf, routeCacheTtlMs: settings.routeCacheTtlMs, directory: deps.directory, log });
     const acceptor = new PeerAcceptor({
       secret: settings.secret,
       local,

@@ -6,23 +6,23 @@
 // its users are remembered, and after the reconnect the peer is told to re-read their inboxes
 // (PEER_NUDGE). A reconnect after a working link nudges everyone, since frames in flight when
 // the socket died are gone too. Status changes go through setStatus(); an epoch counter makes
-// callbacks of an old socket harmless.
+// callbacks of an old socket harmless (it dials as the SDK client does, net/dial.ts).
 
-import net from 'node:net';
+import type net from 'node:net';
 import type { Logger } from '../log.js';
+import { dialFramed } from '../net/dial.js';
 import { writePerTick } from '../net/write-per-tick.js';
 import { SwitchboardError } from '../errors.js';
-import { FrameDecoder } from '../protocol/frame.js';
 import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
 import { HeadType } from '../protocol/types.js';
-import type { WorkerInfo } from '../registry/registry.js';
+import type { ImNode } from '../registry/im-node.js';
 import { NONCE_BYTES, newNonce, peerProof, verifyPeerProof, type Transcript } from './peer-auth.js';
 
 export type LinkStatus = 'connecting' | 'handshaking' | 'ready' | 'waiting' | 'closed';
 
 export interface WorkerReSenderOptions {
   selfId: string;
-  peer: WorkerInfo;
+  peer: ImNode;
   secret: string;
   /** Delay between connection attempts while the peer stays registered. */
   reconnectMs: number;
@@ -38,7 +38,7 @@ export interface WorkerReSenderOptions {
 export class WorkerReSender {
   readonly peerId: string;
   #status: LinkStatus = 'connecting';
-  #peer: WorkerInfo;
+  #peer: ImNode;
   readonly #options: WorkerReSenderOptions;
   readonly #log: Logger;
   readonly #queue: Buffer[] = [];
@@ -70,7 +70,7 @@ export class WorkerReSender {
   }
 
   /** The peer's registry entry changed (its address may have). */
-  update(peer: WorkerInfo): void {
+  update(peer: ImNode): void {
     const moved = peer.host !== this.#peer.host || peer.peerPort !== this.#peer.peerPort;
     this.#peer = peer;
     if (moved && this.#status !== 'closed') this.#socket?.destroy();
@@ -114,35 +114,25 @@ export class WorkerReSender {
   #connect(): void {
     const epoch = ++this.#epoch;
     this.#setStatus('connecting');
-    const socket = net.connect({ host: this.#peer.host, port: this.#peer.peerPort!, noDelay: true });
-    this.#socket = socket;
     const nonce = newNonce();
-    const decoder = new FrameDecoder((body) => this.#onFrame(epoch, body, nonce), { maxFrameLength: this.#options.maxFrameLength });
-    socket.on('connect', () => {
-      if (epoch !== this.#epoch) return;
-      this.#setStatus('handshaking');
-      this.#lastInboundAt = Date.now();
-      this.#write(encodeMessageFrame({ type: HeadType.PEER_HELLO, peerHello: { nodeId: this.#options.selfId, nonce } }));
-    });
-    socket.on('data', (chunk: Buffer) => {
-      if (epoch !== this.#epoch) return;
-      try {
-        decoder.push(chunk);
-      } catch (err) {
+    const socket = dialFramed({ host: this.#peer.host, port: this.#peer.peerPort! }, this.#options.maxFrameLength, () => epoch === this.#epoch, {
+      connect: () => {
+        this.#setStatus('handshaking');
+        this.#lastInboundAt = Date.now();
+        this.#write(encodeMessageFrame({ type: HeadType.PEER_HELLO, peerHello: { nodeId: this.#options.selfId, nonce } }));
+      },
+      frame: (body) => this.#onFrame(body, nonce),
+      pushFailed: (err) => {
         this.#log.warn({ err }, 'bad frame from peer');
         socket.destroy();
-      }
+      },
+      error: (err) => this.#log.debug({ err }, 'peer socket error'),
+      close: () => this.#onDisconnect(),
     });
-    socket.on('error', (err) => {
-      if (epoch === this.#epoch) this.#log.debug({ err }, 'peer socket error');
-    });
-    socket.on('close', () => {
-      if (epoch === this.#epoch) this.#onDisconnect();
-    });
+    this.#socket = socket;
   }
 
-  #onFrame(epoch: number, body: Buffer, nonce: Buffer): void {
-    if (epoch !== this.#epoch) return;
+  #onFrame(body: Buffer, nonce: Buffer): void {
     this.#lastInboundAt = Date.now();
     const message = decodeMessage(body);
     if (message.type === HeadType.PEER_CHALLENGE && this.#status === 'handshaking') {

@@ -1,18 +1,21 @@
 // WorkerRouter: keeps one WorkerReSender per live peer, following the Registry's view (which
-// ZooKeeper keeps current with watches and a periodic reconcile). A worker that leaves the view
-// has its link stopped; the surviving worker with the lowest id purges its sessions from the
-// SessionStore at once (their TTL would remove them later anyway).
+// ZooKeeper keeps current with watches and a periodic reconcile), and sends frames to a peer by
+// its node id (the seed's name: it routes frames to workers; which workers a message goes to is
+// ClusterMessageRouter's). A worker that leaves the view has its link stopped, and the session
+// directory is told (SessionDistributed.departed: the lowest live worker purges its sessions).
 
 import type { Logger } from '../log.js';
-import type { Registry, WorkerInfo } from '../registry/registry.js';
-import type { SessionStore } from '../session/session-store.js';
+import type { Registry } from '../registry/registry.js';
+import type { ImNode } from '../registry/im-node.js';
+import type { SessionDistributed } from '../session/session-distributed.js';
 import { WorkerReSender, type WorkerReSenderOptions } from './worker-resender.js';
 
 export type LinkSettings = Omit<WorkerReSenderOptions, 'selfId' | 'peer' | 'log'>;
 
 export interface WorkerRouterOptions {
   registry: Registry;
-  store: SessionStore;
+  /** Told of every worker that left. */
+  directory: Pick<SessionDistributed, 'departed'>;
   selfId: () => string;
   links: LinkSettings;
   log: Logger;
@@ -59,7 +62,7 @@ export class WorkerRouter {
     this.#links.clear();
   }
 
-  #sync(workers: readonly WorkerInfo[]): void {
+  #sync(workers: readonly ImNode[]): void {
     if (this.#closed) return;
     const selfId = this.#options.selfId();
     if (!selfId) return;
@@ -69,9 +72,7 @@ export class WorkerRouter {
       link.close();
       this.#links.delete(id);
       this.#log.info({ peer: id }, 'worker left');
-      // Only when we are listed ourselves: a worker whose own registration lapsed sees
-      // everyone vanish and must not purge them.
-      if (workers.some((w) => w.id === selfId)) this.#purgeIfLowest(id, workers);
+      this.#options.directory.departed(id, workers);
     }
     for (const [id, info] of live) {
       const existing = this.#links.get(id);
@@ -88,14 +89,5 @@ export class WorkerRouter {
       this.#log.info({ peer: id, host: info.host, port: info.port, peerPort: info.peerPort }, 'worker joined');
       this.#links.set(id, new WorkerReSender({ ...this.#options.links, selfId, peer: info, log: this.#log }));
     }
-  }
-
-  #purgeIfLowest(deadId: string, workers: readonly WorkerInfo[]): void {
-    const lowest = workers.map((w) => w.id).sort()[0];
-    if (lowest !== this.#options.selfId()) return;
-    this.#options.store.purgeNode(deadId).then(
-      (purged) => this.#log.info({ peer: deadId, purged }, 'purged sessions of a departed worker'),
-      (err: unknown) => this.#log.error({ err, peer: deadId }, 'session purge failed'),
-    );
   }
 }

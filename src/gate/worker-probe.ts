@@ -12,7 +12,8 @@
 import net from 'node:net';
 import { SwitchboardError } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { Registry, WorkerInfo } from '../registry/registry.js';
+import type { Registry } from '../registry/registry.js';
+import type { ImNode } from '../registry/im-node.js';
 import { FrameDecoder } from '../protocol/frame.js';
 import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
 import { HeadType } from '../protocol/types.js';
@@ -84,7 +85,7 @@ export class WorkerProbe {
   }
 
   /** False when the last probe of this worker failed. */
-  reachable(worker: WorkerInfo): boolean {
+  reachable(worker: ImNode): boolean {
     const target = this.#targets.get(worker.id);
     return target === undefined || target.host !== worker.host || target.port !== worker.port || target.reachable;
   }
@@ -97,7 +98,7 @@ export class WorkerProbe {
     this.#targets.clear();
   }
 
-  #follow(workers: readonly WorkerInfo[]): void {
+  #follow(workers: readonly ImNode[]): void {
     const live = new Set<string>();
     for (const w of workers) {
       live.add(w.id);

@@ -66,13 +66,14 @@ export interface InboxRange extends InboxBounds {
 }
 
 export interface InboxStore {
-  /** Atomically assigns the next sequence and stores the message (or finds its duplicate). */
-  append(request: AppendRequest): Promise<AppendResult>;
   /**
-   * The same as append(), done synchronously: offered by stores that never wait (the memory
-   * one), so that storing a chat message costs no promise. The caller uses it when present.
+   * Atomically assigns the next sequence and stores the message (or finds its duplicate). A store
+   * that never waits (the memory one) answers at once: it returns the result, or throws its
+   * refusal, so that storing a chat message costs no promise. One that waits (Redis) returns a
+   * promise, which rejects on failure. `await` takes both; the chat handler uses the result
+   * directly when it is not a promise (see isPromise).
    */
-  appendNow?(request: AppendRequest): AppendResult;
+  append(request: AppendRequest): AppendResult | Promise<AppendResult>;
   /** Messages after `after`, oldest first, at most `limit` (0: bounds only). */
   range(uid: string, after: number, limit: number): Promise<InboxRange>;
   /** The device's saved position (always one of the inbox's current epoch); undefined when the device has none. */
@@ -131,4 +132,9 @@ export function newEpoch(): number {
 
 export function hasDedupeId(msgId: string): boolean {
   return msgId !== '' && msgId !== '0';
+}
+
+/** True for a promise (or any thenable): what a store that waits returns from append(). */
+export function isPromise<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
+  return typeof (value as PromiseLike<T> | null)?.then === 'function';
 }

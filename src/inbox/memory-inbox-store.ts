@@ -1,6 +1,6 @@
 // In-memory InboxStore: the embedded default. Bounded like the Redis one: per user at most
 // maxMessages messages, none older than maxAgeMs, dedupe entries for dedupeWindowMs (and at
-// most maxMessages of them). Nothing here waits, so appendNow() offers the append synchronously.
+// most maxMessages of them). Nothing here waits, so append() answers synchronously.
 // Message bodies live in a MessageLog per user (slabs and typed arrays, not an object each),
 // dedupe entries in a DedupeWindow per user (ascending runs of ids per sender).
 //
@@ -118,11 +118,8 @@ export class MemoryInboxStore implements InboxStore {
     return total;
   }
 
-  async append(request: AppendRequest): Promise<AppendResult> {
-    return this.appendNow(request);
-  }
-
-  appendNow({ uid, sender, msgId, body }: AppendRequest): AppendResult {
+  /** Synchronous: returns the result, or throws SB_ERR_STORE_FULL. */
+  append({ uid, sender, msgId, body }: AppendRequest): AppendResult {
     const now = this.#now();
     const key = hasDedupeId(msgId) ? dedupeKey(msgId) : undefined;
     const dedupeCost = key === undefined ? 0 : DedupeWindow.MAX_ADD_BYTES;

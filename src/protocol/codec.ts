@@ -1,5 +1,5 @@
 // protobuf encoding of the `Message` envelope with protobufjs reflection. Reflection compiles
-// the same specialised encode/decode functions that static code would contain; bench/codec.ts
+// the same specialised encode/decode functions that static code would contain; bench/src/micro/codec.ts
 // measures both forms, and they run within a few percent of each other (bench/README.md), so
 // the build needs no code-generation step.
 

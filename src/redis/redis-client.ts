@@ -11,6 +11,7 @@
 
 import { Redis, type RedisOptions } from 'ioredis';
 import { SwitchboardError } from '../errors.js';
+import type { Logger } from '../log.js';
 
 /** Default bound on one Redis command (`--redis-timeout-ms`). */
 export const DEFAULT_REDIS_TIMEOUT_MS = 2_000;
@@ -25,6 +26,12 @@ export function createRedisClient(url: string, { timeoutMs = DEFAULT_REDIS_TIMEO
   // ioredis would time out every command at 0, and never with undefined.
   if (!(timeoutMs >= 1)) throw new SwitchboardError('SB_ERR_CONFIG', `the Redis command timeout must be at least 1 ms, got ${timeoutMs}`);
   return new Redis(url, { enableAutoPipelining: true, maxRetriesPerRequest: 3, commandTimeout: timeoutMs, ...redisOptions });
+}
+
+/** Connection errors and recoveries of a store's Redis client (the logger drops secrets, see log.ts). */
+export function logRedis(redis: Redis, log: Logger): void {
+  redis.on('error', (err: Error) => log.warn({ err }, 'redis connection error'));
+  redis.on('ready', () => log.info('redis ready'));
 }
 
 /**

@@ -2,17 +2,18 @@
 // embedded mode, so the gate and stats read balance the same way they will from ZooKeeper.
 
 import { SwitchboardError } from '../errors.js';
-import type { Registry, WorkerAnnouncement, WorkerInfo } from './registry.js';
+import type { Registry } from './registry.js';
+import type { ImNode, WorkerAnnouncement } from './im-node.js';
 
 export class StaticRegistry implements Registry {
-  readonly #listeners = new Set<(workers: readonly WorkerInfo[]) => void>();
-  readonly #registered = new Set<(self: WorkerInfo) => void>();
-  #self: WorkerInfo | undefined;
-  #view: readonly WorkerInfo[] = [];
+  readonly #listeners = new Set<(workers: readonly ImNode[]) => void>();
+  readonly #registered = new Set<(self: ImNode) => void>();
+  #self: ImNode | undefined;
+  #view: readonly ImNode[] = [];
 
   constructor(readonly nodeId = '1') {}
 
-  async register(worker: WorkerAnnouncement): Promise<WorkerInfo> {
+  async register(worker: WorkerAnnouncement): Promise<ImNode> {
     if (this.#self) throw new SwitchboardError('SB_ERR_CONFIG', 'worker is already registered');
     this.#self = { ...worker, id: this.nodeId };
     this.#publish();
@@ -36,16 +37,16 @@ export class StaticRegistry implements Registry {
     return this.#self !== undefined;
   }
 
-  workers(): readonly WorkerInfo[] {
+  workers(): readonly ImNode[] {
     return this.#view;
   }
 
-  onChange(listener: (workers: readonly WorkerInfo[]) => void): () => void {
+  onChange(listener: (workers: readonly ImNode[]) => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
   }
 
-  onRegistered(listener: (self: WorkerInfo) => void): () => void {
+  onRegistered(listener: (self: ImNode) => void): () => void {
     this.#registered.add(listener);
     return () => this.#registered.delete(listener);
   }

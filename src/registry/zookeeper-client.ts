@@ -2,8 +2,10 @@
 // client): one ZooKeeper session behind typed promises whose failures carry the ZooKeeper return
 // code, so callers decide on `rc` (connection loss, no node, bad version), never on a message.
 // A session can carry a digest identity, sent before anything else on every connection.
+// The native module is an optional dependency (it compiles C during `npm install`), loaded on
+// the first session, so the embedded node installs and runs without a compiler.
 
-import ZooKeeper from 'zookeeper';
+import { createRequire } from 'node:module';
 import { SwitchboardError } from '../errors.js';
 
 /** ZooKeeper return codes (zookeeper.h) the registry decides on. */
@@ -134,7 +136,31 @@ interface NativeClient {
   // of any failed answer (NO_AUTH, NO_NODE, CONNECTION_LOSS) and the process dies of SIGSEGV.
 }
 
-const NativeZooKeeper = ZooKeeper as unknown as new (config: object) => NativeClient;
+type NativeConstructor = new (config: object) => NativeClient;
+let nativeZooKeeper: NativeConstructor | undefined;
+
+/**
+ * The native client's constructor, loaded on first use. Missing (an install without a C/C++
+ * toolchain leaves the optional `zookeeper` package out) or unloadable (built for another Node):
+ * SB_ERR_ZOOKEEPER_CLIENT_MISSING, naming what to install.
+ */
+export function loadNativeZooKeeper(): NativeConstructor {
+  if (nativeZooKeeper) return nativeZooKeeper;
+  try {
+    nativeZooKeeper = createRequire(import.meta.url)('zookeeper') as NativeConstructor;
+  } catch (err) {
+    const absent = (err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND';
+    const fix = absent
+      ? 'which `npm install` compiles and left out: install a C/C++ toolchain (Debian: apt-get update && apt-get install -y python3 make g++) and run `npm install` again'
+      : 'which is installed but does not load (built for another Node.js?): run `npm rebuild zookeeper`';
+    throw new SwitchboardError(
+      'SB_ERR_ZOOKEEPER_CLIENT_MISSING',
+      `cluster mode (--zk) needs the native ZooKeeper client, the optional npm package \`zookeeper\`, ${fix} (${(err as Error).message.split('\n')[0]})`,
+      { cause: err },
+    );
+  }
+  return nativeZooKeeper;
+}
 
 /** zoo_state() of a connected handle. */
 const CONNECTED_STATE = 3;
@@ -163,7 +189,7 @@ export class ZooKeeperSession {
       config.client_id = options.credentials.id;
       config.client_password = options.credentials.password;
     }
-    this.#client = new NativeZooKeeper(config);
+    this.#client = new (loadNativeZooKeeper())(config);
     this.#onDisconnected = options.onDisconnected;
     this.#onConnected = options.onConnected;
     // Native events arrive as (client, pathOrCode).

@@ -1,10 +1,10 @@
 // The seam between a worker and its cluster, as the server sees it. Where a stored message goes
 // next: a single node delivers to its own sessions (LocalRouter); in a cluster, src/cluster's
-// router also forwards to the workers holding the recipient's other sessions. What the worker
+// ClusterMessageRouter also forwards to the workers holding the recipient's other sessions. What the worker
 // offers the cluster (LocalPort), and what cluster mode adds to a worker (WorkerCluster). The
 // server only sees these interfaces, never peers.
 
-import type { WorkerAnnouncement } from '../registry/registry.js';
+import type { WorkerAnnouncement } from '../registry/im-node.js';
 import type { LocalSession } from '../session/local-session.js';
 
 export interface MessageRouter {

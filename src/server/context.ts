@@ -4,7 +4,7 @@ import type { WorkerLimits } from '../config.js';
 import type { Logger } from '../log.js';
 import type { TokenSigner } from '../auth/token.js';
 import type { LocalSessionMap } from '../session/local-session-map.js';
-import type { SessionStore } from '../session/session-store.js';
+import type { SessionDistributed } from '../session/session-distributed.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import type { Delivery } from './delivery.js';
 import type { MessageRouter } from './cluster-seam.js';
@@ -15,7 +15,8 @@ import type { StoreHealth } from './store-health.js';
 export interface ServerContext {
   readonly limits: WorkerLimits;
   readonly sessions: LocalSessionMap;
-  readonly store: SessionStore;
+  /** Where this worker publishes its sessions for the cluster. */
+  readonly directory: SessionDistributed;
   readonly inbox: InboxStore;
   readonly delivery: Delivery;
   readonly router: MessageRouter;

@@ -1,24 +1,23 @@
 // The worker's TCP server: accepts client sockets, wraps each in a Connection, dispatches their
 // messages, cleans up after them, registers the worker in the Registry and keeps its balance
-// and its SessionStore records current (refreshed every sessionRefreshMs, re-published after a
-// re-registration). It registers only once its stores answer (StoreHealth), and publishes its
-// readiness as they stop and start answering. One periodic sweep enforces the login, idle and
-// drain timeouts of all connections and drives Delivery's resends and position saves. The
-// connection caps are checked at accept, before a socket becomes a Connection.
+// current; its sessions' records are SessionDistributed's (published, refreshed, withdrawn). It
+// registers only once its stores answer (StoreHealth), and publishes its readiness as they stop
+// and start answering. One periodic sweep enforces the login, idle and drain timeouts of all
+// connections and drives Delivery's resends and position saves. The connection caps are
+// checked at accept, before a socket becomes a Connection.
 
 import net from 'node:net';
 import { once } from 'node:events';
 import { idleTimeoutMs, type WorkerLimits } from '../config.js';
 import type { Logger } from '../log.js';
 import type { TokenSigner } from '../auth/token.js';
-import type { Registry, WorkerInfo } from '../registry/registry.js';
-import { LocalSessionMap } from '../session/local-session-map.js';
-import type { SessionStore } from '../session/session-store.js';
+import type { Registry } from '../registry/registry.js';
+import type { ImNode } from '../registry/im-node.js';
+import type { LocalSessionMap } from '../session/local-session-map.js';
+import type { SessionDistributed } from '../session/session-distributed.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import { Delivery } from './delivery.js';
 import { LocalRouter, type LocalPort, type WorkerCluster } from './cluster-seam.js';
-import type { SessionRecord } from '../session/session-store.js';
-import type { LocalSession } from '../session/local-session.js';
 import { Connection, SESSION, type ConnectionHandler } from './connection.js';
 import type { ServerContext } from './context.js';
 import { dispatch } from './dispatch.js';
@@ -36,7 +35,10 @@ export interface WorkerServerOptions {
   announceHost?: string;
   limits: WorkerLimits;
   signer: TokenSigner;
-  store: SessionStore;
+  /** This worker's logged-in sessions. */
+  sessions: LocalSessionMap;
+  /** The session directory: where the cluster learns which worker holds each session. */
+  directory: SessionDistributed;
   inbox: InboxStore;
   registry: Registry;
   /** Where the accounts are: recipients must exist there. Unset: any id is a recipient. */
@@ -50,7 +52,7 @@ export interface WorkerServerOptions {
 }
 
 export class WorkerServer {
-  readonly sessions = new LocalSessionMap();
+  readonly sessions: LocalSessionMap;
   /** What this worker offers its router and the cluster's peer acceptor (and tests, which play a peer through it). */
   readonly local: LocalPort;
   readonly #options: WorkerServerOptions;
@@ -66,15 +68,14 @@ export class WorkerServer {
   #lastRefusalLog = 0;
   #resolveNodeId!: (id: string) => void;
   #sweep: NodeJS.Timeout | undefined;
-  #refresh: NodeJS.Timeout | undefined;
-  #unsubscribe: (() => void) | undefined;
   #nextConnId = 1;
-  #info: WorkerInfo | undefined;
+  #info: ImNode | undefined;
   #onAllClosed: (() => void) | undefined;
 
   constructor(options: WorkerServerOptions) {
     this.#options = options;
     this.#log = options.log;
+    this.sessions = options.sessions;
     const nodeId = new Promise<string>((resolve) => (this.#resolveNodeId = resolve));
     const delivery = new Delivery(options.inbox, options.limits, options.log, { nudgeIntervalMs: sweepIntervalMs(options.limits) });
     const local: LocalPort = {
@@ -90,7 +91,7 @@ export class WorkerServer {
     this.#ctx = {
       limits: options.limits,
       sessions: this.sessions,
-      store: options.store,
+      directory: options.directory,
       inbox: options.inbox,
       delivery,
       router: cluster?.router ?? new LocalRouter(local),
@@ -117,7 +118,7 @@ export class WorkerServer {
   }
 
   /** This worker as registered; undefined before start(). */
-  get info(): WorkerInfo | undefined {
+  get info(): ImNode | undefined {
     return this.#info;
   }
 
@@ -130,7 +131,7 @@ export class WorkerServer {
    * info. Rejects with SB_ERR_STORE_UNAVAILABLE before listening when a store does not answer: a
    * registered worker is one the gate hands out.
    */
-  async start(): Promise<WorkerInfo> {
+  async start(): Promise<ImNode> {
     const { host, port, registry, version, health } = this.#options;
     await health.check();
     this.#server.listen(port, host);
@@ -148,10 +149,7 @@ export class WorkerServer {
       ready: health.ready,
     });
     this.#resolveNodeId(this.#info.id);
-    // After a re-registration other workers may have purged our sessions: publish them again.
-    this.#unsubscribe = registry.onRegistered(() => this.#refreshSessions());
-    this.#refresh = setInterval(() => this.#refreshSessions(), this.#options.limits.sessionRefreshMs);
-    this.#refresh.unref();
+    this.#options.directory.start(this.#info.id);
     this.#sweep = setInterval(() => this.#sweepConnections(), sweepIntervalMs(this.#options.limits));
     this.#sweep.unref();
     health.start((ready) => registry.setReady(ready));
@@ -166,8 +164,7 @@ export class WorkerServer {
   async stop(): Promise<void> {
     this.#options.health.stop();
     clearInterval(this.#sweep);
-    clearInterval(this.#refresh);
-    this.#unsubscribe?.();
+    this.#options.directory.stop();
     const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
     for (const conn of this.#connections) conn.close({ code: 'SB_ERR_SERVER_SHUTDOWN', reason: 'server is shutting down' });
     const grace = setTimeout(() => {
@@ -225,8 +222,8 @@ export class WorkerServer {
   }
 
   /**
-   * A closing connection's session is removed locally and from the store at once, not when the
-   * socket finally closes: a message routed to it meanwhile would be acknowledged and dropped.
+   * A closing connection's session is removed locally and from the directory at once, not when
+   * the socket finally closes: a message routed to it meanwhile would be acknowledged and dropped.
    */
   #release(conn: Connection): void {
     const session = conn.session;
@@ -235,19 +232,7 @@ export class WorkerServer {
     this.#ctx.delivery.release(session);
     this.#ctx.router.sessionClosed(session);
     if (this.sessions.remove(session)) this.#ctx.sessionsChanged();
-    this.#options.store.remove(session.uid, session.sessionId).catch((err: unknown) => {
-      conn.log.error({ err }, 'session store removal failed');
-    });
-  }
-
-  #refreshSessions(): void {
-    // A worker cut off from the registry may have been declared gone and its sessions purged:
-    // writing them back would route users to a worker the others have no link to. The records'
-    // TTL outlasts a short disconnection; a re-registration publishes them again (onRegistered).
-    if (!this.#options.registry.registered()) return;
-    const nodeId = this.#info?.id ?? '';
-    const records = [...this.sessions].filter((s) => s.ready).map((s) => recordOf(s, nodeId));
-    this.#options.store.refresh(records).catch((err: unknown) => this.#log.error({ err }, 'session refresh failed'));
+    this.#options.directory.withdraw(session, conn.log);
   }
 
   #sweepConnections(): void {
@@ -279,10 +264,6 @@ export class WorkerServer {
 
 /** At most one summary of refused connections per minute. */
 const REFUSAL_LOG_MS = 60_000;
-
-function recordOf(session: LocalSession, nodeId: string): SessionRecord {
-  return { sessionId: session.sessionId, uid: session.uid, deviceId: session.deviceId, nodeId, platform: session.platform, loginAt: session.loginAt };
-}
 
 /** Often enough that every timeout fires within a quarter of itself, at most once a second. */
 function sweepIntervalMs(limits: WorkerLimits): number {

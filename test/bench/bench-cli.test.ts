@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CliProcess } from '../helpers/cli-process.js';
-import type { BenchReport } from '../../src/bench/report.js';
+import type { BenchReport } from '../../bench/src/report.js';
 
 t.test('--help lists the scenarios and the options', async (t) => {
   const cli = new CliProcess(t, 'bench', ['bench', '--help']);

@@ -3,10 +3,10 @@
 // reported as lost with its id. No timing assertions: this runs next to other tests.
 
 import t, { type Test } from 'tap';
-import { chatScenario, type ChatScenarioOptions } from '../../src/bench/scenarios/chat.js';
-import type { BenchReport, RunReport } from '../../src/bench/report.js';
-import { startWorkerProcess } from '../../src/bench/processes.js';
-import { BENCH_WORKER_ARGS } from '../../src/bench/targets.js';
+import { chatScenario, type ChatScenarioOptions } from '../../bench/src/scenarios/chat.js';
+import type { BenchReport, RunReport } from '../../bench/src/report.js';
+import { startWorkerProcess } from '../../bench/src/processes.js';
+import { BENCH_WORKER_ARGS } from '../../bench/src/targets.js';
 
 // Eight runs of real load (processes, drivers, a --max bisection): on a loaded machine they
 // take longer than tap's default minute.

@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { decodeMessage } from '../../src/protocol/codec.js';
 import { HEADER_LENGTH } from '../../src/protocol/frame.js';
 import { HeadType } from '../../src/protocol/types.js';
-import { ackFrame, messageRequestFrame } from '../../src/bench/client-frames.js';
+import { ackFrame, messageRequestFrame } from '../../bench/src/client-frames.js';
 
 const num = (v: unknown) => (typeof v === 'number' ? v : Number(String(v)));
 const uint = fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER });

@@ -4,7 +4,7 @@
 // other tests. The workers run from dist/ (`npm run build` first, as npm test does).
 
 import t from 'tap';
-import { failoverScenario, victimShare } from '../../src/bench/scenarios/failover.js';
+import { failoverScenario, victimShare } from '../../bench/src/scenarios/failover.js';
 
 t.test('a worker killed mid-run: its clients come back, nothing lost, nothing twice', async (t) => {
   const report = await failoverScenario({

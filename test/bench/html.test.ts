@@ -3,10 +3,10 @@
 // SVG whatever the data (empty, a single point, all zero).
 
 import t, { type Test } from 'tap';
-import { escapeHtml, hdrPosition, lineChart, phaseBands, renderHtml, textWidth } from '../../src/bench/html.js';
-import { memoryInboxNote, type ChatScenarioOptions } from '../../src/bench/scenarios/chat.js';
-import type { BenchReport, RunReport, TimelinePoint } from '../../src/bench/report.js';
-import type { ProcessSeries } from '../../src/bench/processes.js';
+import { escapeHtml, hdrPosition, lineChart, phaseBands, renderHtml, textWidth } from '../../bench/src/html.js';
+import { memoryInboxNote, type ChatScenarioOptions } from '../../bench/src/scenarios/chat.js';
+import type { BenchReport, RunReport, TimelinePoint } from '../../bench/src/report.js';
+import type { ProcessSeries } from '../../bench/src/processes.js';
 
 const MiB = 2 ** 20;
 const EVIL = '<script>alert(1)</script> & "co"';

@@ -4,7 +4,7 @@
 // timing or memory-size assertions: this runs next to other tests.
 
 import t from 'tap';
-import { idleScenario, type IdleScenarioOptions } from '../../src/bench/scenarios/idle.js';
+import { idleScenario, type IdleScenarioOptions } from '../../bench/src/scenarios/idle.js';
 
 const base: IdleScenarioOptions = {
   target: 'embedded',

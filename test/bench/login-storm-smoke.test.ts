@@ -4,9 +4,9 @@
 // the run still reports. No timing assertions: this runs next to other tests.
 
 import t from 'tap';
-import { loginStormScenario, type LoginStormOptions } from '../../src/bench/scenarios/login-storm.js';
-import { driverAddresses } from '../../src/bench/drivers.js';
-import type { BenchReport, RunReport } from '../../src/bench/report.js';
+import { loginStormScenario, type LoginStormOptions } from '../../bench/src/scenarios/login-storm.js';
+import { driverAddresses } from '../../bench/src/drivers.js';
+import type { BenchReport, RunReport } from '../../bench/src/report.js';
 
 const base: LoginStormOptions = {
   target: 'embedded',

@@ -2,8 +2,8 @@
 // saturated drivers, and the terminal table.
 
 import t from 'tap';
-import { driverWarnings, formatTable, meanCpu, sliceProcesses } from '../../src/bench/report.js';
-import type { ProcessSeries } from '../../src/bench/processes.js';
+import { driverWarnings, formatTable, meanCpu, sliceProcesses } from '../../bench/src/report.js';
+import type { ProcessSeries } from '../../bench/src/processes.js';
 
 const series = (name: string, role: ProcessSeries['role'], pid: number, points: [number, number][]): ProcessSeries => ({
   name,

@@ -2,9 +2,9 @@
 // reported complete once every driver sent it, marks added to their second.
 
 import t from 'tap';
-import { DriverTimeline, PhaseClock } from '../../src/bench/timeline.js';
-import { Latency } from '../../src/bench/latency.js';
-import type { TimelinePoint } from '../../src/bench/report.js';
+import { DriverTimeline, PhaseClock } from '../../bench/src/timeline.js';
+import { Latency } from '../../bench/src/latency.js';
+import type { TimelinePoint } from '../../bench/src/report.js';
 
 const histogram = (...ms: number[]) => {
   const latency = new Latency();

@@ -7,7 +7,7 @@ import { encodeMessage, encodeMessageRequest } from '../../src/protocol/codec.js
 import { deliveryFrame } from '../../src/protocol/chat-frames.js';
 import { HEADER_LENGTH } from '../../src/protocol/frame.js';
 import { HeadType } from '../../src/protocol/types.js';
-import { emptyScan, leadingNumber, scanMessage } from '../../src/bench/wire-scan.js';
+import { emptyScan, leadingNumber, scanMessage } from '../../bench/src/wire-scan.js';
 
 const uint = fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER });
 const text = fc.string({ maxLength: 40 });

@@ -11,8 +11,8 @@ import { askNewPassword, formatTime, shownTime } from '../../src/cli/commands/ch
 import { CliProcess } from '../helpers/cli-process.js';
 import { startNode, type TestNode } from '../helpers/node.js';
 import { connectLoggedIn } from '../helpers/raw-client.js';
-import { freePort } from '../helpers/free-port.js';
-import { until } from '../helpers/cluster.js';
+import { freePort } from '../../testkit/services.js';
+import { until } from '../../testkit/wait.js';
 
 t.jobs = 4;
 

@@ -4,22 +4,18 @@
 // bin/switchboard.js runs the compiled dist/; it is rebuilt here when older than src/.
 
 import t, { type Test } from 'tap';
-import fs from 'node:fs';
-import path from 'node:path';
-import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { TokenSigner, DEV_SECRET } from '../../src/auth/token.js';
 import { ImClient, type IncomingMessage } from '../../src/client/im-client.js';
 import { RedisUserStore } from '../../src/users/redis-user-store.js';
 import { startNode } from '../helpers/node.js';
 import { startRedis } from '../helpers/redis.js';
-import { freePort } from '../helpers/free-port.js';
-
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const BIN = path.join(ROOT, 'bin/switchboard.js');
+import { CliProcess } from '../helpers/cli-process.js';
+import { freePort } from '../../testkit/services.js';
+import { assertBuilt } from '../../testkit/switchboard-process.js';
+import { until } from '../../testkit/wait.js';
 
 // `npm test` builds dist/ before tap runs; the CLI under test is the compiled one.
-if (!fs.existsSync(path.join(ROOT, 'dist/cli/main.js'))) throw new Error('dist/ is missing: run `npm run build` (npm test does) first');
+assertBuilt();
 
 // Each test spawns its own processes and picks its own ports: run a few at once.
 t.jobs = 4;
@@ -27,56 +23,12 @@ t.jobs = 4;
 /** A secret the commands accept outside development mode (at least 32 characters). */
 const SECRET = 'cli-test-secret-of-at-least-32-characters';
 
-/** The environment without any SWITCHBOARD_* variable of the machine running the tests. */
-function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SWITCHBOARD_')));
-  return { ...env, ...extra };
-}
-
-interface Spawned {
-  child: ChildProcessWithoutNullStreams;
-  stdout: () => string;
-  stderr: () => string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-function spawnCli(t: Test, args: string[], env: Record<string, string> = {}): Spawned {
-  const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: cleanEnv(env), stdio: 'pipe' });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-  child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on('close', (code, signal) => resolve({ code, signal })),
-  );
-  t.teardown(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  return { child, stdout: () => stdout, stderr: () => stderr, exited };
-}
-
+/** Runs `switchboard <args>` with stdin closed and resolves its exit code and output. */
 async function runCli(t: Test, args: string[], env: Record<string, string> = {}) {
-  const p = spawnCli(t, args, env);
+  const p = new CliProcess(t, args.join(' '), args, env);
   p.child.stdin.end();
   const { code } = await p.exited;
-  return { code, stdout: p.stdout(), stderr: p.stderr() };
-}
-
-async function until(what: string, probe: () => boolean | Promise<boolean>, p?: Spawned, withinMs = 15_000): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while (!(await probe())) {
-    if (Date.now() > deadline) {
-      throw new Error(`not within ${withinMs} ms: ${what}${p ? `\nstdout: ${p.stdout()}\nstderr: ${p.stderr()}` : ''}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
-function logLines(out: string): { msg?: string; port?: number }[] {
-  return out
-    .split('\n')
-    .filter((line) => line.startsWith('{'))
-    .map((line) => JSON.parse(line) as { msg?: string; port?: number });
+  return { code, stdout: p.stdout, stderr: p.stderr };
 }
 
 t.test('token prints a token the same secret verifies for that user', async (t) => {
@@ -207,9 +159,9 @@ t.test('the top-level --help lists the commands', async (t) => {
 });
 
 async function serveAndLogin(t: Test, args: string[], env: Record<string, string>, port: number, secret: string) {
-  const worker = spawnCli(t, args, env);
-  await until('worker listening', () => logLines(worker.stdout()).some((l) => l.msg === 'worker listening'), worker);
-  t.equal(logLines(worker.stdout()).find((l) => l.msg === 'worker listening')?.port, port, 'listening on the given port');
+  const worker = new CliProcess(t, 'worker', args, env);
+  await worker.waitFor('worker listening', () => worker.lines.some((l) => l.msg === 'worker listening'));
+  t.equal(worker.lines.find((l) => l.msg === 'worker listening')?.port, port, 'listening on the given port');
 
   const alice = new ImClient({ host: '127.0.0.1', port, uid: 'alice', token: new TokenSigner(secret).mint({ uid: 'alice', ttlMs: 60_000 }), retryStrategy: false });
   t.teardown(() => alice.close());
@@ -228,7 +180,7 @@ async function serveAndLogin(t: Test, args: string[], env: Record<string, string
   t.equal(code, 0, 'SIGTERM shuts down cleanly');
   t.same(closings, ['SB_ERR_SERVER_SHUTDOWN'], 'clients are told why');
   await until('client closed', () => alice.status === 'closed');
-  t.ok(logLines(worker.stdout()).some((l) => l.msg === 'worker stopped'), 'logged the stop');
+  t.ok(worker.lines.some((l) => l.msg === 'worker stopped'), 'logged the stop');
 }
 
 t.test('worker serves logins with --secret and stops on SIGTERM with exit code 0', async (t) => {
@@ -253,10 +205,10 @@ t.test('chat: prints what arrived while offline, sends with "@user text", prints
   await bob.send('alice', 'and a second one');
   t.equal(n.node.server.sessions.byUser('alice').length, 0, 'alice was offline');
 
-  const chat = spawnCli(t, ['chat', '--user', 'alice', '--device', 'laptop', '--port', String(n.port), '--secret', SECRET]);
-  await until('chat logged in', () => chat.stdout().includes('logged in as alice'), chat);
-  await until('chat printed the stored messages', () => chat.stdout().includes('bob: and a second one'), chat);
-  const out = chat.stdout();
+  const chat = new CliProcess(t, 'chat', ['chat', '--user', 'alice', '--device', 'laptop', '--port', String(n.port), '--secret', SECRET]);
+  await chat.waitFor('chat logged in', () => chat.stdout.includes('logged in as alice'));
+  await chat.waitFor('chat printed the stored messages', () => chat.stdout.includes('bob: and a second one'));
+  const out = chat.stdout;
   t.ok(out.indexOf('bob: sent while you were away') < out.indexOf('bob: and a second one'), 'in the order they were sent');
   t.equal(out.split('bob: sent while you were away').length - 1, 1, 'each printed once');
   t.equal(n.node.server.sessions.byUser('alice').length, 1, 'alice is online');
@@ -268,20 +220,16 @@ t.test('chat: prints what arrived while offline, sends with "@user text", prints
   t.equal(m.content, 'hello');
 
   await bob.send('alice', 'hi there alice');
-  await until('chat printed the message', () => chat.stdout().includes('bob: hi there alice'), chat);
+  await chat.waitFor('chat printed the message', () => chat.stdout.includes('bob: hi there alice'));
   t.pass('the live message from bob was printed');
 
   // A message to a user who is not online is stored for them, not refused.
   chat.child.stdin.write('@nobody are you there\n');
-  await until('stored in the inbox of nobody', async () => (await n.node.inbox.range('nobody', 0, 0)).head === 1, chat);
-  t.notMatch(chat.stdout(), /not sent/, 'chat reports no failure');
+  await chat.waitFor('stored in the inbox of nobody', async () => (await n.node.inbox.range('nobody', 0, 0)).head === 1);
+  t.notMatch(chat.stdout, /not sent/, 'chat reports no failure');
 
   chat.child.stdin.write('/quit\n');
-  let timer: NodeJS.Timeout | undefined;
-  const { code } = await Promise.race([
-    chat.exited,
-    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('chat still running 10 s after /quit')), 10_000))),
-  ]).finally(() => clearTimeout(timer));
+  const { code } = await chat.exit(10_000);
   t.equal(code, 0, '/quit exits 0');
   await until('alice logged out', () => n.node.server.sessions.byUser('alice').length === 0);
   t.equal(bob.status, 'ready', 'bob is unaffected');
@@ -298,8 +246,8 @@ t.test('worker --redis: messages stored for an offline user survive a worker res
   const args = ['worker', '--port', String(port), '--secret', SECRET, '--redis', redis.url];
   const token = (uid: string) => new TokenSigner(SECRET).mint({ uid, ttlMs: 60_000 });
 
-  const first = spawnCli(t, args);
-  await until('first worker listening', () => logLines(first.stdout()).some((l) => l.msg === 'worker listening'), first);
+  const first = new CliProcess(t, 'first worker', args);
+  await first.waitFor('first worker listening', () => first.lines.some((l) => l.msg === 'worker listening'));
   const alice = new ImClient({ host: '127.0.0.1', port, uid: 'alice', token: token('alice'), retryStrategy: false });
   t.teardown(() => alice.close());
   await alice.connect();
@@ -308,14 +256,14 @@ t.test('worker --redis: messages stored for an offline user survive a worker res
   first.child.kill('SIGTERM');
   t.equal((await first.exited).code, 0, 'the first worker stopped cleanly');
 
-  const second = spawnCli(t, args);
-  await until('second worker listening', () => logLines(second.stdout()).some((l) => l.msg === 'worker listening'), second);
+  const second = new CliProcess(t, 'second worker', args);
+  await second.waitFor('second worker listening', () => second.lines.some((l) => l.msg === 'worker listening'));
   const bob = new ImClient({ host: '127.0.0.1', port, uid: 'bob', token: token('bob'), retryStrategy: false });
   t.teardown(() => bob.close());
   const got: IncomingMessage[] = [];
   bob.on('message', (m) => got.push(m));
   await bob.connect();
-  await until('bob got the stored message', () => got.length > 0, second);
+  await second.waitFor('bob got the stored message', () => got.length > 0);
   t.match(got, [{ seq: 1, from: 'alice', content: 'kept in redis' }], 'stored by the first worker, delivered by the second');
   second.child.kill('SIGTERM');
   t.equal((await second.exited).code, 0);

@@ -11,7 +11,7 @@ import { GATE_COMMAND_OPTIONS } from '../../src/cli/commands/gate.js';
 import { CliProcess } from '../helpers/cli-process.js';
 import { GateProcess } from '../helpers/gate-process.js';
 import { CLUSTER_TOKEN_SECRET } from '../helpers/cluster.js';
-import { freePort } from '../helpers/free-port.js';
+import { freePort } from '../../testkit/services.js';
 import { startRedis } from '../helpers/redis.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 

@@ -6,11 +6,11 @@
 
 import t from 'tap';
 import { ZooKeeperRegistry } from '../../src/registry/zk-registry.js';
-import type { WorkerInfo } from '../../src/registry/registry.js';
+import type { ImNode } from '../../src/registry/im-node.js';
 import { silentLogger } from '../../src/log.js';
 import { CliProcess } from '../helpers/cli-process.js';
 import { CLUSTER_PEER_SECRET, CLUSTER_TOKEN_SECRET, CLUSTER_ZK_WORKER_AUTH } from '../helpers/cluster.js';
-import { freePort } from '../helpers/free-port.js';
+import { freePort } from '../../testkit/services.js';
 import { requirePassword, startRedis } from '../helpers/redis.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 
@@ -32,7 +32,7 @@ t.test('a wrong Redis password: exit 1, SB_ERR_STORE_UNAVAILABLE and the reason,
   const observer = new ZooKeeperRegistry({ connect: zk.connect, root, log: silentLogger(), nativeLogLevel: 'off' });
   t.teardown(() => observer.close());
   await observer.observe();
-  const seen: (readonly WorkerInfo[])[] = [];
+  const seen: (readonly ImNode[])[] = [];
   observer.onChange((view) => seen.push(view));
 
   const worker = new CliProcess(t, 'worker with a wrong password', workerArgs(root, redis.url.replace('redis://', 'redis://:not-the-password@')));

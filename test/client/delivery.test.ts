@@ -14,7 +14,7 @@ import { decodeMessage } from '../../src/protocol/codec.js';
 import { HeadType } from '../../src/protocol/types.js';
 import { startNode, TEST_SECRET, type TestNode } from '../helpers/node.js';
 import { startRedis } from '../helpers/redis.js';
-import { freePort } from '../helpers/free-port.js';
+import { freePort } from '../../testkit/services.js';
 import { FrameProxy } from './frame-proxy.js';
 
 const FAST_RETRY = () => 20;

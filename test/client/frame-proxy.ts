@@ -5,7 +5,8 @@
 
 import net from 'node:net';
 import type { Test } from 'tap';
-import { FrameDecoder, encodeFrame } from '../../src/protocol/frame.js';
+import { encodeFrame } from '../../src/protocol/frame.js';
+import { CLIENT_MAX_FRAME_LENGTH, dialFrames, readFrames, type FrameReader } from '../../testkit/raw-client.js';
 import { decodeMessage } from '../../src/protocol/codec.js';
 import type { ImMessage } from '../../src/protocol/types.js';
 
@@ -87,40 +88,36 @@ export class FrameProxy {
 
   #accept(client: net.Socket, upstreamPort: number): void {
     const connection = this.#connections++;
-    const server = net.connect({ host: '127.0.0.1', port: upstreamPort, noDelay: true });
+    const relay = (to: () => net.Socket, direction: Direction): FrameReader => ({
+      maxFrameLength: CLIENT_MAX_FRAME_LENGTH,
+      onFrame: (body) => {
+        if (pair.dead) return;
+        const message = decodeMessage(body);
+        const verdict = this.hook?.(message, direction, connection) ?? 'forward';
+        this.frames.push({ connection, direction, message, verdict });
+        if (verdict === 'forward' || verdict === 'forward-and-cut') to().write(encodeFrame(body));
+        if (verdict === 'forward-and-cut') {
+          // The client's side gets the bytes, then a FIN (a destroy could reset the connection
+          // before the client has read them); the server's side is dropped at once.
+          pair.dead = true;
+          this.#pairs.delete(pair);
+          pair.client.end();
+          pair.server.destroy();
+        } else if (verdict === 'drop-and-cut') {
+          this.#kill(pair);
+        }
+      },
+    });
+    const server = dialFrames({ port: upstreamPort }, relay(() => client, 'toClient'));
     client.setNoDelay(true);
+    readFrames(client, relay(() => server, 'toServer'));
     const pair: Pair = { client, server, dead: false };
     this.#sockets.add(client).add(server);
     this.#pairs.add(pair);
-    const relay = (from: net.Socket, to: net.Socket, direction: Direction) => {
-      const decoder = new FrameDecoder(
-        (body) => {
-          if (pair.dead) return;
-          const message = decodeMessage(body);
-          const verdict = this.hook?.(message, direction, connection) ?? 'forward';
-          this.frames.push({ connection, direction, message, verdict });
-          if (verdict === 'forward' || verdict === 'forward-and-cut') to.write(encodeFrame(body));
-          if (verdict === 'forward-and-cut') {
-            // The client's side gets the bytes, then a FIN (a destroy could reset the connection
-            // before the client has read them); the server's side is dropped at once.
-            pair.dead = true;
-            this.#pairs.delete(pair);
-            pair.client.end();
-            pair.server.destroy();
-          } else if (verdict === 'drop-and-cut') {
-            this.#kill(pair);
-          }
-        },
-        { maxFrameLength: 1024 * 1024 },
-      );
-      from.on('data', (chunk: Buffer) => {
-        if (!pair.dead) decoder.push(chunk);
-      });
-      from.on('error', () => this.#kill(pair));
-      from.on('close', () => this.#kill(pair));
-    };
-    relay(client, server, 'toServer');
-    relay(server, client, 'toClient');
+    for (const socket of [client, server]) {
+      socket.on('error', () => this.#kill(pair));
+      socket.on('close', () => this.#kill(pair));
+    }
   }
 
   #kill(pair: Pair): void {

@@ -2,11 +2,12 @@
 // reconnects across a server restart, the bounded request queue and the final closes.
 
 import t, { type Test } from 'tap';
-import net from 'node:net';
 import { ImClient, type ClientStatus, type ImClientOptions, type IncomingMessage } from '../../src/client/im-client.js';
 import { TokenSigner } from '../../src/auth/token.js';
 import { createNode, type SwitchboardNode } from '../../src/node.js';
 import { startNode, TEST_SECRET, type TestNode } from '../helpers/node.js';
+import { freePort } from '../../testkit/services.js';
+import { sleep, until } from '../../testkit/wait.js';
 
 const FAST_RETRY = () => 50;
 
@@ -63,32 +64,11 @@ function nextMessage(client: ImClient): Promise<IncomingMessage> {
   return new Promise((resolve) => client.once('message', resolve));
 }
 
-async function eventually(what: string, probe: () => boolean | Promise<boolean>, withinMs = 5_000): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`not within ${withinMs} ms: ${what}`);
-    await sleep(10);
-  }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
-}
-
 /** Rejects if `promise` has not settled within `ms`, so a hang fails the assertion instead of the file. */
 function within<T>(promise: Promise<T>, ms = 5_000): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`still pending after ${ms} ms`)), ms)));
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
-/** A loopback port nothing listens on (right now). */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 /** A node on a given port, as a restarted server would be. */
@@ -156,7 +136,7 @@ t.test('a send to an offline user succeeds and the message arrives at their next
   // Listeners go on before connect(): the replay may come in the same read as the login answer.
   const bob = makeClient(t, n.port, 'bob');
   await bob.client.connect();
-  await eventually('bob got the stored message', () => bob.messages.length > 0);
+  await until('bob got the stored message', () => bob.messages.length > 0, 5_000);
   t.match(bob.messages, [{ seq: 1, from: 'alice', content: 'stored for later', msgId: result.msgId }], 'delivered once, with its seq');
 
   const got = nextMessage(bob.client);
@@ -326,7 +306,7 @@ t.test('close() rejects what is waiting with SB_ERR_CLIENT_CLOSED', async (t) =>
   await t.rejects(pending, { code: 'SB_ERR_CLIENT_CLOSED' });
   t.equal(alice.client.status, 'closed');
   await t.rejects(alice.client.send('bob', 'after close'), { code: 'SB_ERR_CLIENT_CLOSED' });
-  await eventually('server dropped the session', () => n.node.server.sessions.byUser('alice').length === 0);
+  await until('server dropped the session', () => n.node.server.sessions.byUser('alice').length === 0, 5_000);
   await sleep(200);
   t.equal(alice.client.status, 'closed', 'a closed client does not reconnect');
 });
@@ -356,8 +336,8 @@ t.test('logout() resolves, closes the client and ends the session on the server'
   await alice.client.logout();
   t.equal(alice.client.status, 'closed');
   t.equal(alice.client.sessionId, '');
-  await eventually('server dropped the session', () => n.node.server.sessions.byUser('alice').length === 0);
-  await eventually('store dropped the session', async () => (await n.node.store.byUser('alice')).length === 0);
+  await until('server dropped the session', () => n.node.server.sessions.byUser('alice').length === 0, 5_000);
+  await until('store dropped the session', async () => (await n.node.store.byUser('alice')).length === 0, 5_000);
   await sleep(200);
   t.equal(alice.client.status, 'closed', 'a logged-out client does not reconnect');
   t.notOk(alice.statuses.includes('reconnecting'));

@@ -7,7 +7,8 @@
 
 import t from 'tap';
 import { startZooKeeper } from '../helpers/zookeeper.js';
-import { LOGIN_RECHECKS_MS, oneTo, sleep, startCluster, until, type WorkerProcess } from '../helpers/cluster.js';
+import { sleep, until } from '../../testkit/wait.js';
+import { LOGIN_RECHECKS_MS, oneTo, startCluster, type WorkerProcess } from '../helpers/cluster.js';
 
 const zk = await startZooKeeper(t);
 const cluster = await startCluster(t, zk, { workers: 3 });

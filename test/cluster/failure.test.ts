@@ -9,7 +9,8 @@ import t from 'tap';
 import { Redis } from 'ioredis';
 import type { ImClient, SendResult } from '../../src/client/im-client.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
-import { LOGIN_RECHECKS_MS, ZK_SESSION_TIMEOUT_MS, oneTo, sleep, startCluster, until, type WorkerProcess } from '../helpers/cluster.js';
+import { sleep, until } from '../../testkit/wait.js';
+import { LOGIN_RECHECKS_MS, ZK_SESSION_TIMEOUT_MS, oneTo, startCluster, type WorkerProcess } from '../helpers/cluster.js';
 
 const zk = await startZooKeeper(t);
 

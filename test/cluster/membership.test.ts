@@ -5,7 +5,8 @@
 
 import t from 'tap';
 import { startZooKeeper } from '../helpers/zookeeper.js';
-import { LOGIN_RECHECKS_MS, sleep, startCluster, type WorkerProcess } from '../helpers/cluster.js';
+import { sleep } from '../../testkit/wait.js';
+import { LOGIN_RECHECKS_MS, startCluster, type WorkerProcess } from '../helpers/cluster.js';
 
 const zk = await startZooKeeper(t);
 

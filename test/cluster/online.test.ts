@@ -1,20 +1,26 @@
 // The cluster-wide OnlineCounter with real worker processes: after a burst of logins and
 // logouts, and a worker killed with SIGKILL, `<root>/online` matches the sessions still logged
-// in (its users are distinct users per worker).
+// in (its users are distinct users per worker). Each worker counts on its registry's ZooKeeper
+// session (one per process).
 
 import t from 'tap';
-import { OnlineCounter } from '../../src/cluster/online-counter.js';
+import { ZooKeeperOnlineCounter } from '../../src/registry/zk-online-counter.js';
+import { ZooKeeperRegistry } from '../../src/registry/zk-registry.js';
 import { silentLogger } from '../../src/log.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
-import { CLUSTER_ZK_GATE, startCluster, until, ZK_SESSION_TIMEOUT_MS } from '../helpers/cluster.js';
+import { until } from '../../testkit/wait.js';
+import { CLUSTER_ZK_GATE, startCluster, ZK_SESSION_TIMEOUT_MS } from '../helpers/cluster.js';
 
 const zk = await startZooKeeper(t);
 
 t.test('the online counter matches the logged-in sessions', async (t) => {
   const cluster = await startCluster(t, zk, { workers: 3 });
   const [w1, w2, w3] = cluster.live as [typeof cluster.live[0], typeof cluster.live[0], typeof cluster.live[0]];
-  // Read as the gate does: with the reader identity the workers grant.
-  const reader = new OnlineCounter({ connect: zk.connect, root: cluster.root, sessionTimeoutMs: 5_000, selfId: () => '', local: () => ({ users: 0, sessions: 0 }), auth: CLUSTER_ZK_GATE, log: silentLogger() });
+  // Read as the gate does: with the reader identity the workers grant, on its registry's session.
+  const registry = new ZooKeeperRegistry({ connect: zk.connect, root: cluster.root, sessionTimeoutMs: 5_000, auth: CLUSTER_ZK_GATE, nativeLogLevel: 'off', log: silentLogger() });
+  t.teardown(() => registry.close());
+  await registry.observe();
+  const reader = new ZooKeeperOnlineCounter({ zookeeper: registry.zookeeper, selfId: () => '', local: () => ({ users: 0, sessions: 0 }), log: silentLogger() });
   t.teardown(() => reader.close());
   const counts = async () => reader.read();
 
@@ -31,6 +37,15 @@ t.test('the online counter matches the logged-in sessions', async (t) => {
       return c.sessions === 21 && c.users === 18;
     },
   );
+
+  // One ZooKeeper session per worker: its counts node is owned by its registry's session.
+  const session = await registry.zookeeper.whenConnected();
+  for (const w of [w1, w2, w3]) {
+    const own = await session.exists(`${cluster.root}/workers/w-${w.nodeId}`);
+    const counted = await session.exists(`${cluster.root}/online-workers/${w.nodeId}`);
+    t.ok(own && counted, `${w.name}: its znode and its counts node exist`);
+    t.equal(counted?.ephemeralOwner, own?.ephemeralOwner, `${w.name}: both belong to one ZooKeeper session`);
+  }
 
   // Logouts: both devices of u0-0 on w1 (a user and two sessions gone), and the first device
   // of u1-0 on w2 (a session gone, the user still online on the second device).

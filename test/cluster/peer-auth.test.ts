@@ -11,10 +11,11 @@ import { silentLogger } from '../../src/log.js';
 import { encodeMessageRequest } from '../../src/protocol/codec.js';
 import { HeadType, type ImMessage } from '../../src/protocol/types.js';
 import { ZooKeeperRegistry } from '../../src/registry/zk-registry.js';
-import { until } from '../helpers/cluster.js';
-import { freePort } from '../helpers/free-port.js';
+import { until } from '../../testkit/wait.js';
+import { freePort } from '../../testkit/services.js';
 import { startNode, type TestNode } from '../helpers/node.js';
-import { closingOf, connect, connectLoggedIn, isDelivery, isType, seqOf, type RawClient } from '../helpers/raw-client.js';
+import { closingOf, isDelivery, isType, seqOf, type RawClient } from '../../testkit/raw-client.js';
+import { connect, connectLoggedIn } from '../helpers/raw-client.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 
 const CLUSTER_SECRET = 'cluster-secret';

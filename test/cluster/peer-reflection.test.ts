@@ -8,8 +8,10 @@ import t, { type Test } from 'tap';
 import { newNonce } from '../../src/cluster/peer-auth.js';
 import { encodeMessageRequest } from '../../src/protocol/codec.js';
 import { HeadType, type ImMessage } from '../../src/protocol/types.js';
-import { startCluster, until, type TestClient, type WorkerProcess } from '../helpers/cluster.js';
-import { closingOf, connect, connectLoggedIn, isDelivery, seqOf, type RawClient } from '../helpers/raw-client.js';
+import { until } from '../../testkit/wait.js';
+import { startCluster, type TestClient, type WorkerProcess } from '../helpers/cluster.js';
+import { closingOf, isDelivery, seqOf, type RawClient } from '../../testkit/raw-client.js';
+import { connect, connectLoggedIn } from '../helpers/raw-client.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 
 const zk = await startZooKeeper(t);

@@ -9,7 +9,8 @@
 import t from 'tap';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 import { startRedis } from '../helpers/redis.js';
-import { startCluster, until, type WorkerProcess } from '../helpers/cluster.js';
+import { until } from '../../testkit/wait.js';
+import { startCluster, type WorkerProcess } from '../helpers/cluster.js';
 import { startGate } from '../helpers/gate-process.js';
 import type { GateLogin } from '../../src/client/gate-login.js';
 

@@ -14,7 +14,8 @@
 import t from 'tap';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 import { ZooKeeperProxy } from '../helpers/zookeeper-proxy.js';
-import { LOGIN_RECHECKS_MS, ZK_SESSION_TIMEOUT_MS, sleep, startCluster, until, type WorkerProcess } from '../helpers/cluster.js';
+import { sleep, until } from '../../testkit/wait.js';
+import { LOGIN_RECHECKS_MS, ZK_SESSION_TIMEOUT_MS, startCluster, type WorkerProcess } from '../helpers/cluster.js';
 
 const zk = await startZooKeeper(t);
 

@@ -14,9 +14,11 @@ import { TokenSigner } from '../../src/auth/token.js';
 import { ImClient, type IncomingMessage } from '../../src/client/im-client.js';
 import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
 import { decodeMessage } from '../../src/protocol/codec.js';
-import { CLUSTER_TOKEN_SECRET, startCluster, startRedisWorker, until, type WorkerProcess } from '../helpers/cluster.js';
+import { until } from '../../testkit/wait.js';
+import { CLUSTER_TOKEN_SECRET, startCluster, startRedisWorker, type WorkerProcess } from '../helpers/cluster.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
-import { connectLoggedIn, isDelivery, seqOf, u64, type RawClient } from '../helpers/raw-client.js';
+import { isDelivery, seqOf, u64, type RawClient } from '../../testkit/raw-client.js';
+import { connectLoggedIn } from '../helpers/raw-client.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
 
 const signer = new TokenSigner(CLUSTER_TOKEN_SECRET);

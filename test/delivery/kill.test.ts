@@ -8,20 +8,13 @@
 // bin/switchboard.js runs the compiled dist/: `npm run build` (npm test does) first.
 
 import t, { type Test } from 'tap';
-import fs from 'node:fs';
-import net from 'node:net';
-import path from 'node:path';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { TokenSigner } from '../../src/auth/token.js';
 import { ImClient, type ClientStatus, type IncomingMessage, type SendResult } from '../../src/client/im-client.js';
 import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
 import { startRedis } from '../helpers/redis.js';
-import { freePort } from '../helpers/free-port.js';
-
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const BIN = path.join(ROOT, 'bin/switchboard.js');
-if (!fs.existsSync(path.join(ROOT, 'dist/cli/main.js'))) throw new Error('dist/ is missing: run `npm run build` (npm test does) first');
+import { freePort } from '../../testkit/services.js';
+import { SwitchboardProcess, assertBuilt } from '../../testkit/switchboard-process.js';
+import { until } from '../../testkit/wait.js';
 
 const SECRET = 'kill-test-secret-at-least-32-characters';
 const SENDERS = ['s0', 's1', 's2'];
@@ -30,58 +23,17 @@ const RECIPIENTS = ['bob', 'carol']; // bob is offline until the end, carol is o
 const WINDOW = 4;
 /** Acknowledged sends per sender before the kill, and again after the restart. */
 const BATCH = 25;
+/** How long a wait of this test lasts before it fails. */
+const WAIT_MS = 20_000;
 
-interface Worker {
-  child: ChildProcess;
-  exited: Promise<void>;
-  output: () => string;
-}
-
-function spawnWorker(t: Test, port: number, redisUrl: string): Worker {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SWITCHBOARD_')));
+/** A worker on `port` keeping its inboxes in Redis, killed on teardown; resolves once it listens. */
+async function startWorker(t: Test, port: number, redisUrl: string): Promise<SwitchboardProcess> {
+  assertBuilt();
   // The users have tokens, not accounts.
-  const args = ['worker', '--port', String(port), '--secret', SECRET, '--redis', redisUrl, '--log-level', 'warn', '--allow-unknown-recipients'];
-  const child = spawn(process.execPath, [BIN, ...args], {
-    cwd: ROOT,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.setEncoding('utf8').on('data', (s: string) => (output += s));
-  child.stderr!.setEncoding('utf8').on('data', (s: string) => (output += s));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  t.teardown(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
-  });
-  return { child, exited, output: () => output };
-}
-
-/** Resolves once something accepts connections on `port`. */
-async function listening(port: number, worker: Worker, withinMs = 15_000): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = net.connect({ host: '127.0.0.1', port });
-      socket.once('connect', () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => resolve(false));
-    });
-    if (ok) return;
-    if (worker.child.exitCode !== null) throw new Error(`worker exited with ${worker.child.exitCode}:\n${worker.output()}`);
-    if (Date.now() > deadline) throw new Error(`nothing listens on ${port} after ${withinMs} ms:\n${worker.output()}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
-async function until(what: string, probe: () => boolean, withinMs = 20_000): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`not within ${withinMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
+  const worker = new SwitchboardProcess('worker', ['worker', '--port', String(port), '--secret', SECRET, '--redis', redisUrl, '--log-level', 'info', '--allow-unknown-recipients']);
+  t.teardown(() => worker.kill());
+  await worker.waitForLog({ msg: 'worker listening' });
+  return worker;
 }
 
 interface Acked {
@@ -110,8 +62,7 @@ t.test('SIGKILL of a worker mid-stream loses no acknowledged message and duplica
     return c;
   };
 
-  const first = spawnWorker(t, port, redis.url);
-  await listening(port, first);
+  const first = await startWorker(t, port, redis.url);
 
   const carol = client('carol', 'carol-phone');
   const carolGot: IncomingMessage[] = [];
@@ -155,20 +106,19 @@ t.test('SIGKILL of a worker mid-stream loses no acknowledged message and duplica
   };
   const running = Promise.all(senders.map(run));
 
-  await until(`${BATCH} acknowledged sends per sender`, () => [...ackedBy.values()].every((n) => n >= BATCH));
+  await until(`${BATCH} acknowledged sends per sender`, () => [...ackedBy.values()].every((n) => n >= BATCH), WAIT_MS);
   process.kill(first.child.pid!, 'SIGKILL');
   const atKill = new Map(ackedBy);
   await first.exited;
   t.equal(first.child.signalCode, 'SIGKILL', 'the first worker was killed');
 
   // Everyone notices; sends go on queueing meanwhile.
-  await until('every client lost its connection', () => [carol, ...senders].every((c) => (['reconnecting', 'connecting'] as ClientStatus[]).includes(c.status)));
+  await until('every client lost its connection', () => [carol, ...senders].every((c) => (['reconnecting', 'connecting'] as ClientStatus[]).includes(c.status)), WAIT_MS);
   // Whatever is unanswered now was cut off by the kill or sent into the void since: each
   // sender's window is full of them, and only the new worker can answer them.
   const pendingAtRestart = [...outcome].filter(([, state]) => state === 'pending').map(([key]) => key);
-  const second = spawnWorker(t, port, redis.url);
-  await listening(port, second);
-  await until(`${BATCH} more acknowledged sends per sender`, () => SENDERS.every((s) => ackedBy.get(s)! >= atKill.get(s)! + BATCH));
+  const second = await startWorker(t, port, redis.url);
+  await until(`${BATCH} more acknowledged sends per sender`, () => SENDERS.every((s) => ackedBy.get(s)! >= atKill.get(s)! + BATCH), WAIT_MS);
   stop = true;
   await running;
   t.equal(pendingAtRestart.length, SENDERS.length * WINDOW, 'every sender had a full window of sends waiting across the restart');
@@ -192,8 +142,8 @@ t.test('SIGKILL of a worker mid-stream loses no acknowledged message and duplica
   const bobGot: IncomingMessage[] = [];
   bob.on('message', (m) => bobGot.push(m));
   await bob.connect();
-  await until('bob processed his whole inbox', () => bob.lastSeq === heads.get('bob'));
-  await until('carol processed her whole inbox', () => carol.lastSeq === heads.get('carol'));
+  await until('bob processed his whole inbox', () => bob.lastSeq === heads.get('bob'), WAIT_MS);
+  await until('carol processed her whole inbox', () => carol.lastSeq === heads.get('carol'), WAIT_MS);
 
   for (const [uid, got] of [
     ['bob', bobGot],

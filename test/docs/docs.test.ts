@@ -10,14 +10,15 @@ import { loginResponse } from '../../src/protocol/messages.js';
 import { HeadType, MsgType, Platform } from '../../src/protocol/types.js';
 import { deliveryFits, deliveryFrame } from '../../src/protocol/chat-frames.js';
 import { encodeFrame } from '../../src/protocol/frame.js';
-import { Gate, DEFAULT_GATE_LIMITS } from '../../src/gate/gate-server.js';
+import { WebGate, DEFAULT_GATE_LIMITS } from '../../src/gate/web-gate.js';
 import { MemoryUserStore } from '../../src/users/memory-user-store.js';
 import { PasswordHasher } from '../../src/auth/password.js';
 import { TokenSigner } from '../../src/auth/token.js';
 import { StaticRegistry } from '../../src/registry/static-registry.js';
 import { silentLogger } from '../../src/log.js';
 import { startNode } from '../helpers/node.js';
-import { connect, isType } from '../helpers/raw-client.js';
+import { isType } from '../../testkit/raw-client.js';
+import { connect } from '../helpers/raw-client.js';
 import { envName } from '../../src/cli/options.js';
 import { BENCH_OPTIONS, SCENARIOS } from '../../src/cli/commands/bench.js';
 import { peerProof, proofInput, type Transcript } from '../../src/cluster/peer-auth.js';
@@ -110,7 +111,7 @@ t.test('every document the sources and tests cite is in the repository', async (
       }
     }
   };
-  for (const dir of ['src', 'test', 'bin', 'scripts', 'bench']) if (existsSync(new URL(dir, root))) walk(dir);
+  for (const dir of ['src', 'test', 'bin', 'scripts', 'bench', 'testkit']) if (existsSync(new URL(dir, root))) walk(dir);
   t.ok(cited.has('PROTOCOL.md'), 'the scan finds citations');
   for (const [file, url] of cited) t.ok(existsSync(url), `${file} exists`);
 });
@@ -194,13 +195,13 @@ t.test("PROTOCOL.md §9 lists every peer close code, and §0 every status the ga
   const s0 = section(0);
   const rows = new Set([...s0.matchAll(/^  \| (\d{3}) \| ([^|]+) \|/gm)].flatMap(([, status, codes]) => [...codes!.matchAll(/SB_ERR_\w+/g)].map(([c]) => `${status} ${c}`)));
   const gate = (registration: boolean, registry = new StaticRegistry()) =>
-    new Gate({ host: '127.0.0.1', port: 0, registry, users: new MemoryUserStore(), signer: new TokenSigner('x'.repeat(32)), hasher: new PasswordHasher({ N: 2 ** 14, r: 8, p: 1 }), registration, limits: { ...DEFAULT_GATE_LIMITS, perIp: { max: 1000, windowMs: 60_000 } }, log: silentLogger() });
+    new WebGate({ host: '127.0.0.1', port: 0, registry, users: new MemoryUserStore(), signer: new TokenSigner('x'.repeat(32)), hasher: new PasswordHasher({ N: 2 ** 14, r: 8, p: 1 }), registration, limits: { ...DEFAULT_GATE_LIMITS, perIp: { max: 1000, windowMs: 60_000 } }, log: silentLogger() });
   const open = gate(true);
   const closed = gate(false);
   t.teardown(() => Promise.all([open.close(), closed.close()]));
   const json = { 'content-type': 'application/json' };
   const login = (body: object) => ({ url: '/api/login', headers: json, payload: JSON.stringify(body) });
-  const cases: [Gate, { method?: 'GET' | 'POST'; url: string; headers?: Record<string, string>; payload?: string }][] = [
+  const cases: [WebGate, { method?: 'GET' | 'POST'; url: string; headers?: Record<string, string>; payload?: string }][] = [
     [open, { url: '/api/users', headers: json, payload: JSON.stringify({ username: 'alice', password: 'correct horse' }) }],
     [open, { url: '/api/users', headers: json, payload: JSON.stringify({ username: 'alice', password: 'correct horse' }) }],
     [open, { url: '/api/users', headers: json, payload: JSON.stringify({ username: 'a!', password: 'correct horse' }) }],

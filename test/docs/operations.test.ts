@@ -10,10 +10,11 @@ import { spawn } from 'node:child_process';
 import { envOf, type OptionSpecs } from '../../src/cli/options.js';
 import { SERVE_COMMAND_OPTIONS } from '../../src/cli/commands/serve.js';
 import { GATE_COMMAND_OPTIONS } from '../../src/cli/commands/gate.js';
-import { CliProcess, ROOT } from '../helpers/cli-process.js';
+import { ROOT } from '../../testkit/switchboard-process.js';
+import { CliProcess } from '../helpers/cli-process.js';
 import { GateProcess } from '../helpers/gate-process.js';
-import { until } from '../helpers/cluster.js';
-import { freePort } from '../helpers/free-port.js';
+import { until } from '../../testkit/wait.js';
+import { freePort } from '../../testkit/services.js';
 
 t.setTimeout(180_000);
 
@@ -98,7 +99,7 @@ t.test('OPERATIONS "Running a cluster" followed as written: every printed comman
     return a;
   };
   const workers = [new CliProcess(t, 'worker 1', await portless(worker1!), env), new CliProcess(t, 'worker 2', await portless(worker2!), env)];
-  for (const w of workers) await w.waitForLog({ msg: 'worker listening' }, 30_000);
+  for (const w of workers) await w.waitForLog({ msg: 'worker listening' }, { timeoutMs: 30_000 });
   t.pass('both workers start in cluster mode with the file alone');
   t.notOk(workers.some((w) => w.lines.some((l) => l.level >= 40 && /SWITCHBOARD_|development|--/.test(String(l.msg)))), 'without a warning about their configuration');
 

@@ -9,7 +9,8 @@
 import t from 'tap';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 import { startRedis } from '../helpers/redis.js';
-import { CLUSTER_PEER_SECRET, CLUSTER_TOKEN_SECRET, CLUSTER_ZK_GATE_AUTH, CLUSTER_ZK_WORKER, TestClient, startCluster, until, type TestCluster, type WorkerProcess } from '../helpers/cluster.js';
+import { until } from '../../testkit/wait.js';
+import { CLUSTER_PEER_SECRET, CLUSTER_TOKEN_SECRET, CLUSTER_ZK_GATE_AUTH, CLUSTER_ZK_WORKER, TestClient, startCluster, type TestCluster, type WorkerProcess } from '../helpers/cluster.js';
 import { CliProcess } from '../helpers/cli-process.js';
 import { GateProcess, startGate } from '../helpers/gate-process.js';
 import net from 'node:net';

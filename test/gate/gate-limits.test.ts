@@ -6,7 +6,7 @@
 // the socket's remote address.
 
 import t, { type Test } from 'tap';
-import { Gate, DEFAULT_GATE_LIMITS, type GateLimits } from '../../src/gate/gate-server.js';
+import { WebGate, DEFAULT_GATE_LIMITS, type GateLimits } from '../../src/gate/web-gate.js';
 import { RedisRateLimitStore } from '../../src/gate/redis-rate-limit-store.js';
 import type { RateLimitStore } from '../../src/gate/rate-limit-store.js';
 import { MemoryUserStore } from '../../src/users/memory-user-store.js';
@@ -30,7 +30,7 @@ interface Reply {
 }
 
 class TestGate {
-  constructor(readonly gate: Gate) {}
+  constructor(readonly gate: WebGate) {}
 
   async login(username: string, from: string, password = PASSWORD, xff?: string): Promise<Reply> {
     return this.#post('/api/login', { username, password, deviceId: 'phone' }, from, xff);
@@ -61,7 +61,7 @@ async function startGate(t: Test, setup: Setup = {}): Promise<TestGate & { users
   t.teardown(() => store.close());
   const registry = new StaticRegistry();
   await registry.register({ host: '127.0.0.1', port: 1, balance: 0, startedAt: Date.now(), version: 'test', ready: true });
-  const gate = new Gate({
+  const gate = new WebGate({
     host: '127.0.0.1',
     port: 0,
     registry,

@@ -6,13 +6,14 @@
 
 import t, { type Test } from 'tap';
 import net, { type AddressInfo } from 'node:net';
-import { Gate, DEFAULT_GATE_LIMITS, type GateLimits, type GateOptions } from '../../src/gate/gate-server.js';
+import { WebGate, DEFAULT_GATE_LIMITS, type GateLimits, type WebGateOptions } from '../../src/gate/web-gate.js';
 import { MemoryUserStore } from '../../src/users/memory-user-store.js';
 import type { NewUser, UserRecord } from '../../src/users/user-store.js';
 import { PasswordHasher } from '../../src/auth/password.js';
 import { TokenSigner } from '../../src/auth/token.js';
 import { StaticRegistry } from '../../src/registry/static-registry.js';
-import type { Registry, WorkerAnnouncement, WorkerInfo } from '../../src/registry/registry.js';
+import type { Registry } from '../../src/registry/registry.js';
+import type { ImNode, WorkerAnnouncement } from '../../src/registry/im-node.js';
 import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
 import { createNode, type NodeOptions, type SwitchboardNode } from '../../src/node.js';
 import { ImClient, type ImClientOptions, type IncomingMessage } from '../../src/client/im-client.js';
@@ -20,7 +21,7 @@ import { gateEndpoint, loginThroughGate, registerThroughGate, type GateLogin } f
 import { SwitchboardError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { TEST_SECRET } from '../helpers/node.js';
-import { until } from '../helpers/cluster.js';
+import { until } from '../../testkit/wait.js';
 import { startRedis } from '../helpers/redis.js';
 import { RedisUserStore } from '../../src/users/redis-user-store.js';
 import { RedisRateLimitStore } from '../../src/gate/redis-rate-limit-store.js';
@@ -38,18 +39,18 @@ const WAIT_MS = 10_000;
  * as with ZooKeeper. Lets two nodes and a gate share one changing view.
  */
 class SharedRegistry {
-  readonly #workers = new Map<string, WorkerInfo>();
-  readonly #listeners = new Set<(workers: readonly WorkerInfo[]) => void>();
+  readonly #workers = new Map<string, ImNode>();
+  readonly #listeners = new Set<(workers: readonly ImNode[]) => void>();
   #ids = 0;
 
-  get view(): readonly WorkerInfo[] {
+  get view(): readonly ImNode[] {
     return Object.freeze([...this.#workers.values()].map((w) => ({ ...w })));
   }
 
   /** A worker's registry. */
   member(): Registry {
-    let self: WorkerInfo | undefined;
-    const registered = new Set<(self: WorkerInfo) => void>();
+    let self: ImNode | undefined;
+    const registered = new Set<(self: ImNode) => void>();
     const subscriptions = new Set<() => void>();
     return {
       register: async (worker: WorkerAnnouncement) => {
@@ -105,12 +106,12 @@ class SharedRegistry {
     };
   }
 
-  #subscribe(listener: (workers: readonly WorkerInfo[]) => void): () => void {
+  #subscribe(listener: (workers: readonly ImNode[]) => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
   }
 
-  #put(worker: WorkerInfo): void {
+  #put(worker: ImNode): void {
     this.#workers.set(worker.id, { ...worker });
     this.#publish();
   }
@@ -132,7 +133,7 @@ class SharedInbox extends MemoryInboxStore {
 
 interface Worker {
   node: SwitchboardNode;
-  info: WorkerInfo;
+  info: ImNode;
   /** Stops once, however often called (also on teardown). */
   stop(): Promise<void>;
 }
@@ -161,7 +162,7 @@ interface ErrorBody {
 
 class TestGate {
   constructor(
-    readonly gate: Gate,
+    readonly gate: WebGate,
     readonly url: string,
     readonly users: MemoryUserStore,
     readonly hasher: PasswordHasher,
@@ -205,7 +206,7 @@ class TestGate {
   }
 }
 
-interface GateSetup extends Partial<Omit<GateOptions, 'limits'>> {
+interface GateSetup extends Partial<Omit<WebGateOptions, 'limits'>> {
   limits?: Partial<GateLimits>;
 }
 
@@ -221,7 +222,7 @@ async function startGate(t: Test, registry: Registry, setup: GateSetup = {}): Pr
   const { limits, ...options } = setup;
   const users = (options.users as MemoryUserStore | undefined) ?? new MemoryUserStore();
   const hasher = options.hasher ?? new PasswordHasher(CHEAP);
-  const gate = new Gate({
+  const gate = new WebGate({
     host: '127.0.0.1',
     port: 0,
     registry,

@@ -4,7 +4,7 @@
 
 import type { Test } from 'tap';
 import type { RateLimitStore } from '../../src/gate/rate-limit-store.js';
-import { until } from '../helpers/cluster.js';
+import { until } from '../../testkit/wait.js';
 
 const MINUTE = 60_000;
 

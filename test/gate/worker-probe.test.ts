@@ -9,13 +9,13 @@ import net from 'node:net';
 import { pino } from 'pino';
 import { WorkerProbe } from '../../src/gate/worker-probe.js';
 import { ZooKeeperRegistry } from '../../src/registry/zk-registry.js';
-import type { WorkerInfo } from '../../src/registry/registry.js';
+import type { ImNode } from '../../src/registry/im-node.js';
 import { silentLogger, type Logger } from '../../src/log.js';
 import { createNode } from '../../src/node.js';
 import { TEST_SECRET } from '../helpers/node.js';
-import { freePort } from '../helpers/free-port.js';
+import { freePort } from '../../testkit/services.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
-import { until } from '../helpers/cluster.js';
+import { until } from '../../testkit/wait.js';
 
 const zk = await startZooKeeper(t);
 let roots = 0;
@@ -33,7 +33,7 @@ function registry(t: Test, root: string): ZooKeeperRegistry {
 }
 
 /** Registers a worker entry for host:port without any server behind it. */
-async function announce(t: Test, root: string, port: number): Promise<WorkerInfo & { registry: ZooKeeperRegistry }> {
+async function announce(t: Test, root: string, port: number): Promise<ImNode & { registry: ZooKeeperRegistry }> {
   const r = registry(t, root);
   return { ...(await r.register({ host: '127.0.0.1', port, balance: 0, startedAt: Date.now(), version: 'probe-test', ready: true })), registry: r };
 }

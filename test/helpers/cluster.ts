@@ -5,10 +5,6 @@
 // tokens and SDK clients bound to a worker. bin/switchboard.js runs the compiled dist/:
 // `npm run build` (npm test does) first.
 
-import fs from 'node:fs';
-import path from 'node:path';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
 import { TokenSigner } from '../../src/auth/token.js';
 import { ImClient, type ImClientOptions, type IncomingMessage } from '../../src/client/im-client.js';
@@ -16,12 +12,11 @@ import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
 import { RedisSessionStore } from '../../src/session/redis-session-store.js';
 import type { SessionRecord } from '../../src/session/session-store.js';
 import { digestId, parseDigestAuth } from '../../src/registry/cluster-acl.js';
-import { freePort } from './free-port.js';
+import { freePort } from '../../testkit/services.js';
+import { SwitchboardProcess, assertBuilt } from '../../testkit/switchboard-process.js';
+import { DEFAULT_WAIT_MS, until } from '../../testkit/wait.js';
 import { startRedis, type TestRedis } from './redis.js';
 import type { TestZooKeeper } from './zookeeper.js';
-
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const BIN = path.join(ROOT, 'bin/switchboard.js');
 
 export const CLUSTER_TOKEN_SECRET = 'cluster-test-token-secret-of-32-characters-or-more';
 export const CLUSTER_PEER_SECRET = 'cluster-test-peer-secret-of-32-characters-or-more';
@@ -42,9 +37,6 @@ export const CLUSTER_ZK_GATE = parseDigestAuth(CLUSTER_ZK_GATE_AUTH);
  * machine does not expire a healthy session (the harness's ZooKeeper grants 400 ms..30 s).
  */
 export const ZK_SESSION_TIMEOUT_MS = 2_000;
-
-/** How long a wait for a log line or a condition lasts by default before failing the test. */
-export const DEFAULT_WAIT_MS = 15_000;
 
 /**
  * The worker flags the cluster tests run with: every housekeeping period short, so what the
@@ -74,154 +66,19 @@ export function flagArgs(flags: Readonly<Record<string, WorkerFlag>>): string[] 
 /** The rechecks a login schedules are over once this long has passed since it. */
 export const LOGIN_RECHECKS_MS = 1_000 + Number(CLUSTER_FLAGS['route-cache-ttl-ms']) + 500;
 
-/** One line of a worker's pino log. */
-export interface LogLine {
-  level: number;
-  time: number;
-  msg: string;
-  [field: string]: unknown;
-}
-
-/** Fields a line must have (compared with ===), or a predicate. */
-export type LogMatch = Readonly<Record<string, unknown>> | ((line: LogLine) => boolean);
-
-function matcher(match: LogMatch): (line: LogLine) => boolean {
-  if (typeof match === 'function') return match;
-  const entries = Object.entries(match);
-  return (line) => entries.every(([key, value]) => line[key] === value);
-}
-
-function describe(match: LogMatch): string {
-  return typeof match === 'function' ? 'a matching line' : JSON.stringify(match);
-}
-
-interface LogWaiter {
-  test: (line: LogLine) => boolean;
-  resolve: (line: LogLine) => void;
-}
-
-/** Waits up to `withinMs` for `probe` to hold (polling); throws naming `what` (computed then). */
-export async function until(what: string | (() => string), probe: () => boolean | Promise<boolean>, withinMs = DEFAULT_WAIT_MS): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`not within ${withinMs} ms: ${typeof what === 'string' ? what : what()}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-/** One worker process. `nodeId` and `peerPort` are known once startWorker() has resolved it. */
-export class WorkerProcess {
-  readonly name: string;
-  /** The client port. */
-  readonly port: number;
+/** One worker process (testkit's SwitchboardProcess). `nodeId` and `peerPort` are known once spawnWorker() has resolved it. */
+export class WorkerProcess extends SwitchboardProcess {
   /** The port other workers link to (`--peer-port 0`: the one it picked and announced). */
   peerPort = 0;
-  readonly child: ChildProcess;
-  /** Every JSON log line, in order. */
-  readonly lines: LogLine[] = [];
-  /** Resolves once the process has exited, however. */
-  readonly exited: Promise<void>;
   nodeId = '';
-  #raw = '';
-  #partial = '';
-  readonly #waiters = new Set<LogWaiter>();
 
-  constructor(name: string, port: number, args: string[]) {
-    this.name = name;
-    this.port = port;
-    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SWITCHBOARD_')));
-    this.child = spawn(process.execPath, [BIN, 'worker', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    this.child.stdout!.setEncoding('utf8').on('data', (chunk: string) => this.#onStdout(chunk));
-    // The native ZooKeeper client and Node itself write plain text on stderr: kept for failures.
-    this.child.stderr!.setEncoding('utf8').on('data', (chunk: string) => this.#keep(chunk));
-    this.exited = new Promise((resolve) => this.child.once('exit', () => resolve()));
-  }
-
-  get alive(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null;
-  }
-
-  /** The number of lines so far: pass it as `from` to look only at what comes later. */
-  mark(): number {
-    return this.lines.length;
-  }
-
-  /** Lines from index `from` on that match. */
-  logs(match: LogMatch, from = 0): LogLine[] {
-    const test = matcher(match);
-    return this.lines.slice(from).filter(test);
-  }
-
-  /** The first line from index `from` on that matches, waiting for it if needed. */
-  async waitForLog(match: LogMatch, { from = 0, timeoutMs = DEFAULT_WAIT_MS } = {}): Promise<LogLine> {
-    const test = matcher(match);
-    const found = this.lines.slice(from).find(test);
-    if (found) return found;
-    let waiter!: LogWaiter;
-    let timer: NodeJS.Timeout | undefined;
-    const seen = new Promise<LogLine>((resolve) => (waiter = { test, resolve }));
-    const failed = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`worker ${this.name} logged no ${describe(match)} within ${timeoutMs} ms\n${this.tail()}`)), timeoutMs);
-      void this.exited.then(() => {
-        // Whatever the process wrote before exiting has been parsed by now.
-        setImmediate(() => reject(new Error(`worker ${this.name} exited (${this.child.exitCode ?? this.child.signalCode}) before logging ${describe(match)}\n${this.tail()}`)));
-      });
-    });
-    this.#waiters.add(waiter);
-    try {
-      return await Promise.race([seen, failed]);
-    } finally {
-      clearTimeout(timer);
-      this.#waiters.delete(waiter);
-    }
-  }
-
-  /** The end of the worker's raw output, for failure messages. */
-  tail(chars = 3_000): string {
-    return this.#raw.slice(-chars);
-  }
-
-  /** SIGTERM (a graceful stop), then waits for the exit; SIGKILL after `timeoutMs`. */
-  async stop(timeoutMs = 10_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
-    if (this.alive) this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.alive && this.child.kill('SIGKILL'), timeoutMs);
-    await this.exited;
-    clearTimeout(timer);
-    return { code: this.child.exitCode, signal: this.child.signalCode };
-  }
-
-  /** SIGKILL: the worker vanishes as in a crash (its znode stays until its ZooKeeper session expires). */
-  async kill(): Promise<void> {
-    if (this.alive) this.child.kill('SIGKILL');
-    await this.exited;
-  }
-
-  #keep(text: string): void {
-    this.#raw = (this.#raw + text).slice(-20_000);
-  }
-
-  #onStdout(chunk: string): void {
-    this.#keep(chunk);
-    const parts = (this.#partial + chunk).split('\n');
-    this.#partial = parts.pop()!;
-    for (const text of parts) {
-      if (!text.startsWith('{')) continue;
-      let line: LogLine;
-      try {
-        line = JSON.parse(text) as LogLine;
-      } catch {
-        continue;
-      }
-      this.lines.push(line);
-      for (const waiter of this.#waiters) {
-        if (waiter.test(line)) {
-          this.#waiters.delete(waiter);
-          waiter.resolve(line);
-        }
-      }
-    }
+  constructor(
+    name: string,
+    /** The client port. */
+    readonly port: number,
+    args: string[],
+  ) {
+    super(name, ['worker', ...args]);
   }
 }
 
@@ -256,7 +113,7 @@ export async function spawnWorker(t: Test, name: string, flags: Readonly<Record<
  * test of the inbox against a real Redis and a real worker needs. Tokens as for a cluster.
  */
 export async function startRedisWorker(t: Test, redis: TestRedis, flags: Readonly<Record<string, WorkerFlag>> = {}): Promise<WorkerProcess> {
-  if (!fs.existsSync(path.join(ROOT, 'dist/cli/main.js'))) throw new Error('dist/ is missing: run `npm run build` (npm test does) first');
+  assertBuilt();
   return spawnWorker(t, 'worker', { redis: redis.url, secret: CLUSTER_TOKEN_SECRET, 'log-level': 'info', 'close-grace-ms': 200, 'allow-unknown-recipients': true, ...flags });
 }
 
@@ -287,7 +144,7 @@ export class TestCluster {
   #inbox: RedisInboxStore | undefined;
 
   constructor(t: Test, zk: TestZooKeeper, redis: TestRedis) {
-    if (!fs.existsSync(path.join(ROOT, 'dist/cli/main.js'))) throw new Error('dist/ is missing: run `npm run build` (npm test does) first');
+    assertBuilt();
     this.#t = t;
     this.zk = zk;
     this.redis = redis;

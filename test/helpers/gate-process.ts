@@ -24,7 +24,7 @@ export class GateProcess extends CliProcess {
   url = '';
 
   async started(): Promise<this> {
-    const listening = await this.waitForLog({ msg: 'gate listening' }, WAIT_MS);
+    const listening = await this.waitForLog({ msg: 'gate listening' }, { timeoutMs: WAIT_MS });
     this.url = `http://127.0.0.1:${String(listening.port)}`;
     return this;
   }

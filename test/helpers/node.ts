@@ -3,13 +3,13 @@
 import type { Test } from 'tap';
 import { createNode, type NodeOptions, type SwitchboardNode } from '../../src/node.js';
 import type { WorkerLimits } from '../../src/config.js';
-import type { WorkerInfo } from '../../src/registry/registry.js';
+import type { ImNode } from '../../src/registry/im-node.js';
 
 export const TEST_SECRET = 'test-secret';
 
 export interface TestNode {
   node: SwitchboardNode;
-  info: WorkerInfo;
+  info: ImNode;
   port: number;
   /** A token for `uid`, valid for any device unless `deviceId` is given. */
   token(uid: string, deviceId?: string, ttlMs?: number): string;

@@ -3,7 +3,7 @@
 
 import type { Test } from 'tap';
 import { Redis } from 'ioredis';
-import { startRedisServer, type RedisServer } from '../../src/bench/services.js';
+import { startRedisServer, type RedisServer } from '../../testkit/services.js';
 
 export interface TestRedis extends RedisServer {
   /** SIGSTOP: the server keeps its connections open and answers nothing, as a stalled host. */

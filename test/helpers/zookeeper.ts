@@ -3,9 +3,7 @@
 // and the ZooKeeper jar (Debian: `apt-get install zookeeper`; or set ZOOKEEPER_CLASSPATH).
 
 import type { Test } from 'tap';
-import { startZooKeeperServer, type ZooKeeperServer, type ZooKeeperServerOptions } from '../../src/bench/services.js';
-
-export { fourLetterWord, type ZooKeeperServerOptions } from '../../src/bench/services.js';
+import { startZooKeeperServer, type ZooKeeperServer, type ZooKeeperServerOptions } from '../../testkit/services.js';
 
 export type TestZooKeeper = ZooKeeperServer;
 

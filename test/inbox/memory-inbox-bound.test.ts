@@ -21,10 +21,10 @@ const MiB = 1024 * 1024;
 const DAY = 24 * 3600_000;
 const body = (bytes: number, fill = 0x61) => Buffer.alloc(bytes, fill);
 
-/** The code appendNow threw, or undefined when it stored. */
+/** The code append threw, or undefined when it stored. */
 function refusal(store: MemoryInboxStore, uid: string, msgId: string, bytes = 100): string | undefined {
   try {
-    store.appendNow({ uid, sender: 'mallory', msgId, body: body(bytes) });
+    store.append({ uid, sender: 'mallory', msgId, body: body(bytes) });
     return undefined;
   } catch (err) {
     if (!isSwitchboardError(err)) throw err;
@@ -69,7 +69,7 @@ t.test('a flood of new recipients stops at the bound; the refused leave nothing 
 t.test('a device position of a new device is not kept at the bound; a known one is updated', async (t) => {
   const store = new MemoryInboxStore({ maxBytes: MiB });
   t.teardown(() => store.close());
-  store.appendNow({ uid: 'bob', sender: 'alice', msgId: '1', body: body(10) });
+  store.append({ uid: 'bob', sender: 'alice', msgId: '1', body: body(10) });
   const { epoch } = await store.range('bob', 0, 0);
   await store.saveCursor('bob', 'phone', 0, epoch);
   for (let i = 0; refusal(store, `filler-${i}`, '1') === undefined; i++);
@@ -96,9 +96,9 @@ t.test('pruning gives memory back: by count at once, by age in the sweep, to inb
   const store = new MemoryInboxStore({ maxBytes: 4 * MiB, maxMessages: 50, maxAgeMs: DAY }, () => now);
   t.teardown(() => store.close());
   // By count: one inbox written far past maxMessages stays the size of 50 messages.
-  for (let i = 1; i <= 50; i++) store.appendNow({ uid: 'bob', sender: 'alice', msgId: String(i), body: body(1000) });
+  for (let i = 1; i <= 50; i++) store.append({ uid: 'bob', sender: 'alice', msgId: String(i), body: body(1000) });
   const fifty = store.bytes;
-  for (let i = 51; i <= 5000; i++) store.appendNow({ uid: 'bob', sender: 'alice', msgId: String(i), body: body(1000) });
+  for (let i = 51; i <= 5000; i++) store.append({ uid: 'bob', sender: 'alice', msgId: String(i), body: body(1000) });
   t.ok(store.bytes <= fifty + 64 * 1024 + 50 * 100, `5000 appends, 50 kept: ${store.bytes} bytes against ${fifty} after the first 50`);
   t.equal(store.audit(), store.bytes);
 
@@ -174,7 +174,7 @@ t.test('the accounting is not below what V8 spends on the inboxes', async (t) =>
     const before = used();
     let id = 0;
     for (let i = 0; i < inboxes; i++) {
-      for (let k = 0; k < perInbox; k++) store.appendNow({ uid: `recipient-${i}`, sender: 'sender', msgId: String(++id), body: body(bytes) });
+      for (let k = 0; k < perInbox; k++) store.append({ uid: `recipient-${i}`, sender: 'sender', msgId: String(++id), body: body(bytes) });
     }
     const spent = used() - before;
     t.ok(spent <= store.bytes * 1.15, `${name}: V8 spent ${spent} bytes, accounted ${store.bytes} (${(spent / store.bytes).toFixed(2)})`);

@@ -1,6 +1,6 @@
 // MemoryInboxStore's dedupe checked against a reference model: per inbox, the (sender, msgId)
 // entries in insertion order, forgotten from the front when they expire or when more than
-// maxMessages are held. Only appendNow()'s results are compared, so the internals may change.
+// maxMessages are held. Only append()'s results are compared, so the internals may change.
 
 import t from 'tap';
 import fc from 'fast-check';
@@ -88,7 +88,7 @@ function compare(limits: InboxLimits, appends: Append[], totals: Stats): void {
   try {
     for (const [i, { uid, sender, msgId, advance }] of appends.entries()) {
       now += advance;
-      const got = store.appendNow({ uid, sender, msgId, body });
+      const got = store.append({ uid, sender, msgId, body });
       const want = model.append(uid, sender, msgId, now);
       if (got.seq !== want.seq || got.duplicate !== want.duplicate) {
         throw new Error(`append #${i} (${uid} ← ${sender} ${JSON.stringify(msgId)} at ${now}): store ${JSON.stringify(got)}, model ${JSON.stringify(want)}`);
@@ -155,7 +155,7 @@ function resolveIds(bases: bigint[], steps: { uid: number; sender: number; id: I
   });
 }
 
-t.test('appendNow matches the model: several inboxes and senders, tight caps, expiring windows', async (t) => {
+t.test('append matches the model: several inboxes and senders, tight caps, expiring windows', async (t) => {
   const scenario = fc
     .record({
       maxMessages: fc.integer({ min: 1, max: 8 }),
@@ -194,7 +194,7 @@ t.test('appendNow matches the model: several inboxes and senders, tight caps, ex
   t.ok(totals.lookAlikes > 500, `${totals.lookAlikes} ids stored beside a numeric look-alike`);
 });
 
-t.test('appendNow matches the model over a long run of increasing ids with retries, recent and old', async (t) => {
+t.test('append matches the model over a long run of increasing ids with retries, recent and old', async (t) => {
   const scenario = fc
     .record({
       maxMessages: fc.integer({ min: 1, max: 300 }),
@@ -239,7 +239,7 @@ t.test('appendNow matches the model over a long run of increasing ids with retri
 t.test('once a sender\'s entries have expired, a smaller id than before is stored fresh', async (t) => {
   let now = 0;
   const inbox = new MemoryInboxStore({ dedupeWindowMs: 100 }, () => now);
-  const send = (msgId: string) => inbox.appendNow({ uid: 'bob', sender: 'alice', msgId, body });
+  const send = (msgId: string) => inbox.append({ uid: 'bob', sender: 'alice', msgId, body });
   t.match(send('10'), { seq: 1, duplicate: false });
   t.match(send('11'), { seq: 2, duplicate: false });
   t.match(send('12'), { seq: 3, duplicate: false });
@@ -253,7 +253,7 @@ t.test('once a sender\'s entries have expired, a smaller id than before is store
 
 t.test('an id evicted by the cap is stored again under a new seq', async (t) => {
   const inbox = new MemoryInboxStore({ maxMessages: 2 }, () => 0);
-  const send = (msgId: string) => inbox.appendNow({ uid: 'bob', sender: 'alice', msgId, body });
+  const send = (msgId: string) => inbox.append({ uid: 'bob', sender: 'alice', msgId, body });
   t.match(send('1'), { seq: 1, duplicate: false });
   t.match(send('2'), { seq: 2, duplicate: false });
   t.match(send('3'), { seq: 3, duplicate: false }, 'evicts 1');
@@ -266,7 +266,7 @@ t.test('an id evicted by the cap is stored again under a new seq', async (t) => 
 t.test('ids above 2^53 that differ only in the last digit are distinct', async (t) => {
   // As numbers both are 9007199254740992: a key that went through Number would merge them.
   const inbox = new MemoryInboxStore({}, () => 0);
-  const send = (msgId: string) => inbox.appendNow({ uid: 'bob', sender: 'alice', msgId, body });
+  const send = (msgId: string) => inbox.append({ uid: 'bob', sender: 'alice', msgId, body });
   t.match(send('9007199254740992'), { seq: 1, duplicate: false });
   t.match(send('9007199254740993'), { seq: 2, duplicate: false });
   t.match(send('9007199254740993'), { seq: 2, duplicate: true });

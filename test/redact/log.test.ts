@@ -6,7 +6,7 @@ import t from 'tap';
 import { Redis } from 'ioredis';
 import { createLogger } from '../../src/log.js';
 import { startRedis } from '../helpers/redis.js';
-import { until } from '../helpers/cluster.js';
+import { until } from '../../testkit/wait.js';
 
 function capture() {
   const lines: string[] = [];

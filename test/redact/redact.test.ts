@@ -3,7 +3,7 @@
 
 import t from 'tap';
 import { REDACTED, isSecretKey, redactArgv, redactDeep, redactText, redactUrls } from '../../src/redact.js';
-import { redactReport, type BenchReport } from '../../src/bench/report.js';
+import { redactReport, type BenchReport } from '../../bench/src/report.js';
 
 t.test('redactUrls: the password of every URL, or a user-info without one whole; nothing else', async (t) => {
   t.equal(redactUrls('redis://user:pa55word@host:6379/0'), `redis://user:${REDACTED}@host:6379/0`);

@@ -5,7 +5,8 @@
 // a fresh registry that has not registered yet.
 
 import type { Test } from 'tap';
-import type { Registry, WorkerAnnouncement, WorkerInfo } from '../../src/registry/registry.js';
+import type { Registry } from '../../src/registry/registry.js';
+import type { ImNode, WorkerAnnouncement } from '../../src/registry/im-node.js';
 
 /** How long a change may take to show in the view. */
 const VISIBLE_WITHIN_MS = 5_000;
@@ -24,7 +25,7 @@ function announcement(overrides: Partial<WorkerAnnouncement> = {}): WorkerAnnoun
   return { host: '127.0.0.1', port: 40_123, peerPort: 40_124, balance: 0, startedAt: 1_700_000_000_000, version: '9.8.7-test', ready: true, ...overrides };
 }
 
-function self(registry: Registry, id: string): WorkerInfo | undefined {
+function self(registry: Registry, id: string): ImNode | undefined {
   return registry.workers().find((w) => w.id === id);
 }
 
@@ -104,8 +105,8 @@ export function registryConformance(t: Test, makeRegistry: () => Promise<Registr
 
   t.test('onChange listeners see changes; unsubscribing stops them', async (t) => {
     const { registry } = await fresh(t);
-    const kept: (readonly WorkerInfo[])[] = [];
-    const dropped: (readonly WorkerInfo[])[] = [];
+    const kept: (readonly ImNode[])[] = [];
+    const dropped: (readonly ImNode[])[] = [];
     registry.onChange((view) => kept.push(view));
     const unsubscribe = registry.onChange((view) => dropped.push(view));
 
@@ -132,8 +133,8 @@ export function registryConformance(t: Test, makeRegistry: () => Promise<Registr
 
   t.test('onRegistered listeners get the registered worker; unsubscribing stops them', async (t) => {
     const { registry } = await fresh(t);
-    const kept: WorkerInfo[] = [];
-    const dropped: WorkerInfo[] = [];
+    const kept: ImNode[] = [];
+    const dropped: ImNode[] = [];
     registry.onRegistered((info) => kept.push(info));
     const unsubscribe = registry.onRegistered((info) => dropped.push(info));
     unsubscribe();

@@ -11,8 +11,9 @@ import { pino } from 'pino';
 import { ZooKeeperRegistry, type ZooKeeperRegistryOptions } from '../../src/registry/zk-registry.js';
 import { ZK_MODE, ZK_PERM, ZK_RC, ZooKeeperSession, type ZooKeeperAclEntry, type ZooKeeperDigestAuth } from '../../src/registry/zookeeper-client.js';
 import { ClusterAcl, digestId, parseDigestAuth, parseDigestIds } from '../../src/registry/cluster-acl.js';
-import { OnlineCounter } from '../../src/cluster/online-counter.js';
-import type { WorkerAnnouncement, WorkerInfo } from '../../src/registry/registry.js';
+import { ZooKeeperOnlineCounter } from '../../src/registry/zk-online-counter.js';
+import { ZooKeeperConnection } from '../../src/registry/zk-connection.js';
+import type { ImNode, WorkerAnnouncement } from '../../src/registry/im-node.js';
 import { silentLogger, type Logger } from '../../src/log.js';
 import { registryConformance } from './registry.conformance.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
@@ -138,7 +139,8 @@ t.test('the gate identity reads the view and the counts, and can write neither',
   const root = freshRoot();
   const registry = makeRegistry(t, { root });
   const info = await registry.register(announcement(42_011, { balance: 4 }));
-  const counter = new OnlineCounter({ connect: zk.connect, root, sessionTimeoutMs: 5_000, selfId: () => info.id, local: () => ({ users: 2, sessions: 3 }), intervalMs: 50, auth: WORKER, readers: READERS, log: silentLogger() });
+  // On the worker's registry session, as in a worker.
+  const counter = new ZooKeeperOnlineCounter({ zookeeper: registry.zookeeper, selfId: () => info.id, local: () => ({ users: 2, sessions: 3 }), intervalMs: 50, log: silentLogger() });
   counter.start();
   t.teardown(() => counter.close());
 
@@ -147,7 +149,8 @@ t.test('the gate identity reads the view and the counts, and can write neither',
   t.same(observer.workers(), [info], 'the gate sees the worker');
   registry.setBalance(9);
   await eventually('the gate follows its balance', () => observer.workers()[0]?.balance === 9);
-  const reader = new OnlineCounter({ connect: zk.connect, root, sessionTimeoutMs: 5_000, selfId: () => '', local: () => ({ users: 0, sessions: 0 }), auth: GATE, log: silentLogger() });
+  // On the gate's registry session, as in the gate.
+  const reader = new ZooKeeperOnlineCounter({ zookeeper: observer.zookeeper, selfId: () => '', local: () => ({ users: 0, sessions: 0 }), log: silentLogger() });
   t.teardown(() => reader.close());
   await eventually('the gate reads the counts', async () => (await reader.read()).sessions === 3);
 
@@ -164,7 +167,10 @@ t.test('the gate identity reads the view and the counts, and can write neither',
 t.test('strangers cannot change the online counts', async (t) => {
   const root = freshRoot();
   const counts = { users: 1, sessions: 2 };
-  const counter = new OnlineCounter({ connect: zk.connect, root, sessionTimeoutMs: 5_000, selfId: () => '0000000001', local: () => counts, intervalMs: 50, auth: WORKER, readers: READERS, log: silentLogger() });
+  const zookeeper = new ZooKeeperConnection({ connect: zk.connect, root, sessionTimeoutMs: 5_000, nativeLogLevel: 'off', auth: WORKER, readers: READERS, log: silentLogger() });
+  zookeeper.open();
+  t.teardown(() => zookeeper.close());
+  const counter = new ZooKeeperOnlineCounter({ zookeeper, selfId: () => '0000000001', local: () => counts, intervalMs: 50, log: silentLogger() });
   counter.start();
   t.teardown(() => counter.close());
   const gate = await rawSession(t, GATE);
@@ -186,7 +192,7 @@ t.test('a registry authenticates its new session after an expiry, and protects t
   const proxy = await ZooKeeperProxy.start(t, zk.port);
   const registry = makeRegistry(t, { root, connect: proxy.connect, sessionTimeoutMs: 2_000 });
   const observer = makeRegistry(t, { root, auth: GATE, readers: undefined });
-  const registrations: WorkerInfo[] = [];
+  const registrations: ImNode[] = [];
   registry.onRegistered((self) => registrations.push(self));
   const info = await registry.register(announcement(42_021, { balance: 1 }));
   await observer.observe();

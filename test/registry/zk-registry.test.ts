@@ -6,14 +6,14 @@ import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
-import { ZooKeeperRegistry, viewHash, type ZooKeeperRegistryOptions, type ZooKeeperStatus } from '../../src/registry/zk-registry.js';
+import { ZooKeeperRegistry, type ZooKeeperRegistryOptions, type ZooKeeperStatus } from '../../src/registry/zk-registry.js';
 import { ZooKeeperSession } from '../../src/registry/zookeeper-client.js';
-import type { WorkerAnnouncement, WorkerInfo } from '../../src/registry/registry.js';
+import { viewHash, type ImNode, type WorkerAnnouncement } from '../../src/registry/im-node.js';
 import { silentLogger, type Logger } from '../../src/log.js';
 import { registryConformance } from './registry.conformance.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 import { ZooKeeperProxy } from '../helpers/zookeeper-proxy.js';
-import { freePort } from '../helpers/free-port.js';
+import { freePort } from '../../testkit/services.js';
 
 const zk = await startZooKeeper(t);
 
@@ -64,8 +64,8 @@ function capturingLogger(): { log: Logger; lines: Record<string, unknown>[] } {
 registryConformance(t, async () => new ZooKeeperRegistry({ connect: zk.connect, root: freshRoot(), log: silentLogger(), nativeLogLevel: 'off' }));
 
 t.test('viewHash ignores order and sees every field', async (t) => {
-  const a: WorkerInfo = { id: '0000000001', ...announcement(1) };
-  const b: WorkerInfo = { id: '0000000002', ...announcement(2) };
+  const a: ImNode = { id: '0000000001', ...announcement(1) };
+  const b: ImNode = { id: '0000000002', ...announcement(2) };
   t.equal(viewHash([a, b]), viewHash([b, a]), 'order does not matter');
   t.not(viewHash([a, b]), viewHash([a]), 'a missing worker changes it');
   t.not(viewHash([a, b]), viewHash([a, { ...b, balance: 1 }]), 'a balance changes it');
@@ -81,7 +81,7 @@ t.test('registers an EPHEMERAL_SEQUENTIAL znode whose JSON carries the id', asyn
   t.match(info.id, /^\d{10}$/, 'the id is the sequence suffix');
   const raw = await rawSession(t);
   const { stat, data } = await raw.get(`${root}/workers/w-${info.id}`);
-  t.same(JSON.parse(data.toString()), info, 'the znode holds the WorkerInfo, id included');
+  t.same(JSON.parse(data.toString()), info, 'the znode holds the ImNode, id included');
   t.equal(stat.ephemeralOwner, registry.sessionCredentials()?.id, 'ephemeral, owned by the registry session');
   t.equal(registry.status, 'connected');
 });
@@ -136,7 +136,7 @@ t.test('a SIGKILLed worker disappears once its session times out', async (t) => 
     });
     child.once('exit', (code) => reject(new Error(`fixture exited (${code}) before registering`)));
   });
-  const crashed = JSON.parse(line) as WorkerInfo;
+  const crashed = JSON.parse(line) as ImNode;
   await eventually('the observer sees the child worker', () => has(observer, crashed.id), 1_000);
 
   child.kill('SIGKILL');
@@ -185,7 +185,7 @@ t.test('a forced session expiry: expired, then connected again under the same id
   const registry = makeRegistry(t, { root, connect: proxy.connect, sessionTimeoutMs: 2_000, log });
   const observer = makeRegistry(t, { root });
   const statuses: ZooKeeperStatus[] = [];
-  const registrations: WorkerInfo[] = [];
+  const registrations: ImNode[] = [];
   registry.onStatus((status) => statuses.push(status));
   registry.onRegistered((self) => registrations.push(self));
   const info = await registry.register(announcement(41_041, { balance: 3 }));
@@ -208,7 +208,7 @@ t.test('a forced session expiry: expired, then connected again under the same id
   proxy.heal();
 
   await eventually('re-registered', () => registrations.length === 2, 10_000);
-  t.same(registrations, [info, info], 'onRegistered fired again with the same WorkerInfo (same id)');
+  t.same(registrations, [info, info], 'onRegistered fired again with the same ImNode (same id)');
   t.equal(registry.status, 'connected');
   const expiredAt = statuses.indexOf('expired');
   t.ok(expiredAt >= 0, `went through expired: ${statuses.join(' → ')}`);
@@ -238,7 +238,7 @@ t.test('a partition longer than the session timeout: suspended, expired, registe
   const registry = makeRegistry(t, { root, connect: proxy.connect, sessionTimeoutMs: 2_000 });
   const observer = makeRegistry(t, { root });
   const statuses: ZooKeeperStatus[] = [];
-  const registrations: WorkerInfo[] = [];
+  const registrations: ImNode[] = [];
   registry.onStatus((status) => statuses.push(status));
   registry.onRegistered((self) => registrations.push(self));
   const info = await registry.register(announcement(41_051));
@@ -347,7 +347,7 @@ t.test('a change of readiness is written at once, not coalesced behind balance w
 t.test('a deleted own znode is created again under the same id', async (t) => {
   const root = freshRoot();
   const registry = makeRegistry(t, { root });
-  const registrations: WorkerInfo[] = [];
+  const registrations: ImNode[] = [];
   registry.onRegistered((self) => registrations.push(self));
   const info = await registry.register(announcement(41_071));
   const raw = await rawSession(t);

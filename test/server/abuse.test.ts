@@ -5,7 +5,9 @@
 import t, { type Test } from 'tap';
 import { pino } from 'pino';
 import { startNode, type TestNode } from '../helpers/node.js';
-import { connect, connectLoggedIn, frameHeader, isType, seqOf, u64, waitFor, type RawClient } from '../helpers/raw-client.js';
+import { frameHeader, isType, seqOf, u64, type RawClient, DEFAULT_TIMEOUT_MS } from '../../testkit/raw-client.js';
+import { until } from '../../testkit/wait.js';
+import { connect, connectLoggedIn } from '../helpers/raw-client.js';
 import { encodeMessageFrame } from '../../src/protocol/codec.js';
 import { HeadType } from '../../src/protocol/types.js';
 
@@ -99,7 +101,7 @@ t.test('malformed input closes only the connection that sent it', async (t) => {
       t.equal(closing.code, code, name);
       t.equal(tn.node.server.sessions.byUser('erin').length, 0, `${name}: no longer reachable once told it is closing`);
       await erin.waitClosed();
-      await waitFor('the store record to be removed', async () => (await tn.node.store.byUser('erin')).length === 0);
+      await until('the store record to be removed', async () => (await tn.node.store.byUser('erin')).length === 0, DEFAULT_TIMEOUT_MS);
       await exchange();
     }
   });
@@ -190,7 +192,7 @@ t.test('a recipient whose output exceeds maxOutboundBytes is dropped as a slow c
   t.equal(reader.isClosed, false, 'a recipient that reads survives the same load');
   t.equal(tn.node.server.sessions.byUser('reader').length, 1);
   t.same(tn.node.server.sessions.byUser('slow'), [], 'the slow session is gone');
-  await waitFor('the store record to be removed', async () => (await tn.node.store.byUser('slow')).length === 0);
+  await until('the store record to be removed', async () => (await tn.node.store.byUser('slow')).length === 0, DEFAULT_TIMEOUT_MS);
   const slowCloses = closes().filter((l) => l.uid === 'slow');
   t.same(
     slowCloses.map((l) => l.code),

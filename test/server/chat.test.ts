@@ -4,7 +4,8 @@
 
 import t from 'tap';
 import { startNode } from '../helpers/node.js';
-import { connectLoggedIn, frameHeader, isType, seqOf, u64 } from '../helpers/raw-client.js';
+import { frameHeader, isType, seqOf, u64 } from '../../testkit/raw-client.js';
+import { connectLoggedIn } from '../helpers/raw-client.js';
 import { HeadType, ResultCode } from '../../src/protocol/types.js';
 
 t.test('a message reaches its recipient and the sender gets a MESSAGE_RESPONSE', async (t) => {

@@ -8,7 +8,9 @@ import t, { type Test } from 'tap';
 import { once } from 'node:events';
 import { pino } from 'pino';
 import { startNode, type TestNode } from '../helpers/node.js';
-import { RawClient, connect, connectLoggedIn, isType, waitFor } from '../helpers/raw-client.js';
+import { RawClient, isType, DEFAULT_TIMEOUT_MS } from '../../testkit/raw-client.js';
+import { until } from '../../testkit/wait.js';
+import { connect, connectLoggedIn } from '../helpers/raw-client.js';
 import { HeadType } from '../../src/protocol/types.js';
 import { addressKey } from '../../src/server/connection-caps.js';
 
@@ -51,7 +53,7 @@ t.test('connections per address: one host cannot take the worker', async (t) => 
   const caps = tn.node.server.caps;
   const exchange = await chattingPair(t, tn);
   const idle = [await connect(t, tn.port), await connect(t, tn.port)];
-  await waitFor('four counted', () => caps.connectionsOf('127.0.0.1') === 4);
+  await until('four counted', () => caps.connectionsOf('127.0.0.1') === 4, DEFAULT_TIMEOUT_MS);
 
   // The attack: an attacker's host keeps opening connections.
   for (let i = 0; i < 20; i++) await refused(t, tn, 'SB_ERR_TOO_MANY_CONNECTIONS');
@@ -62,7 +64,7 @@ t.test('connections per address: one host cannot take the worker', async (t) => 
   t.equal(caps.connectionsOf('127.0.0.2'), 1, 'another address counts on its own');
 
   idle[0]!.destroy();
-  await waitFor('one fewer', () => caps.connectionsOf('127.0.0.1') === 3);
+  await until('one fewer', () => caps.connectionsOf('127.0.0.1') === 3, DEFAULT_TIMEOUT_MS);
   await loginWorks(t, tn, 'dave');
   await refused(t, tn, 'SB_ERR_TOO_MANY_CONNECTIONS');
   await exchange('still');
@@ -70,7 +72,7 @@ t.test('connections per address: one host cannot take the worker', async (t) => 
 
   // The sweep (once a second) summarises them; the next summary comes a minute later at most.
   const summaries = () => lines.filter((l) => l.msg === 'connections refused at accept');
-  await waitFor('the refusals summarised in the log', () => summaries().length > 0);
+  await until('the refusals summarised in the log', () => summaries().length > 0, DEFAULT_TIMEOUT_MS);
   t.same(summaries().length, 1, 'one warning, not one line per socket');
   t.match(summaries()[0], { level: 40, unauthenticated: 0, lastAddress: '127.0.0.1' });
   // 20, or 21 when no sweep ran before the last refusal.
@@ -87,7 +89,7 @@ t.test('connections not logged in: idle sockets from many hosts cannot keep fres
   // The attack: connections from many addresses that never log in, the cap's worth of them.
   const idle: RawClient[] = [];
   for (let i = 0; i < 5; i++) idle.push(await connect(t, tn.port, { localAddress: `127.0.1.${i + 1}` }));
-  await waitFor('five waiting to log in', () => caps.unauthenticated === 5);
+  await until('five waiting to log in', () => caps.unauthenticated === 5, DEFAULT_TIMEOUT_MS);
 
   // A fresh login while the cap is full: its connection sheds the one that has waited longest.
   const carol = await loginWorks(t, tn, 'carol', '127.0.3.1');
@@ -103,13 +105,13 @@ t.test('connections not logged in: idle sockets from many hosts cannot keep fres
     t.ok(caps.unauthenticated <= 5, `never more than the cap waiting (${caps.unauthenticated})`);
   }
   for (const client of [...idle.slice(1), ...more.slice(0, 5)]) t.equal((await client.nextClosing()).code, 'SB_ERR_SERVER_BUSY');
-  await waitFor('five waiting: the newest', () => caps.unauthenticated === 5);
+  await until('five waiting: the newest', () => caps.unauthenticated === 5, DEFAULT_TIMEOUT_MS);
   await loginWorks(t, tn, 'dave', '127.0.3.2');
   await exchange('logged-in users are unaffected');
   t.equal(carol.isClosed, false, 'carol stays');
 
   const summaries = () => lines.filter((l) => l.msg === 'connections refused at accept');
-  await waitFor('the shed sockets summarised in the log', () => summaries().length > 0);
+  await until('the shed sockets summarised in the log', () => summaries().length > 0, DEFAULT_TIMEOUT_MS);
   t.ok((summaries()[0]!.shed as number) >= 10, `one warning counting them (${summaries()[0]!.shed})`);
 });
 
@@ -137,7 +139,7 @@ t.test('caps of 0 are off', async (t) => {
   const tn = await startNode(t, { maxConnectionsPerIp: 0, maxUnauthenticated: 0 });
   const clients: RawClient[] = [];
   for (let i = 0; i < 50; i++) clients.push(await connect(t, tn.port));
-  await waitFor('all fifty', () => tn.node.server.connectionCount === 50);
+  await until('all fifty', () => tn.node.server.connectionCount === 50, DEFAULT_TIMEOUT_MS);
   t.equal(tn.node.server.caps.connectionsOf('127.0.0.1'), 0, 'addresses are not even read');
   await loginWorks(t, tn, 'alice');
 });
@@ -154,11 +156,11 @@ t.test('a shed connection that does not read is closed all the same: it cannot k
   // All of it taken by the kernel on the client's side: the worker has read all but a few MiB
   // of the 24 MB and queued their echoes, far more than the kernel can hold for a socket nobody reads.
   if (stuck.socket.writableLength > 0) await once(stuck.socket, 'drain');
-  await waitFor('the stuck one counted', () => tn.node.server.caps.unauthenticated === 1);
+  await until('the stuck one counted', () => tn.node.server.caps.unauthenticated === 1, DEFAULT_TIMEOUT_MS);
 
   // A new connection sheds it; the CLOSING cannot be written behind its unread output.
   const fresh = await connect(t, tn.port);
-  await waitFor('its socket closed by the worker, not kept for as long as the client holds it', () => tn.node.server.connectionCount === 1, 10_000);
+  await until('its socket closed by the worker, not kept for as long as the client holds it', () => tn.node.server.connectionCount === 1, 10_000);
   t.equal(fresh.isClosed, false, 'the new connection stays');
   await loginWorks(t, tn, 'alice');
 });

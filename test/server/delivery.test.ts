@@ -7,7 +7,9 @@
 
 import t, { type Test } from 'tap';
 import { startNode } from '../helpers/node.js';
-import { connect, connectLoggedIn, contents, isDelivery, isType, nothingMoreDelivered, sendAll, seqOf, seqs, u64, waitFor, RawClient, PRE_LOGIN_SEQUENCE } from '../helpers/raw-client.js';
+import { contents, isDelivery, isType, sendAll, seqOf, seqs, u64, RawClient, PRE_LOGIN_SEQUENCE, DEFAULT_TIMEOUT_MS } from '../../testkit/raw-client.js';
+import { until } from '../../testkit/wait.js';
+import { connect, connectLoggedIn, nothingMoreDelivered } from '../helpers/raw-client.js';
 import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
 import type { InboxRange } from '../../src/inbox/inbox-store.js';
 import { encodeMessage } from '../../src/protocol/codec.js';
@@ -160,11 +162,11 @@ t.test('an ack-capable device', async (t) => {
   t.equal(await tn.node.inbox.cursor('bob', 'phone'), undefined, 'receiving is not processing: no position yet');
 
   bob.ack(3);
-  await waitFor('the sweep to save the acked position', async () => (await tn.node.inbox.cursor('bob', 'phone')) === 3);
+  await until('the sweep to save the acked position', async () => (await tn.node.inbox.cursor('bob', 'phone')) === 3, DEFAULT_TIMEOUT_MS);
 
   // Dropped after receiving 4 and 5 but before acknowledging them.
   bob.destroy();
-  await waitFor('bob to be gone', () => tn.node.server.sessions.byUser('bob').length === 0);
+  await until('bob to be gone', () => tn.node.server.sessions.byUser('bob').length === 0, DEFAULT_TIMEOUT_MS);
   t.equal(await tn.node.inbox.cursor('bob', 'phone'), 3, 'the position is the acked one, not the received one');
 
   const again = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'phone', { acks: true });
@@ -178,7 +180,7 @@ t.test('an ack-capable device', async (t) => {
   again.ack(1000);
   again.send({ type: HeadType.LOGOUT_REQUEST, sequence: again.nextSequence(), sessionId: again.sessionId });
   t.equal((await again.next(isType(HeadType.LOGOUT_RESPONSE))).type, HeadType.LOGOUT_RESPONSE);
-  await waitFor('bob to be gone', () => tn.node.server.sessions.byUser('bob').length === 0);
+  await until('bob to be gone', () => tn.node.server.sessions.byUser('bob').length === 0, DEFAULT_TIMEOUT_MS);
   t.equal(await tn.node.inbox.cursor('bob', 'phone'), 5, 'saved at once on logout, capped at the last delivered seq');
 
   await sendAll(alice, 'bob', ['a6', 'a7', 'a8']);
@@ -220,7 +222,7 @@ t.test('deliveries left unacknowledged are sent again after ackTimeoutMs', async
   t.equal(seqOf(await bob.next(isDelivery)), 4, 'the unacked 4 is resent, the acked 3 is not');
 
   bob.ack(4);
-  await waitFor('the position to be saved', async () => (await tn.node.inbox.cursor('bob', 'phone')) === 4);
+  await until('the position to be saved', async () => (await tn.node.inbox.cursor('bob', 'phone')) === 4, DEFAULT_TIMEOUT_MS);
 });
 
 t.test('a legacy device (no acks) is replayed from the last message written to it', async (t) => {
@@ -236,7 +238,7 @@ t.test('a legacy device (no acks) is replayed from the last message written to i
 
   bob.send({ type: HeadType.LOGOUT_REQUEST, sequence: bob.nextSequence(), sessionId: bob.sessionId });
   await bob.next(isType(HeadType.LOGOUT_RESPONSE));
-  await waitFor('bob to be gone', () => tn.node.server.sessions.byUser('bob').length === 0);
+  await until('bob to be gone', () => tn.node.server.sessions.byUser('bob').length === 0, DEFAULT_TIMEOUT_MS);
   t.equal(await tn.node.inbox.cursor('bob', 'phone'), 3, 'the position written to the device is saved on logout');
 
   await sendAll(alice, 'bob', ['l4', 'l5']);
@@ -251,7 +253,7 @@ t.test('a legacy device (no acks) is replayed from the last message written to i
   // Between sweeps a legacy position is saved too, while the device stays connected.
   await sendAll(alice, 'bob', ['l6']);
   t.equal(seqOf(await again.next(isDelivery)), 6);
-  await waitFor('the sweep to save the position', async () => (await tn.node.inbox.cursor('bob', 'phone')) === 6);
+  await until('the sweep to save the position', async () => (await tn.node.inbox.cursor('bob', 'phone')) === 6, DEFAULT_TIMEOUT_MS);
 });
 
 t.test('a repeated msg_id is stored and delivered once', async (t) => {
@@ -301,7 +303,7 @@ t.test('a repeated msg_id is stored and delivered once', async (t) => {
 
   // A duplicate of a message bob has not received yet is not delivered a second time either.
   bob.destroy();
-  await waitFor('bob to be gone', () => tn.node.server.sessions.byUser('bob').length === 0);
+  await until('bob to be gone', () => tn.node.server.sessions.byUser('bob').length === 0, DEFAULT_TIMEOUT_MS);
   const offlineTwice = await Promise.all([1, 2].map(() => alice.response(alice.chat('bob', 'while away', { msgId: 900 }))));
   t.same(
     offlineTwice.map((r) => [u64(r.messageResponse?.seq), r.messageResponse?.duplicate]),
@@ -361,12 +363,12 @@ t.test('a position older than the retained messages is reported as a gap', async
   t.equal(fresh.loginResponse?.gap, true, 'a brand-new device: gap=true once old messages were pruned');
   t.equal(u64(fresh.loginResponse?.syncFrom), '7');
   // last_seq 0 written out is "from the beginning"; left out, the position the server saved.
-  await waitFor('the tablet to be logged out', () => tn.node.server.sessions.find('bob', 'tablet') === undefined);
+  await until('the tablet to be logged out', () => tn.node.server.sessions.find('bob', 'tablet') === undefined, DEFAULT_TIMEOUT_MS);
   const zero = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'tablet', { acks: true, lastSeq: 0 });
   t.same([zero.loginResponse?.gap, u64(zero.loginResponse?.syncFrom)], [true, '7'], 'last_seq 0: from the beginning, a gap');
   zero.destroy();
   await zero.closed;
-  await waitFor('the tablet to be logged out', () => tn.node.server.sessions.find('bob', 'tablet') === undefined);
+  await until('the tablet to be logged out', () => tn.node.server.sessions.find('bob', 'tablet') === undefined, DEFAULT_TIMEOUT_MS);
   const absent = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'tablet', { acks: true });
   t.same([absent.loginResponse?.gap, u64(absent.loginResponse?.syncFrom)], [false, '12'], 'no last_seq: the saved position (12)');
 });
@@ -389,7 +391,7 @@ t.test("each of a user's devices syncs and acknowledges on its own", async (t) =
   await phone.roundTrip();
   phone.destroy();
   tablet.destroy();
-  await waitFor('both devices to be gone', () => tn.node.server.sessions.byUser('bob').length === 0);
+  await until('both devices to be gone', () => tn.node.server.sessions.byUser('bob').length === 0, DEFAULT_TIMEOUT_MS);
   t.equal(await tn.node.inbox.cursor('bob', 'phone'), 5, "the phone's position");
   t.equal(await tn.node.inbox.cursor('bob', 'tablet'), undefined, 'the tablet has none');
 
@@ -507,12 +509,12 @@ t.test('a legacy device dropped during a replay keeps the position of what was r
   const bob = await connect(t, tn.port);
   bob.send(RawClient.loginMessage('bob', tn.token('bob'), 'phone'));
   await bob.waitClosed();
-  await waitFor('bob to be gone', () => tn.node.server.sessions.byUser('bob').length === 0);
+  await until('bob to be gone', () => tn.node.server.sessions.byUser('bob').length === 0, DEFAULT_TIMEOUT_MS);
 
   // A sweep that saves positions has run once carol's position shows up.
   const carol = await connectLoggedIn(t, tn.port, 'carol', tn.token('carol'), 'phone');
   await sendAll(alice, 'carol', ['tick']);
   await carol.next(isDelivery);
-  await waitFor('a sweep', async () => (await tn.node.inbox.cursor('carol', 'phone')) === 1);
+  await until('a sweep', async () => (await tn.node.inbox.cursor('carol', 'phone')) === 1, DEFAULT_TIMEOUT_MS);
   t.equal(await tn.node.inbox.cursor('bob', 'phone'), undefined, 'no message counts as delivered to bob');
 });

@@ -7,7 +7,8 @@
 import t, { type Test } from 'tap';
 import { pino } from 'pino';
 import { startNode, type TestNode } from '../helpers/node.js';
-import { connectLoggedIn, isType, u64, type RawClient } from '../helpers/raw-client.js';
+import { isType, u64, type RawClient } from '../../testkit/raw-client.js';
+import { connectLoggedIn } from '../helpers/raw-client.js';
 import { HeadType, ResultCode, type ImMessage } from '../../src/protocol/types.js';
 import { DEFAULT_LIMITS } from '../../src/config.js';
 import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';

@@ -5,7 +5,9 @@
 
 import t, { type Test } from 'tap';
 import { startNode, type TestNode } from '../helpers/node.js';
-import { connectLoggedIn, contents, isDelivery, nothingMoreDelivered, sendAll, seqs, u64, waitFor, type RawClient } from '../helpers/raw-client.js';
+import { contents, isDelivery, sendAll, seqs, u64, type RawClient, DEFAULT_TIMEOUT_MS } from '../../testkit/raw-client.js';
+import { until } from '../../testkit/wait.js';
+import { connectLoggedIn, nothingMoreDelivered } from '../helpers/raw-client.js';
 import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
 import { encodeMessageRequest } from '../../src/protocol/codec.js';
 import type { ImMessage } from '../../src/protocol/types.js';
@@ -19,7 +21,7 @@ async function aSweep(tn: TestNode, alice: RawClient, probe: RawClient, uid: str
   await sendAll(alice, uid, ['tick']);
   await probe.next(isDelivery);
   probe.ack(before + 1);
-  await waitFor('a sweep', async () => (await tn.node.inbox.cursor(uid, 'probe')) === before + 1);
+  await until('a sweep', async () => (await tn.node.inbox.cursor(uid, 'probe')) === before + 1, DEFAULT_TIMEOUT_MS);
 }
 
 t.test('the login tells the epoch; the same epoch resumes after the position, another one is a reset', async (t) => {
@@ -130,7 +132,7 @@ t.test('a delivery that is not of the session epoch (a forged PEER_DELIVER) is n
   t.same(contents(await legacy.deliveries(5)), range(6, 10).map((i) => `m${i}`), 'the next 5 real messages are delivered');
   t.same(contents(await ack.deliveries(5)), range(6, 10).map((i) => `m${i}`));
   ack.ack(10);
-  await waitFor('the positions saved', async () => (await tn.node.inbox.cursor('bob', 'phone')) === 10 && (await tn.node.inbox.cursor('bob', 'legacy')) === 10);
+  await until('the positions saved', async () => (await tn.node.inbox.cursor('bob', 'phone')) === 10 && (await tn.node.inbox.cursor('bob', 'legacy')) === 10, DEFAULT_TIMEOUT_MS);
 });
 
 t.test('a delivery beyond the head in the session epoch: no position is saved above the head, and the real messages come', async (t) => {

@@ -6,7 +6,9 @@
 
 import t from 'tap';
 import { startNode } from '../helpers/node.js';
-import { connect, connectLoggedIn, seqs, u64, waitFor, type RawClient } from '../helpers/raw-client.js';
+import { seqs, u64, type RawClient, DEFAULT_TIMEOUT_MS } from '../../testkit/raw-client.js';
+import { until } from '../../testkit/wait.js';
+import { connect, connectLoggedIn } from '../helpers/raw-client.js';
 import { HeadType, type ImMessage } from '../../src/protocol/types.js';
 
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
@@ -78,7 +80,7 @@ t.test('a legacy device that resets its connection: the position stays at the la
   t.ok(handed < s.outbound.queuedBytes, `the kernel has taken ${handed} of ${s.outbound.queuedBytes} bytes`);
   // Unread data in its receive buffer: closing sends a reset, the server's socket errors out.
   bob.destroy();
-  await waitFor('bob to be gone', () => tn.node.server.sessions.byUser('bob').length === 0);
+  await until('bob to be gone', () => tn.node.server.sessions.byUser('bob').length === 0, DEFAULT_TIMEOUT_MS);
   const saved = (await tn.node.inbox.cursor('bob', 'legacy')) ?? 0;
   t.ok(saved < total, `the saved position (${saved}) is not what was written (${total})`);
   const again = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'legacy');
@@ -86,5 +88,5 @@ t.test('a legacy device that resets its connection: the position stays at the la
   t.same(seqs(await again.deliveries(total - saved, 20_000)), range(saved + 1, total), 'everything after it is replayed');
   again.send({ type: HeadType.LOGOUT_REQUEST, sequence: again.nextSequence(), sessionId: again.sessionId });
   await again.next((m) => m.type === HeadType.LOGOUT_RESPONSE);
-  await waitFor('the position saved at logout', async () => (await tn.node.inbox.cursor('bob', 'legacy')) === total);
+  await until('the position saved at logout', async () => (await tn.node.inbox.cursor('bob', 'legacy')) === total, DEFAULT_TIMEOUT_MS);
 });

@@ -5,7 +5,9 @@
 
 import t from 'tap';
 import { startNode } from '../helpers/node.js';
-import { connect, connectLoggedIn, isDelivery, isType, seqOf, u64, waitFor, RawClient } from '../helpers/raw-client.js';
+import { isDelivery, isType, seqOf, u64, RawClient, DEFAULT_TIMEOUT_MS } from '../../testkit/raw-client.js';
+import { until } from '../../testkit/wait.js';
+import { connect, connectLoggedIn } from '../helpers/raw-client.js';
 import { HeadType, ResultCode } from '../../src/protocol/types.js';
 
 t.test('a heartbeat is echoed unchanged after login', async (t) => {
@@ -37,7 +39,7 @@ t.test('idle timeout', async (t) => {
   t.equal(closing.code, 'SB_ERR_IDLE_TIMEOUT', 'a silent logged-in connection is closed');
   t.equal(closing.reason, 'no frame within 1200 ms');
   await silent.waitClosed();
-  await waitFor('bob to be gone', () => tn.node.server.sessions.byUser('bob').length === 0);
+  await until('bob to be gone', () => tn.node.server.sessions.byUser('bob').length === 0, DEFAULT_TIMEOUT_MS);
 
   // One more full idle period, measured by another silent connection being closed.
   const clock = await connectLoggedIn(t, tn.port, 'dave', tn.token('dave'));
@@ -67,9 +69,9 @@ t.test('logout', async (t) => {
   await alice.waitClosed();
   t.equal(alice.closing, undefined, 'a requested logout is not announced as a CLOSING');
 
-  await waitFor('the session to be removed', () => tn.node.server.sessions.size === 1);
+  await until('the session to be removed', () => tn.node.server.sessions.size === 1, DEFAULT_TIMEOUT_MS);
   t.same(tn.node.server.sessions.byUser('alice'), []);
-  await waitFor('the store record to be removed', async () => (await tn.node.store.byUser('alice')).length === 0);
+  await until('the store record to be removed', async () => (await tn.node.store.byUser('alice')).length === 0, DEFAULT_TIMEOUT_MS);
   const toAlice = await bob.chatAndWait('alice', 'are you there?');
   t.equal(toAlice.messageResponse?.result, true, 'a message to a logged-out user is accepted');
   t.equal(u64(toAlice.messageResponse?.seq), '1');
@@ -102,7 +104,7 @@ t.test('a logged-out user is unreachable at once, even before the socket has clo
   const toAlice = await bob.chatAndWait('alice', 'lost in the void?');
   t.equal(toAlice.messageResponse?.result, true, 'stored');
   t.equal(u64(toAlice.messageResponse?.seq), '1');
-  await waitFor('the store record to be removed', async () => (await tn.node.store.byUser('alice')).length === 0);
+  await until('the store record to be removed', async () => (await tn.node.store.byUser('alice')).length === 0, DEFAULT_TIMEOUT_MS);
 
   // Ending our side lets the server close; whatever it wrote before arrives before its close.
   alice.socket.end();
@@ -133,9 +135,9 @@ t.test('a dropped connection is cleaned up like a logout', async (t) => {
 
   alice.destroy();
   await alice.closed;
-  await waitFor('the session to be removed', () => tn.node.server.sessions.size === 1);
+  await until('the session to be removed', () => tn.node.server.sessions.size === 1, DEFAULT_TIMEOUT_MS);
   t.same(tn.node.server.sessions.byUser('alice'), []);
-  await waitFor('the store record to be removed', async () => (await tn.node.store.byUser('alice')).length === 0);
+  await until('the store record to be removed', async () => (await tn.node.store.byUser('alice')).length === 0, DEFAULT_TIMEOUT_MS);
   t.same(await tn.node.store.byUser('alice'), []);
   t.equal((await tn.node.store.byUser('bob')).length, 1, "bob's record is untouched");
   t.equal(tn.node.server.connectionCount, 1);
@@ -171,7 +173,7 @@ t.test('the device limit', async (t) => {
 
   // Once a device leaves, another may come in.
   phone2.destroy();
-  await waitFor('the phone session to be removed', () => tn.node.server.sessions.byUser('alice').length === 1);
+  await until('the phone session to be removed', () => tn.node.server.sessions.byUser('alice').length === 1, DEFAULT_TIMEOUT_MS);
   const watch2 = await connect(t, tn.port);
   t.equal((await watch2.login('alice', tn.token('alice'), 'watch')).loginResponse?.result, true, 'a freed slot can be used');
 });
@@ -196,7 +198,7 @@ t.test('a new login from the same device replaces the old session', async (t) =>
     [fresh.sessionId],
     'only the new session is local',
   );
-  await waitFor('the old record to be removed', async () => (await tn.node.store.byUser('alice')).length === 1);
+  await until('the old record to be removed', async () => (await tn.node.store.byUser('alice')).length === 1, DEFAULT_TIMEOUT_MS);
   t.same(
     (await tn.node.store.byUser('alice')).map((r) => r.sessionId),
     [fresh.sessionId],

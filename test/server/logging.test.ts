@@ -6,7 +6,9 @@ import t from 'tap';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { startNode } from '../helpers/node.js';
-import { connectLoggedIn, waitFor } from '../helpers/raw-client.js';
+import { until } from '../../testkit/wait.js';
+import { DEFAULT_TIMEOUT_MS } from '../../testkit/raw-client.js';
+import { connectLoggedIn } from '../helpers/raw-client.js';
 import { encodeMessageFrame } from '../../src/protocol/codec.js';
 
 interface Line {
@@ -33,7 +35,7 @@ for (const level of ['info', 'debug'] as const) {
     const sessionId = tn.node.server.sessions.byUser('alice')[0]!.sessionId;
     client.sendRaw(encodeMessageFrame({ type: 99, sequence: 1 }));
     await client.waitClosed();
-    await waitFor('the closing line', () => lines.some((l) => l.msg === 'closing connection'));
+    await until('the closing line', () => lines.some((l) => l.msg === 'closing connection'), DEFAULT_TIMEOUT_MS);
 
     const fields = { component: 'worker', uid: 'alice', deviceId: 'phone', sessionId };
     const login = lines.find((l) => l.msg === 'login');
@@ -44,7 +46,7 @@ for (const level of ['info', 'debug'] as const) {
       { ...fields, connId, code: 'SB_ERR_UNKNOWN_TYPE' },
     );
     if (level === 'debug') {
-      await waitFor('the closed line', () => lines.some((l) => l.msg === 'connection closed'));
+      await until('the closed line', () => lines.some((l) => l.msg === 'connection closed'), DEFAULT_TIMEOUT_MS);
       t.match(lines.find((l) => l.msg === 'connection accepted'), { component: 'worker', connId, remote: /^127\.0\.0\.1:\d+$/ });
       t.match(lines.find((l) => l.msg === 'connection closed'), { ...fields, connId, code: 'SB_ERR_UNKNOWN_TYPE' });
     } else {

@@ -4,7 +4,8 @@
 
 import t from 'tap';
 import { startNode } from '../helpers/node.js';
-import { connect, connectLoggedIn, isType, seqOf, u64, RawClient, PRE_LOGIN_SEQUENCE } from '../helpers/raw-client.js';
+import { isType, seqOf, u64, RawClient, PRE_LOGIN_SEQUENCE } from '../../testkit/raw-client.js';
+import { connect, connectLoggedIn } from '../helpers/raw-client.js';
 import { HeadType, ResultCode, type ImMessage } from '../../src/protocol/types.js';
 import { encodeMessageFrame } from '../../src/protocol/codec.js';
 

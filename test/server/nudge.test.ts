@@ -4,7 +4,9 @@
 
 import t, { type Test } from 'tap';
 import { startNode } from '../helpers/node.js';
-import { connectLoggedIn, isDelivery, seqOf, waitFor, type RawClient } from '../helpers/raw-client.js';
+import { isDelivery, seqOf, type RawClient, DEFAULT_TIMEOUT_MS } from '../../testkit/raw-client.js';
+import { until } from '../../testkit/wait.js';
+import { connectLoggedIn } from '../helpers/raw-client.js';
 import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
 import type { InboxRange } from '../../src/inbox/inbox-store.js';
 import { encodeMessageRequest } from '../../src/protocol/codec.js';
@@ -79,7 +81,7 @@ t.test('200 nudges one per turn of the event loop: at most one read per session 
   // Per session: one read at once, then one per sweep that ran meanwhile (plus one still pending).
   const bound = 2 * (2 + Math.ceil(elapsed / SWEEP_MS));
   t.ok(reads <= bound, `${reads} reads for 200 nudges over ${elapsed} ms (at most ${bound})`);
-  await waitFor('the last nudge served by a sweep', () => tn.node.server.sessions.byUser('bob').every((s) => !s.nudgePending), 5_000);
+  await until('the last nudge served by a sweep', () => tn.node.server.sessions.byUser('bob').every((s) => !s.nudgePending), 5_000);
 });
 
 t.test('a nudge during a read makes the session read once more, and what it announced is delivered', async (t) => {
@@ -88,7 +90,7 @@ t.test('a nudge during a read makes the session read once more, and what it anno
   tn.node.server.local.nudge(['bob']);
   await held.reached;
   // Meanwhile another worker stored a message and its delivery was lost: only nudges announce it.
-  const stored = inbox.appendNow({ uid: 'bob', sender: 'carol', msgId: '0', body: encodeMessageRequest({ from: 'carol', to: 'bob', content: 'while reading' }) });
+  const stored = inbox.append({ uid: 'bob', sender: 'carol', msgId: '0', body: encodeMessageRequest({ from: 'carol', to: 'bob', content: 'while reading' }) });
   const before = inbox.reads.get('bob') ?? 0;
   for (let i = 0; i < 50; i++) {
     tn.node.server.local.nudge(['bob']);

@@ -17,7 +17,7 @@ import type { Logger } from '../../src/log.js';
 import { TEST_SECRET } from '../helpers/node.js';
 import { connect, connectLoggedIn } from '../helpers/raw-client.js';
 import { requirePassword, startRedis, type TestRedis } from '../helpers/redis.js';
-import { until } from '../helpers/cluster.js';
+import { until } from '../../testkit/wait.js';
 
 const TIMEOUT_MS = 300;
 /** Well beyond the command timeout: what a client would wait for a frozen Redis without it. */

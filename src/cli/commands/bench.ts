@@ -1,20 +1,17 @@
-// `switchboard bench <scenario>`: drives real load over real sockets against a node or a
-// cluster it starts (or one that is running), prints live progress on stderr and a table on
-// stdout, and writes --json / --html reports. Scenarios live in src/bench/scenarios.
+// `switchboard bench <scenario>`: the command line is parsed and checked here; the bench itself
+// is its own package (bench/, built into bench/dist by `npm run build`), loaded on demand with
+// the options: a server process never loads the load generator, and the server's dist/ holds
+// none of it. The flags and the scenario list live here, so --help and a bad flag need no bench.
 
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { SwitchboardError } from '../../errors.js';
 import { count, ms, parseOptions, secretFlags, usage, type OptionSpecs, type OptionValues } from '../options.js';
 import { redactArgv } from '../../redact.js';
-import { chatScenario } from '../../bench/scenarios/chat.js';
-import { MAX_GATE_USERS, loginStormScenario } from '../../bench/scenarios/login-storm.js';
-import { idleScenario } from '../../bench/scenarios/idle.js';
 import { DEFAULT_LIMITS } from '../../config.js';
-import { failoverScenario } from '../../bench/scenarios/failover.js';
-import { formatReport, type BenchReport } from '../../bench/report.js';
-import { writeReports } from '../../bench/report-files.js';
-import { noProgress, stderrProgress, type ProgressSink } from '../../bench/progress.js';
-import type { TargetKind } from '../../bench/targets.js';
-import type { ScenarioOptions } from '../../bench/scenarios/options.js';
+
+/** The most users `bench login-storm` registers at the gate: each costs one scrypt hash (~0.4 s of a thread). */
+export const MAX_GATE_USERS = 200;
 
 export const BENCH_OPTIONS = {
   target: { type: 'string', group: 'target', choices: ['embedded', 'cluster', 'external'], description: 'embedded (one `start` process), cluster (ZooKeeper + Redis + workers + gate) or external', default: 'embedded' },
@@ -45,100 +42,48 @@ export const BENCH_OPTIONS = {
 
 export type BenchOptions = OptionValues<typeof BENCH_OPTIONS>;
 
-export interface ScenarioContext {
+export const SCENARIOS = {
+  chat: '1:1 chat with acks, next to the bare relay',
+  relay: 'the bare-relay baseline alone',
+  'login-storm': 'logins per second: token logins at the workers, then password logins through the gate',
+  idle: 'logged-in connections that only heartbeat: worker RSS per connection',
+  failover: 'chat through SDK clients while a worker is SIGKILLed: loss, duplicates, recovery',
+} as const;
+
+export type ScenarioName = keyof typeof SCENARIOS;
+
+/** What the command hands the bench besides the flags. */
+export interface BenchContext {
+  /** The command line, secrets redacted, for the report. */
   command: string;
+  /** The targets' token secret. */
   secret: string;
-  progress: ProgressSink;
+}
+
+/** What the bench package's entry (bench/src/main.ts) exports. */
+export interface BenchEntry {
+  /** Runs the scenario, prints its table on stdout and writes the reports asked for. */
+  runBench(scenario: ScenarioName, options: BenchOptions, context: BenchContext): Promise<void>;
 }
 
 /** What the bench's own targets sign with when no secret is given: as long as the servers require. */
 const DEV_BENCH_SECRET = 'switchboard-bench-secret-for-local-targets';
 
-/** The cluster secret of a cluster target started with token secret `secret` (src/bench/targets.ts). */
-const clusterSecretOf = (secret: string) => `${secret}-cluster`;
+/**
+ * The bench's entry: its source when this file runs from source (tsx, as in the tests), else
+ * its build. src/cli/commands and dist/cli/commands are both three levels below the root.
+ */
+const BENCH_ENTRY = import.meta.url.endsWith('.ts') ? new URL('../../../bench/src/main.ts', import.meta.url) : new URL('../../../bench/dist/bench/src/main.js', import.meta.url);
 
-export const SCENARIOS: Record<string, { summary: string; run: (o: BenchOptions, c: ScenarioContext) => Promise<BenchReport> }> = {
-  chat: { summary: '1:1 chat with acks, next to the bare relay', run: (o, c) => chatScenario(chatOptions(o, c, true)) },
-  relay: { summary: 'the bare-relay baseline alone', run: (o, c) => chatScenario(chatOptions(o, c, false)) },
-  'login-storm': { summary: 'logins per second: token logins at the workers, then password logins through the gate', run: (o, c) => loginStormScenario(loginStormOptions(o, c)) },
-  idle: { summary: 'logged-in connections that only heartbeat: worker RSS per connection', run: (o, c) => idleScenario(idleOptions(o, c)) },
-  failover: { summary: 'chat through SDK clients while a worker is SIGKILLed: loss, duplicates, recovery', run: (o, c) => failoverScenario(failoverOptions(o, c)) },
-};
-
-function oneOf<T extends string>(flag: string, value: string, allowed: readonly T[]): T {
-  if (!(allowed as readonly string[]).includes(value)) throw new SwitchboardError('SB_ERR_CONFIG', `--${flag} must be one of ${allowed.join(', ')}, got ${JSON.stringify(value)}`);
-  return value as T;
-}
-
-/** The options every scenario takes (ScenarioOptions). */
-function common(o: BenchOptions, c: ScenarioContext): ScenarioOptions {
-  return {
-    target: oneOf<TargetKind>('target', o.target, ['embedded', 'cluster', 'external']),
-    workers: o.workers,
-    fsync: oneOf('redis-fsync', o['redis-fsync'], ['none', 'everysec', 'always'] as const),
-    secret: c.secret,
-    ...(o.worker ? { workerEndpoints: o.worker.split(',') } : {}),
-    connections: o.connections,
-    durationS: o.duration,
-    warmupS: o.warmup,
-    drivers: Math.max(1, o.drivers),
-    progress: c.progress,
-    command: c.command,
-  };
-}
-
-const inbox = (o: BenchOptions) => oneOf('inbox', o.inbox, ['memory', 'redis'] as const);
-
-function chatOptions(o: BenchOptions, c: ScenarioContext, switchboard: boolean) {
-  return {
-    ...common(o, c),
-    inbox: inbox(o),
-    window: o.window,
-    ...(o.rate ? { rate: o.rate } : {}),
-    max: o.max,
-    maxP99Ms: o['max-p99-ms'],
-    payloadBytes: o.payload,
-    crossNode: o['cross-node'],
-    relay: !switchboard || !o['no-relay'],
-    switchboard,
-    drainMs: o['drain-ms'],
-  };
-}
-
-/** Failover drains for at least this long: the drain ends once everything arrived, so waiting out a slow recovery costs nothing. */
-const FAILOVER_MIN_DRAIN_MS = 15_000;
-/** The workers' ZooKeeper session timeout in `bench failover` (the default 10 s would take most of a run). */
-const FAILOVER_ZK_SESSION_TIMEOUT_MS = 4_000;
-
-function failoverOptions(o: BenchOptions, c: ScenarioContext) {
-  return {
-    ...common(o, c),
-    rate: o.rate ?? 2000,
-    payloadBytes: o.payload,
-    drainMs: Math.max(o['drain-ms'], FAILOVER_MIN_DRAIN_MS),
-    zkSessionTimeoutMs: FAILOVER_ZK_SESSION_TIMEOUT_MS,
-  };
-}
-
-function idleOptions(o: BenchOptions, c: ScenarioContext) {
-  return {
-    ...common(o, c),
-    inbox: inbox(o),
-    heartbeatMs: o['heartbeat-ms'],
-  };
-}
-
-function loginStormOptions(o: BenchOptions, c: ScenarioContext) {
-  return {
-    ...common(o, c),
-    ...(o.gate ? { gateUrl: o.gate } : {}),
-    ...(o.rate ? { rate: o.rate } : {}),
-    users: o.users,
-  };
+async function loadBench(): Promise<BenchEntry> {
+  if (!existsSync(BENCH_ENTRY)) {
+    throw new SwitchboardError('SB_ERR_CONFIG', `the bench is not built (${fileURLToPath(BENCH_ENTRY)} is missing): run \`npm run build\` in a switchboard checkout`);
+  }
+  return (await import(BENCH_ENTRY.href)) as BenchEntry;
 }
 
 function help(): string {
-  const rows = Object.entries(SCENARIOS).map(([name, s]) => `  ${name.padEnd(12)} ${s.summary}`);
+  const rows = Object.entries(SCENARIOS).map(([name, summary]) => `  ${name.padEnd(12)} ${summary}`);
   return `${usage('bench <scenario>', 'Measures switchboard under real load; see bench/README.md.', BENCH_OPTIONS, { env: false })}\nscenarios:\n${rows.join('\n')}\n`;
 }
 
@@ -148,8 +93,7 @@ export async function benchCommand(argv: string[]): Promise<void> {
     process.stdout.write(help());
     return;
   }
-  const scenario = Object.hasOwn(SCENARIOS, name) ? SCENARIOS[name] : undefined;
-  if (!scenario) throw new SwitchboardError('SB_ERR_CONFIG', `unknown scenario "${name}" (one of ${Object.keys(SCENARIOS).join(', ')})`);
+  if (!Object.hasOwn(SCENARIOS, name)) throw new SwitchboardError('SB_ERR_CONFIG', `unknown scenario "${name}" (one of ${Object.keys(SCENARIOS).join(', ')})`);
   // Flags only: SWITCHBOARD_* variables configure the servers, not the load.
   const o = parseOptions(BENCH_OPTIONS, rest, {});
   if (o.help) {
@@ -158,13 +102,6 @@ export async function benchCommand(argv: string[]): Promise<void> {
   }
   if (o.target !== 'external' && o.worker) throw new SwitchboardError('SB_ERR_CONFIG', '--worker points at a running deployment: use it with --target external');
   const secret = o.secret ?? process.env.SWITCHBOARD_SECRET ?? DEV_BENCH_SECRET;
-  const report = await scenario.run(o, {
-    command: `switchboard bench ${redactArgv(argv, secretFlags(BENCH_OPTIONS)).join(' ')}`,
-    secret,
-    progress: o.quiet ? noProgress : stderrProgress,
-  });
-  // The reports are for sharing: no secret the run used may be in them, wherever it ended up.
-  const secrets = [secret, clusterSecretOf(secret)];
-  process.stdout.write(formatReport(report, secrets));
-  for (const file of writeReports(report, { json: o.json, html: o.html }, secrets)) process.stdout.write(`wrote ${file}\n`);
+  const bench = await loadBench();
+  await bench.runBench(name as ScenarioName, o, { command: `switchboard bench ${redactArgv(argv, secretFlags(BENCH_OPTIONS)).join(' ')}`, secret });
 }

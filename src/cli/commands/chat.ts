@@ -9,7 +9,7 @@ import { TokenSigner, DEV_SECRET } from '../../auth/token.js';
 import { ImClient, defaultRetryStrategy, type ImClientOptions, type IncomingMessage } from '../../client/im-client.js';
 import { gateEndpoint, gateFailure, registerThroughGate } from '../../client/gate-login.js';
 import { SwitchboardError, isSwitchboardError } from '../../errors.js';
-import { PORT, parseOptions, usage, type OptionSpecs } from '../options.js';
+import { PORT, parseOptions, usage, type OptionSpecs, type OptionValues } from '../options.js';
 import { SECRET_OPTION } from '../common.js';
 import { normalizeUsername } from '../../auth/password.js';
 
@@ -32,6 +32,8 @@ const MAX_IN_FLIGHT = 100;
 /** Lines read and not yet sent before input is paused (piped input can be any size). */
 const MAX_QUEUED_LINES = 1000;
 
+type ChatValues = OptionValues<typeof OPTIONS>;
+
 export async function chatCommand(argv: string[]): Promise<void> {
   const o = parseOptions(OPTIONS, argv);
   if (o.help) {
@@ -39,6 +41,7 @@ export async function chatCommand(argv: string[]): Promise<void> {
     return;
   }
   if (!o.user) throw new SwitchboardError('SB_ERR_CONFIG', '--user is required');
+  const user = o.user;
   const deviceId = o.device;
   const terminal = process.stdin.isTTY === true && process.stdout.isTTY === true;
   // On a terminal the password is read before readline takes over the input, so it is not
@@ -47,37 +50,80 @@ export async function chatCommand(argv: string[]): Promise<void> {
   if (o.gate && o.password === undefined && process.stdin.isTTY) {
     typedPassword = o.register ? await askNewPassword(askHidden, (line) => process.stdout.write(`${line}\n`)) : await askHidden('password: ');
   }
-  const rl = readline.createInterface({ input: process.stdin, output: terminal ? process.stdout : undefined, terminal, prompt: `${o.user}> ` });
+  const rl = readline.createInterface({ input: process.stdin, output: terminal ? process.stdout : undefined, terminal, prompt: `${user}> ` });
   const out = new ChatOutput(rl, terminal);
   // From the first line on, before the connection is up: piped lines arrive at once.
   const lines = new LineQueue(rl);
-  let where: Pick<ImClientOptions, 'host' | 'port' | 'token' | 'endpoint'>;
-  let uid = o.user;
-  let taken = false;
+  let login: ChatLogin;
   try {
-    if (o.gate) {
-      const password = o.password ?? typedPassword ?? (await lines.first());
-      if (password === undefined) throw new SwitchboardError('SB_ERR_CONFIG', 'no password: give --password, or the password as the first line of input');
-      uid = o.user.toLowerCase();
-      if (o.register) {
-        try {
-          await registerThroughGate(o.gate, o.user, password);
-          out.line(`* registered ${uid}`);
-        } catch (err) {
-          if (!isSwitchboardError(err) || err.code !== 'SB_ERR_USERNAME_TAKEN') throw gateFailure(o.gate, err);
-          taken = true;
-          out.line(`* the name ${uid} is taken: logging in to it with this password`);
-        }
-      }
-      where = { endpoint: gateEndpoint(o.gate, { username: o.user, password, deviceId }) };
-    } else {
-      where = { host: o.host, port: o.port, token: o.token ?? new TokenSigner(o.secret ?? DEV_SECRET).mint({ uid: o.user, deviceId, ttlMs: 86_400_000 }) };
-    }
+    login = await chatLogin(o, user, typedPassword, lines, out);
   } catch (err) {
     lines.abandon();
     throw err;
   }
+  const { uid, taken } = login;
+  const { client, ended } = chatClient(login, deviceId, out);
+  const sender = new Sender(client, lines, out, o.gate ? (name) => normalizeUsername(name) ?? name : (name) => name);
+  try {
+    await client.connect().catch((err: unknown) => {
+      if (taken && isSwitchboardError(err) && err.code === 'SB_ERR_LOGIN_FAILED') {
+        throw new SwitchboardError('SB_ERR_USERNAME_TAKEN', `the name ${uid} is taken by another account (this password is not its password): choose another --user`);
+      }
+      throw err;
+    });
+    out.prompt();
+    await Promise.race([sender.run(), ended]);
+  } catch (err) {
+    lines.abandon();
+    client.close();
+    out.end();
+    throw err;
+  }
+  lines.abandon();
+  await client.logout();
+  out.end();
+  if (sender.failed > 0) throw new SwitchboardError(sender.firstFailure!, `${sender.failed} of ${sender.failed + sender.stored} messages were not sent`);
+}
 
+/** Where the client connects and as whom. */
+interface ChatLogin {
+  where: Pick<ImClientOptions, 'host' | 'port' | 'token' | 'endpoint'>;
+  uid: string;
+  /** --register found the name taken: a refused login means it is someone else's account. */
+  taken: boolean;
+}
+
+/**
+ * With --gate: the password (the option, typed, or the first line of input), registering first
+ * with --register, and the gate as the endpoint. Else the worker's address and a token.
+ */
+async function chatLogin(o: ChatValues, user: string, typedPassword: string | undefined, lines: LineQueue, out: ChatOutput): Promise<ChatLogin> {
+  if (!o.gate) {
+    const token = o.token ?? new TokenSigner(o.secret ?? DEV_SECRET).mint({ uid: user, deviceId: o.device, ttlMs: 86_400_000 });
+    return { where: { host: o.host, port: o.port, token }, uid: user, taken: false };
+  }
+  const password = o.password ?? typedPassword ?? (await lines.first());
+  if (password === undefined) throw new SwitchboardError('SB_ERR_CONFIG', 'no password: give --password, or the password as the first line of input');
+  const uid = user.toLowerCase();
+  let taken = false;
+  if (o.register) {
+    try {
+      await registerThroughGate(o.gate, user, password);
+      out.line(`* registered ${uid}`);
+    } catch (err) {
+      if (!isSwitchboardError(err) || err.code !== 'SB_ERR_USERNAME_TAKEN') throw gateFailure(o.gate, err);
+      taken = true;
+      out.line(`* the name ${uid} is taken: logging in to it with this password`);
+    }
+  }
+  return { where: { endpoint: gateEndpoint(o.gate, { username: user, password, deviceId: o.device }) }, uid, taken };
+}
+
+/**
+ * The chat's client, its events shown as lines. `ended` rejects once the client closed for good
+ * after the login (a replaced session, a refusal on reconnect), with the reason said plainly.
+ */
+function chatClient({ where, uid }: ChatLogin, deviceId: string, out: ChatOutput): { client: ImClient; ended: Promise<never> } {
   let loggedIn = false;
   const backoff = defaultRetryStrategy();
   const client = new ImClient({
@@ -101,31 +147,10 @@ export async function chatCommand(argv: string[]): Promise<void> {
   client.on('gap', ({ from }) => out.line(`* older messages were pruned by the server; showing from #${from + 1}`));
   // The SDK has forgotten the old position; what follows may repeat messages shown before.
   client.on('reset', () => out.line('* the server lost or rewound its copy of your inbox: showing everything it holds again'));
-  // The client closed for good after the login (a replaced session, a refusal on reconnect):
-  // the chat ends with that reason instead of leaving a prompt nobody serves.
+  // The chat ends with that reason instead of leaving a prompt nobody serves.
   const ended = new Promise<never>((_, reject) => client.on('error', (err) => reject(endReason(err, uid, deviceId))));
   ended.catch(() => {});
-
-  const sender = new Sender(client, lines, out, o.gate ? (name) => normalizeUsername(name) ?? name : (name) => name);
-  try {
-    await client.connect().catch((err: unknown) => {
-      if (taken && isSwitchboardError(err) && err.code === 'SB_ERR_LOGIN_FAILED') {
-        throw new SwitchboardError('SB_ERR_USERNAME_TAKEN', `the name ${uid} is taken by another account (this password is not its password): choose another --user`);
-      }
-      throw err;
-    });
-    out.prompt();
-    await Promise.race([sender.run(), ended]);
-  } catch (err) {
-    lines.abandon();
-    client.close();
-    out.end();
-    throw err;
-  }
-  lines.abandon();
-  await client.logout();
-  out.end();
-  if (sender.failed > 0) throw new SwitchboardError(sender.firstFailure!, `${sender.failed} of ${sender.failed + sender.stored} messages were not sent`);
+  return { client, ended };
 }
 
 /** Lines of input, in order, waiting to be taken; input is paused while too many wait. */

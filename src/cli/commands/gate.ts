@@ -1,13 +1,10 @@
 // `switchboard gate`: the HTTP gate of a cluster. Follows the workers in ZooKeeper (without
-// registering itself), keeps users in Redis, and reads the OnlineCounter for /api/stats.
+// registering itself), keeps users in Redis, and reads the OnlineCounter for /api/stats. This
+// file turns its flags into the composition root's configuration (node.ts).
 
 import { createLogger } from '../../log.js';
-import { TokenSigner } from '../../auth/token.js';
-import { PasswordHasher } from '../../auth/password.js';
-import { ZooKeeperRegistry } from '../../registry/zk-registry.js';
-import { RedisUserStore } from '../../users/redis-user-store.js';
-import { OnlineCounter } from '../../cluster/online-counter.js';
-import { Gate } from '../../gate/gate-server.js';
+import { createSwitchboard } from '../../node.js';
+import { loadNativeZooKeeper } from '../../registry/zookeeper-client.js';
 import { PORT, envOf, parseOptions, usage, type OptionSpecs } from '../options.js';
 import {
   DEV_OPTION,
@@ -22,9 +19,14 @@ import {
   ZK_OPTIONS,
   addressInUse,
   requireOptions,
-  gateLimitsFrom, logRedis, probeFrom, redisPrefixFrom, redisTimeoutFrom, tokenSecretFrom, trustProxyFrom, zooKeeperAccessFrom } from '../common.js';
-import { RedisRateLimitStore } from '../../gate/redis-rate-limit-store.js';
-import { WorkerProbe } from '../../gate/worker-probe.js';
+  gateLimitsFrom,
+  probeFrom,
+  redisPrefixFrom,
+  redisTimeoutFrom,
+  tokenSecretFrom,
+  trustProxyFrom,
+  zooKeeperAccessFrom,
+} from '../common.js';
 
 // The gate's own address and ZooKeeper identity have variables of their own: SWITCHBOARD_PORT,
 // SWITCHBOARD_HOST and SWITCHBOARD_ZK_AUTH are the worker's, and one environment (a shared
@@ -63,8 +65,8 @@ export async function gateCommand(argv: string[]): Promise<void> {
   }
   // The embedded gate runs inside `switchboard start`: this one serves a cluster.
   requireOptions('the gate', OPTIONS, o, ['zk', 'redis']);
-  const zk = o.zk!;
-  const redis = o.redis!;
+  // Before anything connects: the native client is an optional dependency.
+  loadNativeZooKeeper();
   const log = createLogger({ level: o['log-level'] });
   for (const warning of o.warnings) log.warn(warning);
   const { secret, dev } = tokenSecretFrom(o, false, (message) => log.warn(message));
@@ -73,59 +75,20 @@ export async function gateCommand(argv: string[]): Promise<void> {
   const { auth } = zooKeeperAccessFrom(o, o.dev, log);
   const keyPrefix = redisPrefixFrom(o['redis-prefix']);
   const timeoutMs = redisTimeoutFrom(o);
-  const probeSettings = probeFrom(o);
-  const registry = new ZooKeeperRegistry({ connect: zk, root: o['zk-root'], auth, log: log.child({ component: 'zookeeper' }) });
-  const online = new OnlineCounter({
-    connect: zk,
-    root: o['zk-root'],
-    sessionTimeoutMs: 10_000,
-    selfId: () => '',
-    local: () => ({ users: 0, sessions: 0 }),
-    auth,
-    log: log.child({ component: 'online' }),
+  const probe = probeFrom(o);
+  const switchboard = createSwitchboard({
+    secret,
+    log,
+    redis: { url: o.redis!, keyPrefix, timeoutMs },
+    zookeeper: { connect: o.zk!, root: o['zk-root'], auth },
+    gate: { host: o.host, port: o.port, limits, registration: !o['no-registration'], trustProxy, probe },
   });
-  const users = new RedisUserStore({ url: redis, keyPrefix, timeoutMs });
-  logRedis(users.redis, log.child({ component: 'redis', store: 'users' }));
-  // Every gate on this Redis counts in the same windows: the limits hold for the whole fleet.
-  const rateLimits = new RedisRateLimitStore({ url: redis, keyPrefix: `${keyPrefix}rl:`, timeoutMs });
-  const probe = new WorkerProbe({ registry, ...probeSettings, log: log.child({ component: 'probe' }) });
-  const gate = new Gate({
-    host: o.host,
-    port: o.port,
-    registry,
-    users,
-    signer: new TokenSigner(secret),
-    hasher: new PasswordHasher(),
-    online: () => online.read(),
-    registration: !o['no-registration'],
-    limits,
-    rateLimits,
-    trustProxy,
-    probe,
-    log: log.child({ component: 'gate' }),
-  });
-  const shutdown = async () => {
-    probe.close();
-    await gate.close();
-    await online.close();
-    await registry.close();
-    await users.close();
-    await rateLimits.close();
-  };
-  try {
-    await registry.observe();
-    probe.start();
-    await gate.listen();
-  } catch (err) {
-    // The ZooKeeper session and the Redis connection would keep the process alive forever.
-    await shutdown();
-    throw addressInUse(err, [{ port: o.port, what: 'gate port', flag: 'port', env: envOf('port', OPTIONS.port) }]);
-  }
+  await switchboard.start((err) => addressInUse(err, [{ port: o.port, what: 'gate port', flag: 'port', env: envOf('port', OPTIONS.port) }]));
   await new Promise<void>((resolve) => {
     const stop = () => {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
-      void shutdown().then(resolve);
+      void switchboard.stop().then(resolve);
     };
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);

@@ -1,8 +1,11 @@
 // `switchboard start` (embedded single node) and `switchboard worker` (a worker node): both run
-// a worker until SIGINT or SIGTERM, then shut down gracefully.
+// a worker until SIGINT or SIGTERM, then shut down gracefully. This file turns their flags into
+// the composition root's configuration (node.ts) and prints what a person starting them needs.
 
-import { createNode } from '../../node.js';
-import { createLogger } from '../../log.js';
+import { createSwitchboard, type SwitchboardConfig } from '../../node.js';
+import type { ImNode } from '../../registry/im-node.js';
+import { createLogger, type Logger } from '../../log.js';
+import type { ClusterSettings } from '../../cluster/cluster.js';
 import { SwitchboardError } from '../../errors.js';
 import { PORT, envOf, parseOptions, usage, type OptionSpecs, type OptionValues, type ParsedOptions } from '../options.js';
 import {
@@ -25,7 +28,6 @@ import {
   inboxLimitsFrom,
   limitsFrom,
   memoryInboxBytesFrom,
-  logRedis,
   redisPrefixFrom,
   redisTimeoutFrom,
   zooKeeperAccessFrom,
@@ -34,15 +36,7 @@ import {
   isWildcard,
   wildcardWarning,
 } from '../common.js';
-import { Gate } from '../../gate/gate-server.js';
-import { MemoryUserStore } from '../../users/memory-user-store.js';
-import { RedisUserStore } from '../../users/redis-user-store.js';
-import type { UserStore } from '../../users/user-store.js';
-import { PasswordHasher } from '../../auth/password.js';
-import { MemoryInboxStore } from '../../inbox/memory-inbox-store.js';
-import { RedisInboxStore } from '../../inbox/redis-inbox-store.js';
-import { RedisSessionStore } from '../../session/redis-session-store.js';
-import { ZooKeeperRegistry } from '../../registry/zk-registry.js';
+import { loadNativeZooKeeper } from '../../registry/zookeeper-client.js';
 import type { AddressInfo } from 'node:net';
 
 const START_OPTIONS = {
@@ -107,8 +101,41 @@ type ServeValues = OptionValues<typeof START_OPTIONS> & OptionValues<typeof WORK
 async function serve(command: 'start' | 'worker', o: ServeValues): Promise<void> {
   const log = createLogger({ level: o['log-level'] });
   for (const warning of o.warnings) log.warn(warning);
+  const config = serveConfig(command, o, log);
+  const switchboard = createSwitchboard(config);
+  // What the worker tells clients (and peers) to connect to: the server's own rule.
+  const wildcard = !o['announce-host'] && isWildcard(o.host) ? wildcardWarning(o.host, '127.0.0.1', Boolean(o.zk)) : undefined;
+  if (wildcard) log.warn({ host: o.host, announceHost: '127.0.0.1', addresses: wildcard.addresses }, wildcard.message);
+  const workerPorts = [
+    { port: o.port, what: 'client port', flag: 'port', env: envOf('port', WORKER_OPTIONS.port) },
+    { port: o['peer-port'], what: 'peer port', flag: 'peer-port', env: envOf('peer-port', WORKER_OPTIONS['peer-port']) },
+  ];
+  const gatePorts = [{ port: o['gate-port'], what: 'gate port', flag: 'gate-port', env: envOf('gate-port', START_OPTIONS['gate-port']) }];
+  const started = await switchboard.start((err, part) => addressInUse(err, part === 'gate' ? gatePorts : workerPorts));
+  if (command === 'start') {
+    process.stderr.write(banner(o.host, started.worker!, started.gate, wildcard, switchboard.node!.users !== undefined));
+  }
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      log.info({ signal }, 'shutting down');
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      switchboard.stop().then(resolve, (err: unknown) => {
+        log.error({ err }, 'shutdown failed');
+        resolve();
+      });
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+}
+
+/** The flags as the composition root's configuration, every value checked first. */
+function serveConfig(command: 'start' | 'worker', o: ServeValues, log: Logger): SwitchboardConfig {
   if (o.zk) {
     requireOptions('cluster mode (--zk)', WORKER_OPTIONS, o, ['redis', 'cluster-secret']);
+    // Before anything connects: the native client is an optional dependency.
+    loadNativeZooKeeper();
   }
   // Without --zk a worker may run on the development secret (a development run); a cluster may not.
   const { secret, dev } = tokenSecretFrom(o, !o.zk, (message) => log.warn(message));
@@ -125,134 +152,55 @@ async function serve(command: 'start' | 'worker', o: ServeValues): Promise<void>
   const inboxLimits = inboxLimitsFrom(o);
   const timeoutMs = redisTimeoutFrom(o);
   const health = healthFrom(o);
-  const inbox = o.redis
-    ? new RedisInboxStore({ url: o.redis, keyPrefix, limits: inboxLimits, timeoutMs })
-    : new MemoryInboxStore({ ...inboxLimits, maxBytes: memoryInboxBytesFrom(o) }, Date.now, log.child({ component: 'inbox' }));
-  if (inbox instanceof RedisInboxStore) logRedis(inbox.redis, log.child({ component: 'redis', store: 'inbox' }));
-  // Accounts live where the inboxes do, so no inbox outlives the account it belongs to (else
-  // after a restart anyone could sign up with a stored user's name and read their messages):
-  // in Redis with --redis (where `switchboard gate` keeps them too), else in the embedded
-  // gate's memory; a worker without --redis and `start --no-gate` know no accounts. Where
-  // there are accounts, the worker refuses recipients without one.
-  const withGate = command === 'start' && !o['no-gate'];
-  const checkRecipients = !o['allow-unknown-recipients'];
-  const users: UserStore | undefined = o.redis && (withGate || checkRecipients) ? new RedisUserStore({ url: o.redis, keyPrefix, timeoutMs }) : withGate ? new MemoryUserStore() : undefined;
-  if (users instanceof RedisUserStore) logRedis(users.redis, log.child({ component: 'redis', store: 'users' }));
-  const cluster = o.zk
-    ? {
-        store: new RedisSessionStore({ url: o.redis!, keyPrefix, ttlMs: o['session-ttl-ms'], timeoutMs }),
-        registry: new ZooKeeperRegistry({
-          connect: o.zk,
-          root: o['zk-root'],
-          sessionTimeoutMs: o['zk-session-timeout-ms'],
-          reconcileIntervalMs: o['reconcile-ms'],
-          auth: zkAccess?.auth,
-          readers: zkAccess?.readers,
-          log: log.child({ component: 'zookeeper' }),
-        }),
-        settings: {
-          secret: clusterSecret!,
-          peerHost: o['peer-host'],
-          peerPort: o['peer-port'],
-          peerHandshakeTimeoutMs: o['peer-handshake-timeout-ms'],
-          peerMaxPending: o['peer-max-pending'],
-          peerReconnectMs: o['peer-reconnect-ms'],
-          peerQueueLimit: o['peer-queue'],
-          routeCacheTtlMs: o['route-cache-ttl-ms'],
-          routeCacheSize: o['route-cache-size'],
-        },
-      }
-    : undefined;
-  if (cluster) logRedis(cluster.store.redis, log.child({ component: 'redis', store: 'sessions' }));
-  const node = createNode({
-    inbox,
-    // The node closes it on stop.
-    users: checkRecipients ? users : undefined,
-    store: cluster?.store,
-    registry: cluster?.registry,
-    cluster: cluster?.settings,
-    online: o.zk ? { connect: o.zk, root: o['zk-root'], sessionTimeoutMs: o['zk-session-timeout-ms'], auth: zkAccess?.auth, readers: zkAccess?.readers } : undefined,
-    host: o.host,
-    port: o.port,
-    announceHost: o['announce-host'],
+  const limits = limitsFrom(o);
+  return {
     secret,
-    limits: limitsFrom(o),
-    health,
     log,
-  });
-  const stopNode = async () => {
-    await node.stop();
-    if (!checkRecipients) await users?.close();
+    redis: o.redis ? { url: o.redis, keyPrefix, timeoutMs } : undefined,
+    zookeeper: o.zk ? { connect: o.zk, root: o['zk-root'], sessionTimeoutMs: o['zk-session-timeout-ms'], reconcileIntervalMs: o['reconcile-ms'], auth: zkAccess?.auth, readers: zkAccess?.readers } : undefined,
+    worker: {
+      host: o.host,
+      port: o.port,
+      announceHost: o['announce-host'],
+      limits,
+      health,
+      inboxLimits,
+      memoryInboxBytes: memoryInboxBytesFrom(o),
+      checkRecipients: !o['allow-unknown-recipients'],
+      cluster: o.zk ? { settings: clusterSettingsFrom(o, clusterSecret!), sessionTtlMs: o['session-ttl-ms'] } : undefined,
+    },
+    // `start` is a complete system: the gate runs in the same process, on the same stores.
+    gate: gateLimits && { host: o.host, port: o['gate-port'], limits: gateLimits, registration: !o['no-registration'], trustProxy },
   };
-  // What the worker tells clients (and peers) to connect to: the server's own rule.
-  const wildcard = !o['announce-host'] && isWildcard(o.host) ? wildcardWarning(o.host, '127.0.0.1', Boolean(o.zk)) : undefined;
-  if (wildcard) log.warn({ host: o.host, announceHost: '127.0.0.1', addresses: wildcard.addresses }, wildcard.message);
-  const ports = [
-    { port: o.port, what: 'client port', flag: 'port', env: envOf('port', WORKER_OPTIONS.port) },
-    { port: o['peer-port'], what: 'peer port', flag: 'peer-port', env: envOf('peer-port', WORKER_OPTIONS['peer-port']) },
-  ];
-  let info;
-  try {
-    info = await node.start();
-  } catch (err) {
-    // Listening already, and connected to Redis: without this a worker that could not register
-    // (e.g. SB_ERR_REGISTRY_ACL) would print its error and keep running.
-    await stopNode().catch((stopErr: unknown) => log.error({ err: stopErr }, 'shutdown failed'));
-    throw addressInUse(err, ports);
-  }
-  // `start` is a complete system: the gate runs in the same process, on the same stores.
-  const gate =
-    gateLimits && users
-      ? new Gate({
-          host: o.host,
-          port: o['gate-port'],
-          registry: node.registry,
-          users,
-          signer: node.signer,
-          hasher: new PasswordHasher(),
-          online: async () => ({ users: node.server.sessions.users, sessions: node.server.sessions.size }),
-          registration: !o['no-registration'],
-          limits: gateLimits,
-          trustProxy,
-          log: log.child({ component: 'gate' }),
-        })
-      : undefined;
-  let gateAddress: AddressInfo | undefined;
-  try {
-    gateAddress = await gate?.listen();
-  } catch (err) {
-    // The worker is up already: without this, a busy gate port left it running after the error.
-    await stopNode();
-    throw addressInUse(err, [{ port: o['gate-port'], what: 'gate port', flag: 'gate-port', env: envOf('gate-port', START_OPTIONS['gate-port']) }]);
-  }
-  if (command === 'start') {
-    const hostPort = (host: string, port: number) => `${host.includes(':') ? `[${host}]` : host}:${port}`;
-    const gateUrl = gateAddress ? `http://${hostPort(info.host, gateAddress.port)}` : undefined;
-    const listening = o.host === info.host ? '' : `  listening on ${hostPort(o.host, info.port)}${gateAddress ? ` and ${hostPort(o.host, gateAddress.port)}` : ''}\n`;
-    process.stderr.write(
-      `\nswitchboard is running (node ${info.id}): clients are told ${hostPort(info.host, info.port)}${gateUrl ? `, gate ${gateUrl}` : ''}.\n` +
-        listening +
-        (wildcard ? `warning: ${wildcard.message}${wildcard.addresses.length > 0 ? ` (this host's addresses: ${wildcard.addresses.join(', ')})` : ''}\n` : '') +
-        (gateUrl
-          ? `Chat from two terminals (register a password on first use; messages go to registered names):\n  npx switchboard chat --gate ${gateUrl} --user bob --register\n  npx switchboard chat --gate ${gateUrl} --user alice --register   # then type: @bob hello\n`
-          : `Chat from two terminals:\n  npx switchboard chat --user alice --port ${info.port}\n  npx switchboard chat --user bob --port ${info.port}\n` +
-            (node.users ? 'Recipients need an account in the Redis user store (made by a gate on it), unless the node runs with --allow-unknown-recipients.\n' : '')) +
-        `Native clients log in through POST ${gateUrl ?? '(gate off)'}/api/login, or with a token from: npx switchboard token --user alice\n\n`,
-    );
-  }
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      log.info({ signal }, 'shutting down');
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      Promise.resolve(gate?.close())
-        .then(stopNode)
-        .then(resolve, (err: unknown) => {
-        log.error({ err }, 'shutdown failed');
-        resolve();
-      });
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-  });
+}
+
+function clusterSettingsFrom(o: ServeValues, secret: string): ClusterSettings {
+  return {
+    secret,
+    peerHost: o['peer-host'],
+    peerPort: o['peer-port'],
+    peerHandshakeTimeoutMs: o['peer-handshake-timeout-ms'],
+    peerMaxPending: o['peer-max-pending'],
+    peerReconnectMs: o['peer-reconnect-ms'],
+    peerQueueLimit: o['peer-queue'],
+    routeCacheTtlMs: o['route-cache-ttl-ms'],
+    routeCacheSize: o['route-cache-size'],
+  };
+}
+
+/** What `start` prints on stderr once it runs: where to reach it, and how to try it. */
+function banner(host: string, info: ImNode, gateAddress: AddressInfo | undefined, wildcard: { message: string; addresses: string[] } | undefined, accounts: boolean): string {
+  const hostPort = (h: string, port: number) => `${h.includes(':') ? `[${h}]` : h}:${port}`;
+  const gateUrl = gateAddress ? `http://${hostPort(info.host, gateAddress.port)}` : undefined;
+  const listening = host === info.host ? '' : `  listening on ${hostPort(host, info.port)}${gateAddress ? ` and ${hostPort(host, gateAddress.port)}` : ''}\n`;
+  return (
+    `\nswitchboard is running (node ${info.id}): clients are told ${hostPort(info.host, info.port)}${gateUrl ? `, gate ${gateUrl}` : ''}.\n` +
+    listening +
+    (wildcard ? `warning: ${wildcard.message}${wildcard.addresses.length > 0 ? ` (this host's addresses: ${wildcard.addresses.join(', ')})` : ''}\n` : '') +
+    (gateUrl
+      ? `Chat from two terminals (register a password on first use; messages go to registered names):\n  npx switchboard chat --gate ${gateUrl} --user bob --register\n  npx switchboard chat --gate ${gateUrl} --user alice --register   # then type: @bob hello\n`
+      : `Chat from two terminals:\n  npx switchboard chat --user alice --port ${info.port}\n  npx switchboard chat --user bob --port ${info.port}\n` +
+        (accounts ? 'Recipients need an account in the Redis user store (made by a gate on it), unless the node runs with --allow-unknown-recipients.\n' : '')) +
+    `Native clients log in through POST ${gateUrl ?? '(gate off)'}/api/login, or with a token from: npx switchboard token --user alice\n\n`
+  );
 }

@@ -2,8 +2,8 @@
 // appended to the recipient's inbox; only once the append is confirmed does the sender get its
 // MESSAGE_RESPONSE (with the assigned sequence), and then the recipient's online devices get
 // it live. Appends are issued in arrival order and confirmed in that order, so one sender's
-// messages keep their order without waiting for each other. A store that can append
-// synchronously (the memory one) is used so, and the whole message is handled in one go.
+// messages keep their order without waiting for each other. A store that answers append()
+// synchronously (the memory one) has the whole message handled in one go, without a promise.
 //
 // Before the append: the sender's message rate (MessageRate), and, where the worker knows the
 // accounts (RecipientCheck), that the recipient exists. A recipient not yet known to exist is
@@ -14,7 +14,7 @@ import { storedRequestBody, uint64String } from '../../protocol/codec.js';
 import { deliveryFits, storedResponseFrame } from '../../protocol/chat-frames.js';
 import { messageResponse } from '../../protocol/messages.js';
 import type { ImMessage, MessageRequest, UInt64 } from '../../protocol/types.js';
-import type { AppendResult } from '../../inbox/inbox-store.js';
+import { isPromise, type AppendResult } from '../../inbox/inbox-store.js';
 import { isSwitchboardError } from '../../errors.js';
 import type { LocalSession } from '../../session/local-session.js';
 import type { Connection } from '../connection.js';
@@ -81,20 +81,19 @@ function store(ctx: ServerContext, conn: Connection, session: LocalSession, sequ
   // client may reuse ids, so its messages are never deduplicated.
   const msgId = session.acks ? uint64String(request.msgId) : '0';
   const append = { uid: to, sender: session.uid, msgId, body };
-  const inbox = ctx.inbox;
-  if (inbox.appendNow) {
-    let result: AppendResult;
-    try {
-      result = inbox.appendNow(append);
-    } catch (err) {
-      storeFailed(conn, sequence, sessionId, err);
-      return;
-    }
+  let result: AppendResult | Promise<AppendResult>;
+  try {
+    result = ctx.inbox.append(append);
+  } catch (err) {
+    storeFailed(conn, sequence, sessionId, err);
+    return;
+  }
+  if (!isPromise(result)) {
     stored(ctx, conn, sequence, sessionId, to, body, result);
     return;
   }
   conn.startTask();
-  inbox.append(append).then(
+  result.then(
     (result) => {
       stored(ctx, conn, sequence, sessionId, to, body, result);
       conn.endTask();

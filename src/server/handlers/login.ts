@@ -1,5 +1,5 @@
 // LOGIN_REQUEST: verify the token, apply the device rules (replace the same device, cap the
-// number of devices), bind a LocalSession to the socket, record it in the SessionStore and
+// number of devices), bind a LocalSession to the socket, publish it (SessionDistributed) and
 // decide where its inbox replay starts. Any refusal is a LoginResponse with a code and a
 // reason, then the close.
 
@@ -72,7 +72,7 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   };
   let sync: SyncStart;
   try {
-    await ctx.store.add({ sessionId: session.sessionId, uid, deviceId, nodeId, platform: session.platform, loginAt: session.loginAt });
+    await ctx.directory.publish(session, nodeId);
     sync = await ctx.delivery.prepare(session, requested);
   } catch (err) {
     conn.log.error({ err }, 'login storage failed');

@@ -1,0 +1,309 @@
+// `bench chat` and `bench relay`: 1:1 chat through switchboard next to the bare relay measured
+// by the same drivers in the same run. Closed loop (a window of messages in flight per pair),
+// open loop at a fixed rate, or --max: a closed-loop probe for the ceiling, then open-loop
+// steps bisecting below it for the highest rate delivered in full within the p99 bound.
+
+import type { ScenarioOptions } from './options.js';
+import { mergeAccounting, type ChatLoadResult, type ChatSecond, type Endpoint, type Target } from '../chat-load.js';
+import { DriverTimeline } from '../timeline.js';
+import { SOCKETS_PER_ADDRESS, driverAddresses, runDrivers, share } from '../drivers.js';
+import { Latency } from '../latency.js';
+import { ProcessSampler, startRelayProcess } from '../processes.js';
+import { noProgress, type ProgressSink } from '../progress.js';
+import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, sumCounts, type Accounting, type BenchReport, type LatencyReport, type RunReport } from '../report.js';
+import { BENCH_WORKER_ARGS, startTarget } from '../targets.js';
+import { DEFAULT_INBOX_LIMITS } from '../../../src/inbox/inbox-store.js';
+import { sleep } from '../../../testkit/wait.js';
+
+export interface ChatScenarioOptions extends ScenarioOptions {
+  inbox: 'memory' | 'redis';
+  /** Logged-in connections in total: half send, half receive. */
+  connections: number;
+  /** Closed loop: messages in flight per pair. */
+  window: number;
+  /** Open loop: messages per second in total. */
+  rate?: number;
+  /** Find the highest sustained rate. */
+  max: boolean;
+  /** --max: a step counts as sustained only with delivery p99 at or below this. */
+  maxP99Ms: number;
+  payloadBytes: number;
+  crossNode: boolean;
+  /** Measure the bare relay too (the baseline of the ratio). */
+  relay: boolean;
+  /** Measure switchboard (false: `bench relay`, the baseline alone). */
+  switchboard: boolean;
+  drainMs: number;
+  /** The receivers discard this many deliveries (tests the loss accounting). */
+  dropForTest?: number;
+}
+
+/** Open-loop steps of --max: the highest sustained rate is found within 1.1 × ceiling / 2^(steps-1). */
+const MAX_STEPS = 6;
+const STEP_PAUSE_MS = 1000;
+
+interface Load {
+  label: string;
+  target: Target;
+  endpoints: Endpoint[];
+  rate?: number;
+}
+
+/** What the runs of one `bench chat` command share. */
+interface ChatRun {
+  o: ChatScenarioOptions;
+  pairs: number;
+  drivers: number;
+  progress: ProgressSink;
+  sampler: ProcessSampler;
+  runs: RunReport[];
+  warnings: string[];
+}
+
+export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport> {
+  if (o.connections < 2) throw new Error('--connections must be at least 2 (one sender, one receiver)');
+  const pairs = Math.floor(o.connections / 2);
+  const sampler = new ProcessSampler();
+  sampler.start();
+  const run: ChatRun = { o, pairs, drivers: Math.max(1, Math.min(o.drivers, pairs)), progress: o.progress ?? noProgress, sampler, runs: [], warnings: [] };
+  const relayRate = o.relay ? await relayRun(run) : undefined;
+  const targetLabel = o.switchboard ? await switchboardRuns(run) : 'bare relay';
+  sampler.stop();
+  annotate(run, relayRate);
+  return chatReport(run, targetLabel);
+}
+
+/** One measured run of the drivers against `load`. */
+async function measure(run: ChatRun, load: Load): Promise<RunReport> {
+  const { o, pairs, drivers, sampler } = run;
+  let startedAt = 0;
+  // Distinct msg_ids per run: a later run against the same server is not deduped against this one.
+  const msgIdBase = Date.now() * 1000;
+  const timeline = new DriverTimeline(drivers, (p) =>
+    run.progress(`[${load.label}] ${String(p.t).padStart(3)} s ${String(p.phase).padEnd(7)} delivered ${fmt.rate(Number(p.delivered)).padStart(9)}/s  p99 ${fmt.ms(Number(p.p99Ms)).padStart(8)} ms  errors ${p.errors}  connections ${p.connections}`),
+  );
+  const results = await runDrivers({
+    task: 'chat',
+    drivers,
+    sampler,
+    onReady: () => {
+      startedAt = sampler.now();
+    },
+    onTick: (_index, tick) => timeline.add(tick as ChatSecond),
+    options: (index) => ({
+      target: load.target,
+      endpoints: load.endpoints,
+      crossNode: o.crossNode,
+      localAddresses: driverAddresses(index, load.endpoints[0]!.host, Math.ceil((2 * share(pairs, drivers, index)) / SOCKETS_PER_ADDRESS)),
+      pairs: share(pairs, drivers, index),
+      msgIdBase,
+      pairOffset: Array.from({ length: index }, (_, j) => share(pairs, drivers, j)).reduce((a, b) => a + b, 0),
+      window: o.window,
+      ...(load.rate === undefined ? {} : { rate: load.rate * (share(pairs, drivers, index) / pairs) }),
+      warmupMs: o.warmupS * 1000,
+      durationMs: o.durationS * 1000,
+      payloadBytes: o.payloadBytes,
+      drainMs: o.drainMs,
+      ...(index === 0 && o.dropForTest ? { dropForTest: o.dropForTest } : {}),
+      secret: o.secret,
+    }),
+  });
+  const endedAt = sampler.now();
+  const from = startedAt + o.warmupS;
+  const to = from + o.durationS;
+  run.warnings.push(...driverWarnings(sampler.series, from, to).map((w) => `${load.label}: ${w}`));
+  return summarize(load, results, timeline, sliceProcesses(sampler.series, startedAt, endedAt), meanCpu(sampler.series, from, to));
+}
+
+/** The bare relay's run; resolves its delivered rate, the baseline of the ratio. */
+async function relayRun(run: ChatRun): Promise<number | undefined> {
+  const { o } = run;
+  const relay = await startRelayProcess();
+  run.sampler.add('relay', 'relay', relay.child.pid);
+  try {
+    const report = await measure(run, { label: 'bare relay', target: 'relay', endpoints: [{ host: '127.0.0.1', port: relay.port }], ...(o.rate && !o.max ? { rate: o.rate } : {}) });
+    run.runs.push(report);
+    return report.metrics.deliveredPerSec;
+  } finally {
+    await relay.stop();
+  }
+}
+
+/** switchboard's run (or, with --max, its probe and bisection steps); resolves the target's label. */
+async function switchboardRuns(run: ChatRun): Promise<string> {
+  const { o } = run;
+  const target = await startTarget({ kind: o.target, workers: o.workers, inbox: o.inbox, fsync: o.fsync, secret: o.secret, workerEndpoints: o.workerEndpoints, sampler: run.sampler });
+  try {
+    const endpoints = target.workers.map(({ host, port }) => ({ host, port }));
+    if (o.crossNode && endpoints.length < 2) throw new Error('--cross-node needs at least two workers (--target cluster --workers 2)');
+    const label = o.crossNode ? 'switchboard, cross-node' : 'switchboard';
+    if (o.max) await maxSearch(run, label, endpoints);
+    else run.runs.push(await measure(run, { label, target: 'switchboard', endpoints, ...(o.rate ? { rate: o.rate } : {}) }));
+    return target.label;
+  } finally {
+    await target.stop();
+  }
+}
+
+/**
+ * --max: a closed-loop probe for the ceiling, then bisection over (0, 1.1 × ceiling] for the
+ * highest open-loop rate sustained (an open-loop rate is usually well below the closed-loop
+ * ceiling: no batching of several messages per read and write).
+ */
+async function maxSearch(run: ChatRun, label: string, endpoints: Endpoint[]): Promise<void> {
+  const { o } = run;
+  const probe = await measure(run, { label: `${label}, closed loop (probe)`, target: 'switchboard', endpoints });
+  run.runs.push(probe);
+  const ceiling = probe.metrics.deliveredPerSec!;
+  if (!(ceiling > 0)) throw new Error(`--max: the closed-loop probe delivered nothing (errors: ${JSON.stringify(probe.errors)})`);
+  let lo = 0;
+  let hi = ceiling * 1.1;
+  let best: RunReport | undefined;
+  for (let step = 0; step < MAX_STEPS; step++) {
+    // A step starts on a server that has worked off the previous one's backlog.
+    await sleep(STEP_PAUSE_MS);
+    const rate = Math.round(step === 0 ? ceiling / 2 : (lo + hi) / 2);
+    const report = await measure(run, { label: `${label}, open loop ${fmt.rate(rate)}/s`, target: 'switchboard', endpoints, rate });
+    const sustained = report.metrics.deliveredPerSec! >= 0.97 * rate && report.latency.delivery!.p99 <= o.maxP99Ms && (report.accounting?.lost ?? 0) === 0;
+    report.metrics.sustained = sustained ? 1 : 0;
+    run.runs.push(report);
+    if (sustained) {
+      lo = rate;
+      if (!best || rate > best.metrics.offeredPerSec!) best = report;
+    } else {
+      hi = rate;
+    }
+  }
+  if (best) best.notes.push(`highest sustained rate: ${fmt.rate(best.metrics.offeredPerSec!)} msg/s (delivery p99 ≤ ${o.maxP99Ms} ms, ≥ 97% delivered, nothing lost; ${MAX_STEPS} bisection steps)`);
+  else run.warnings.push(`no open-loop step was sustained: every rate tried missed p99 ≤ ${o.maxP99Ms} ms or lost messages`);
+}
+
+/** What the runs say together: the ratio to the relay, the memory inbox's retention, losses. */
+function annotate({ o, pairs, runs, warnings }: ChatRun, relayRate: number | undefined): void {
+  if (relayRate) for (const run of runs) run.metrics.ratioToRelay = run.metrics.deliveredPerSec! / relayRate;
+  if (o.target === 'embedded' && o.inbox === 'memory') {
+    // Runs of one command share the node: what a run stored is still held in the next.
+    let stored = 0;
+    for (const run of runs) {
+      if (!run.accounting) continue;
+      stored += run.accounting.acked;
+      run.notes.push(memoryInboxNote(pairs, stored));
+    }
+  }
+  for (const run of runs) {
+    if (run.accounting && (run.accounting.lost > 0 || run.accounting.dup > 0)) {
+      warnings.push(`${run.label}: lost=${run.accounting.lost} dup=${run.accounting.dup}: acknowledged messages were not delivered exactly once`);
+    }
+  }
+}
+
+function chatReport({ o, pairs, drivers, runs, warnings }: ChatRun, targetLabel: string): BenchReport {
+  const mode = o.max ? `--max (p99 ≤ ${o.maxP99Ms} ms)` : o.rate ? `open loop at ${fmt.rate(o.rate)} msg/s` : `closed loop, window ${o.window}`;
+  return {
+    scenario: o.switchboard ? 'chat' : 'relay',
+    title: `1:1 chat, ${pairs} pairs (${pairs * 2} connections), ${mode}, ${o.payloadBytes}-byte payload, ${o.durationS} s after ${o.warmupS} s warm-up, ${drivers} driver${drivers > 1 ? 's' : ''}`,
+    date: new Date().toISOString(),
+    command: o.command,
+    machine: machineInfo(),
+    options: { ...o, progress: undefined },
+    target: targetLabel,
+    runs,
+    table: {
+      columns: ['run', 'deliv/s', 'acked/s', 'ratio', 'p50 ms', 'p90', 'p99', 'p99.9', 'max', 'ack p99', 'server cpu', 'driver cpu', 'lost', 'dup'],
+      rows: runs.map(tableRow),
+    },
+    warnings,
+  };
+}
+
+function tableRow(r: RunReport): (string | number)[] {
+  const d = r.latency.delivery!;
+  const relay = !r.accounting;
+  return [
+    r.label,
+    fmt.rate(r.metrics.deliveredPerSec!),
+    relay ? '-' : fmt.rate(r.metrics.ackedPerSec!),
+    r.metrics.ratioToRelay === undefined ? '-' : fmt.ratio(r.metrics.ratioToRelay),
+    fmt.ms(d.p50),
+    fmt.ms(d.p90),
+    fmt.ms(d.p99),
+    fmt.ms(d.p999),
+    fmt.ms(d.max),
+    relay ? '-' : fmt.ms(r.latency.ack!.p99),
+    fmt.pct(r.metrics.serverCpu!),
+    fmt.pct(r.metrics.driverCpu!),
+    relay ? '-' : r.accounting!.lost,
+    relay ? '-' : r.accounting!.dup,
+  ];
+}
+
+/** The --inbox-memory-mb the bench gives the nodes it starts. */
+function benchInboxMemoryMb(): number {
+  const at = BENCH_WORKER_ARGS.indexOf('--inbox-memory-mb');
+  return Number(BENCH_WORKER_ARGS[at + 1]);
+}
+
+const thousands = (n: number) => n.toLocaleString('en-US').replace(/,/g, ' ');
+
+/**
+ * Why the embedded node's RSS climbs through a chat run on the memory inbox: it holds every
+ * message it stored (acknowledged ones too: a user's other devices may still read them) up to
+ * the inbox's bounds, which a run of seconds reaches only by count. `stored`: messages the node
+ * acknowledged (stored) so far, this run and the earlier ones of the same command.
+ */
+export function memoryInboxNote(recipients: number, stored: number): string {
+  const perUser = DEFAULT_INBOX_LIMITS.maxMessages;
+  const days = (ms: number) => `${ms / 86_400_000} day${ms === 86_400_000 ? '' : 's'}`;
+  const held = Math.min(stored, recipients * perUser);
+  return (
+    `memory: the in-memory inbox keeps every stored message in the node's RSS, acknowledged or not, up to its bounds: ` +
+    `per recipient at most ${thousands(perUser)} messages (--inbox-max-messages) none older than ${days(DEFAULT_INBOX_LIMITS.maxAgeMs)} (--inbox-max-age-s), ` +
+    `and a dedupe entry per message for ${days(DEFAULT_INBOX_LIMITS.dedupeWindowMs)} (--dedupe-window-s, at most ${thousands(perUser)} per recipient); ` +
+    `all inboxes together at most ${thousands(benchInboxMemoryMb())} MiB accounted (--inbox-memory-mb as the bench starts the node; 256 by default), ` +
+    `past which appends are refused with SB_ERR_STORE_FULL. ` +
+    `A run of seconds reaches no age bound, so RSS grows with every message stored until each of the ${thousands(recipients)} recipients holds ${thousands(perUser)}, then levels off: ` +
+    `${thousands(stored)} stored so far, at most ${thousands(held)} of them still held (${stored > held ? 'the oldest pruned' : 'none pruned yet'}). Retention, not a leak.`
+  );
+}
+
+function summarize(load: Load, results: ChatLoadResult[], timeline: DriverTimeline, processes: RunReport['processes'], cpu: Record<string, number>): RunReport {
+  const merged = (key: 'deliveryLatency' | 'ackLatency' | 'sendLag' | 'fromSendLatency'): LatencyReport => Latency.merged(results.map((r) => r[key])).report();
+  const seconds = Math.max(...results.map((r) => r.seconds));
+  const delivered = results.reduce((sum, r) => sum + r.delivered, 0);
+  const acked = results.reduce((sum, r) => sum + r.acked, 0);
+  const errors = sumCounts(results.map((r) => r.errors));
+  const accountings = results.map((r) => r.accounting).filter((a): a is Accounting => a !== undefined);
+  const sum = (roles: string[]) => processes.filter((p) => roles.includes(p.role)).reduce((total, p) => total + (cpu[p.pid] ?? 0), 0);
+  const latency: Record<string, LatencyReport> = { delivery: merged('deliveryLatency') };
+  if (load.target === 'switchboard') latency.ack = merged('ackLatency');
+  if (load.rate !== undefined) {
+    latency.sendLag = merged('sendLag');
+    latency.deliveryFromSend = merged('fromSendLatency');
+  }
+  const metrics: Record<string, number> = {
+    deliveredPerSec: delivered / seconds,
+    ackedPerSec: acked / seconds,
+    serverCpu: sum(['worker', 'node', 'relay']),
+    driverCpu: sum(['driver']),
+  };
+  if (load.rate !== undefined) metrics.offeredPerSec = load.rate;
+  const redis = processes.find((p) => p.role === 'redis');
+  if (redis && cpu[redis.pid] !== undefined) metrics.redisCpu = cpu[redis.pid]!;
+  return {
+    label: load.label,
+    metrics,
+    latency,
+    timeline: timeline.points(),
+    // Only the processes of this run: the relay's run does not list the workers, and vice versa.
+    processes: processes.filter((p) => p.samples.length > 0),
+    errors,
+    ...(accountings.length ? { accounting: mergeAccounting(accountings) } : {}),
+    notes:
+      load.rate !== undefined
+        ? [
+            `driver send lag p99 ${fmt.ms(latency.sendLag!.p99)} ms (the driver's own share of the latency); ` +
+              `delivery from the actual send p50 ${fmt.ms(latency.deliveryFromSend!.p50)} p99 ${fmt.ms(latency.deliveryFromSend!.p99)} p99.9 ${fmt.ms(latency.deliveryFromSend!.p999)} ms`,
+          ]
+        : [],
+  };
+}

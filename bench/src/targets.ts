@@ -1,0 +1,182 @@
+// What a bench run measures, started by the bench or pointed at: `embedded` is one
+// `switchboard start` process (gate + worker, in-memory stores unless --inbox redis);
+// `cluster` is a real ZooKeeper and Redis, N `switchboard worker` processes and a
+// `switchboard gate`; `external` is a running deployment given by --worker and --gate.
+
+import { randomBytes } from 'node:crypto';
+import { digestId } from '../../src/registry/cluster-acl.js';
+import { listeningPort, spawnServer, started, startGateProcess, startWorkerProcess, type ProcessSampler, type ServerOptions, type Started } from './processes.js';
+import { startRedisServer, startZooKeeperServer, type RedisServer, type ZooKeeperServer } from '../../testkit/services.js';
+import { sleep } from '../../testkit/wait.js';
+
+export type TargetKind = 'embedded' | 'cluster' | 'external';
+
+export interface TargetOptions {
+  kind: TargetKind;
+  /** cluster: worker processes (default 2). */
+  workers?: number;
+  /** embedded: where the inbox lives (cluster: always Redis). */
+  inbox?: 'memory' | 'redis';
+  /** Redis persistence when the bench starts Redis. */
+  fsync?: 'none' | 'everysec' | 'always';
+  /** Token signing secret of the target (external: must match the deployment's). */
+  secret: string;
+  /** external: worker endpoints host:port, and the gate's base URL. */
+  workerEndpoints?: string[];
+  gateUrl?: string;
+  /** Extra flags for every worker (and the embedded node). */
+  workerArgs?: string[];
+  /** Extra flags for the gate (and the embedded node). */
+  gateArgs?: string[];
+  sampler?: ProcessSampler;
+}
+
+export interface WorkerEndpoint {
+  name: string;
+  host: string;
+  port: number;
+  /** Present when the bench started it. */
+  process?: Started;
+}
+
+export interface RunningTarget {
+  kind: TargetKind;
+  /** e.g. "embedded (memory inbox)", "cluster of 3 workers (redis)". */
+  label: string;
+  secret: string;
+  workers: WorkerEndpoint[];
+  gateUrl?: string;
+  /** cluster: the connect strings, for a worker started later (or restarted). */
+  zk?: ZooKeeperServer;
+  redis?: RedisServer;
+  /** Starts one more worker in the cluster (cluster only). */
+  addWorker?(): Promise<WorkerEndpoint>;
+  stop(): Promise<void>;
+}
+
+const LOOPBACK = '127.0.0.1';
+
+/** The cluster (peer) secret of a cluster target started with token secret `secret`. */
+export const clusterSecretOf = (secret: string) => `${secret}-cluster`;
+
+/**
+ * The bench measures the server, not its abuse limits: every worker it starts (and the
+ * embedded node) runs with the message rate and the connection caps raised out of reach (its
+ * drivers send far above a client's rate and open thousands of connections per source
+ * address), so what they cost per message and per connection is measured while they refuse
+ * nothing; it accepts any recipient (its users have tokens, not accounts) and has room for the
+ * memory inboxes of a long run. A scenario's own workerArgs come after these and win.
+ */
+const OUT_OF_REACH = '1000000000';
+export const BENCH_WORKER_ARGS: readonly string[] = Object.freeze([
+  '--msg-rate', OUT_OF_REACH,
+  '--msg-burst', OUT_OF_REACH,
+  '--user-msg-rate', OUT_OF_REACH,
+  '--user-msg-burst', OUT_OF_REACH,
+  '--max-connections-per-ip', OUT_OF_REACH,
+  '--max-unauthenticated', OUT_OF_REACH,
+  '--allow-unknown-recipients',
+  '--inbox-memory-mb', '16384',
+]);
+
+export async function startTarget(o: TargetOptions): Promise<RunningTarget> {
+  if (o.kind === 'external') return externalTarget(o);
+  const stops: (() => Promise<void>)[] = [];
+  const stop = async () => {
+    for (const fn of stops.reverse()) await fn().catch(() => {});
+  };
+  try {
+    return o.kind === 'embedded' ? await embedded(o, stops, stop) : await cluster(o, stops, stop);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+function externalTarget(o: TargetOptions): RunningTarget {
+  if (!o.workerEndpoints?.length) throw new Error('--target external needs --worker host:port (one or more, comma-separated)');
+  const workers = o.workerEndpoints.map((endpoint, i) => {
+    const m = /^(.*):(\d+)$/.exec(endpoint);
+    if (!m) throw new Error(`--worker ${endpoint}: expected host:port`);
+    return { name: `worker-${i}`, host: m[1]!, port: Number(m[2]) };
+  });
+  return { kind: 'external', label: `external (${o.workerEndpoints.join(', ')})`, secret: o.secret, workers, ...(o.gateUrl ? { gateUrl: o.gateUrl } : {}), stop: async () => {} };
+}
+
+async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: () => Promise<void>): Promise<RunningTarget> {
+  const extra: string[] = [];
+  if (o.inbox === 'redis') {
+    const redis = await startRedisServer({ fsync: o.fsync ?? 'none' });
+    stops.push(redis.kill);
+    o.sampler?.add('redis', 'redis', redis.process.pid);
+    extra.push('--redis', redis.url);
+  }
+  // `start` logs "worker listening" and then "gate listening": both are waited for from the start.
+  const options: ServerOptions = {
+    name: 'node',
+    role: 'node',
+    args: ['start', '--port', '0', '--gate-port', '0', '--secret', o.secret, '--log-level', 'info', ...extra, ...BENCH_WORKER_ARGS, ...(o.workerArgs ?? []), ...(o.gateArgs ?? [])],
+  };
+  const server = spawnServer(options);
+  const stopServer = started(options, server, 0).stop;
+  stops.push(stopServer);
+  const [port, gatePort] = await Promise.all([listeningPort(server, 'worker listening'), listeningPort(server, 'gate listening')]);
+  const node = started(options, server, port);
+  o.sampler?.add('node', 'node', node.child.pid);
+  const inbox = o.inbox === 'redis' ? `redis inbox, fsync ${o.fsync ?? 'none'}` : 'memory inbox';
+  return {
+    kind: 'embedded',
+    label: `embedded (${inbox})`,
+    secret: o.secret,
+    workers: [{ name: 'node', host: LOOPBACK, port: node.port, process: node }],
+    gateUrl: `http://${LOOPBACK}:${gatePort}`,
+    stop,
+  };
+}
+
+async function cluster(o: TargetOptions, stops: (() => Promise<void>)[], stop: () => Promise<void>): Promise<RunningTarget> {
+  // Both start at once; whichever started is stopped again if the other failed.
+  const [zkStarted, redisStarted] = await Promise.allSettled([startZooKeeperServer(), startRedisServer({ fsync: o.fsync ?? 'none' })]);
+  for (const service of [zkStarted, redisStarted]) if (service.status === 'fulfilled') stops.push(service.value.kill);
+  if (zkStarted.status === 'rejected') throw zkStarted.reason;
+  if (redisStarted.status === 'rejected') throw redisStarted.reason;
+  const [zk, redis] = [zkStarted.value, redisStarted.value];
+  o.sampler?.add('zookeeper', 'zookeeper', zk.process.pid);
+  o.sampler?.add('redis', 'redis', redis.process.pid);
+  const root = `/bench-${process.pid}`;
+  // ZooKeeper authentication on, as in production: an identity for the workers, one for the gate.
+  const zkWorker = { user: 'sb-bench-worker', password: randomBytes(18).toString('base64url') };
+  const zkGate = { user: 'sb-bench-gate', password: randomBytes(18).toString('base64url') };
+  const clusterArgs = [
+    '--zk', zk.connect, '--zk-root', root, '--redis', redis.url, '--cluster-secret', clusterSecretOf(o.secret),
+    '--zk-auth', `${zkWorker.user}:${zkWorker.password}`, '--zk-readers', digestId(zkGate),
+  ];
+  const workers: WorkerEndpoint[] = [];
+  const addWorker = async () => {
+    const name = `worker-${workers.length}`;
+    const worker = await startWorkerProcess(name, o.secret, [...clusterArgs, ...BENCH_WORKER_ARGS, ...(o.workerArgs ?? [])]);
+    stops.push(worker.stop);
+    o.sampler?.add(name, 'worker', worker.child.pid);
+    const endpoint = { name, host: LOOPBACK, port: worker.port, process: worker };
+    workers.push(endpoint);
+    return endpoint;
+  };
+  const n = o.workers ?? 2;
+  for (let i = 0; i < n; i++) await addWorker();
+  const gate = await startGateProcess('gate', o.secret, ['--zk', zk.connect, '--zk-root', root, '--zk-auth', `${zkGate.user}:${zkGate.password}`, '--redis', redis.url, ...(o.gateArgs ?? [])]);
+  stops.push(gate.stop);
+  o.sampler?.add('gate', 'gate', gate.child.pid);
+  // Peer links come up within a second of registration; the gate's view follows its watches.
+  await sleep(1500);
+  return {
+    kind: 'cluster',
+    label: `cluster of ${n} workers (redis, fsync ${o.fsync ?? 'none'})`,
+    secret: o.secret,
+    workers,
+    gateUrl: `http://${LOOPBACK}:${gate.port}`,
+    zk,
+    redis,
+    addWorker,
+    stop,
+  };
+}

@@ -1,0 +1,91 @@
+// What an ImClient is given: where to connect and with which token, who it is, its timeouts and
+// bounds, how it reconnects, and where its inbox position is kept. The defaults are applied in
+// one place, clientSettings().
+
+import { DEFAULT_MAX_FRAME_LENGTH } from '../protocol/frame.js';
+import type { Logger } from '../log.js';
+
+/** Returns the delay before reconnect attempt `attempt` (1, 2, ...), or null to give up. */
+export type RetryStrategy = (attempt: number) => number | null;
+
+/** Where to connect and with which token. */
+export interface Endpoint {
+  host: string;
+  port: number;
+  token: string;
+}
+
+export interface ImClientOptions {
+  /** Fixed endpoint; or give `endpoint` instead. */
+  host?: string;
+  port?: number;
+  token?: string;
+  /**
+   * Asked before every connection attempt (e.g. gateEndpoint(): a login at the gate, which names
+   * the least-loaded live worker): a client whose worker went away moves to another one.
+   */
+  endpoint?: () => Promise<Endpoint>;
+  uid: string;
+  deviceId?: string;
+  platform?: number;
+  appVersion?: string;
+  /**
+   * How often to heartbeat. Default: the interval the server tells at login (50 s, as the
+   * original clients, from a server that tells none), so a server whose operator shortened it
+   * does not close this client as idle. Given, it is used as is. The connection is dropped
+   * after 3 silent intervals.
+   */
+  heartbeatIntervalMs?: number;
+  /** How long send(), login and logout wait for the server. Default 10 s. */
+  requestTimeoutMs?: number;
+  /** Sends waiting for a response or for the connection, together. Default 1000. */
+  maxPendingRequests?: number;
+  /**
+   * The server's maximum frame length (`--max-frame-length`, default 65536): frames received are
+   * checked against it, and a message that would not fit once sent or delivered is refused by
+   * send() with SB_ERR_MESSAGE_TOO_LARGE before anything is written. Set it to the server's.
+   */
+  maxFrameLength?: number;
+  /**
+   * Default: capped exponential backoff with jitter, never giving up. False: no reconnect. An
+   * `endpoint()` rejection carrying a numeric `retryAfterMs` (the gate's 429) is waited out.
+   */
+  retryStrategy?: RetryStrategy | false;
+  /**
+   * Acknowledge deliveries (MESSAGE_ACK) and replay from the last processed one; also what makes
+   * the server deduplicate msg_ids, so that sends cut off by a reconnect can be resent. Default true.
+   */
+  acks?: boolean;
+  /** Highest inbox sequence this device processed before (e.g. loaded from disk). */
+  lastSeq?: number;
+  /** The inbox epoch `lastSeq` belongs to, as savePosition gave it (0 or unset: unknown). */
+  inboxEpoch?: number;
+  /**
+   * Called with the new position and the inbox epoch it belongs to after each processed
+   * delivery, and when a login moves it (a gap, a reset) or tells a new epoch: persist both, and
+   * pass them back as `lastSeq` and `inboxEpoch` to resume there.
+   */
+  savePosition?: (seq: number, epoch: number) => void;
+  log?: Logger;
+}
+
+/** The options with their defaults applied. */
+export type ClientSettings = Required<Pick<ImClientOptions, 'heartbeatIntervalMs' | 'requestTimeoutMs' | 'maxPendingRequests' | 'maxFrameLength'>> & ImClientOptions;
+
+export function clientSettings(options: ImClientOptions): ClientSettings {
+  return {
+    heartbeatIntervalMs: 50_000,
+    requestTimeoutMs: 10_000,
+    maxPendingRequests: 1000,
+    maxFrameLength: DEFAULT_MAX_FRAME_LENGTH,
+    ...options,
+  };
+}
+
+/** Capped exponential backoff with jitter: attempt n waits between half and all of min(maxMs, baseMs·2^(n-1)). */
+export function defaultRetryStrategy({ baseMs = 200, maxMs = 30_000 } = {}): RetryStrategy {
+  return (attempt) => {
+    const cap = Math.min(maxMs, baseMs * 2 ** Math.min(attempt - 1, 20));
+    return Math.round(cap / 2 + Math.random() * (cap / 2));
+  };
+}

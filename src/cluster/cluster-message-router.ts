@@ -1,0 +1,125 @@
+// ClusterMessageRouter: the cluster's MessageRouter (server/cluster-seam.ts). Delivers a stored
+// message to the recipient's sessions on this worker and forwards one PEER_DELIVER frame to each
+// other worker that holds any of them (RouteCache, so no SessionStore read per message), through
+// the WorkerRouter's peer links. Logins and logouts are announced to every peer (SESSION_ON /
+// SESSION_OFF, the original notification types) so their caches drop the user.
+//
+// A message stored while a peer still had a stale "not here" entry for a user who just logged
+// in on this worker would miss that session; so each new session re-reads its inbox once the
+// announcement has had time to spread and once more after a cache TTL (recheck queue).
+// A worker that registers again after its ZooKeeper session expired was dropped by the others
+// meanwhile (links closed, frames dropped, its sessions purged): once SessionDistributed has
+// published its sessions again, it treats them all as new logins, announcing them again and
+// scheduling the same rechecks.
+
+import type { Logger } from '../log.js';
+import { encodeMessageFrame } from '../protocol/codec.js';
+import { notification } from '../protocol/messages.js';
+import { HeadType, NotificationType } from '../protocol/types.js';
+import type { LocalSession } from '../session/local-session.js';
+import type { SessionDistributed } from '../session/session-distributed.js';
+import type { LocalPort, MessageRouter } from '../server/cluster-seam.js';
+import type { RouteCache } from './route-cache.js';
+import type { WorkerRouter } from './worker-router.js';
+
+export interface ClusterMessageRouterOptions {
+  local: LocalPort;
+  workers: WorkerRouter;
+  routes: RouteCache;
+  selfId: () => string;
+  routeCacheTtlMs: number;
+  /** Followed for the re-publishing after a re-registration (after a session expiry). */
+  directory: Pick<SessionDistributed, 'onRepublished'>;
+  log: Logger;
+}
+
+const RECHECK_TICK_MS = 250;
+
+export class ClusterMessageRouter implements MessageRouter {
+  readonly #o: ClusterMessageRouterOptions;
+  /**
+   * Users whose local sessions re-read their inbox at `at`: one queue per delay, so each is in
+   * time order as it is appended to (no sort per login).
+   */
+  readonly #rechecks: { uid: string; at: number }[][] = [[], []];
+  /** Sessions announced by this worker (opened and not closed): what a re-registration re-announces. */
+  readonly #open = new Set<LocalSession>();
+  readonly #timer: NodeJS.Timeout;
+  readonly #unsubscribe: () => void;
+
+  constructor(options: ClusterMessageRouterOptions) {
+    this.#o = options;
+    this.#timer = setInterval(() => this.#runRechecks(), RECHECK_TICK_MS);
+    this.#timer.unref();
+    this.#unsubscribe = options.directory.onRepublished(() => this.#registeredAgain());
+  }
+
+  deliver(uid: string, seq: number, body: Uint8Array, epoch: number): void {
+    this.#o.local.deliver(uid, seq, body, epoch);
+    const nodes = this.#o.routes.lookup(uid);
+    if (nodes instanceof Promise) {
+      nodes.then(
+        (n) => this.#forward(n, uid, seq, body, epoch),
+        (err: unknown) => this.#o.log.warn({ err, uid }, 'route lookup failed; the recipient gets the message by sync'),
+      );
+    } else if (nodes.size > 0) {
+      this.#forward(nodes, uid, seq, body, epoch);
+    }
+  }
+
+  sessionOpened(session: LocalSession): void {
+    this.#open.add(session);
+    this.#opened([session.uid]);
+  }
+
+  sessionClosed(session: LocalSession): void {
+    this.#open.delete(session);
+    this.#announce(NotificationType.SESSION_OFF, session.uid);
+  }
+
+  async close(): Promise<void> {
+    this.#unsubscribe();
+    clearInterval(this.#timer);
+    for (const queue of this.#rechecks) queue.length = 0;
+    this.#open.clear();
+    this.#o.workers.close();
+    this.#o.routes.clear();
+  }
+
+  #forward(nodes: ReadonlySet<string>, uid: string, seq: number, body: Uint8Array, epoch: number): void {
+    if (nodes.size === 0) return;
+    const frame = encodeMessageFrame({ type: HeadType.PEER_DELIVER, peerDeliver: { uid, seq, body, epoch } });
+    for (const nodeId of nodes) this.#o.workers.send(nodeId, frame, uid);
+  }
+
+  /** Announces the users' sessions and schedules their inbox re-reads (see the module comment). */
+  #opened(uids: Iterable<string>): void {
+    const now = Date.now();
+    for (const uid of uids) {
+      this.#announce(NotificationType.SESSION_ON, uid);
+      this.#rechecks[0]!.push({ uid, at: now + 1000 });
+      this.#rechecks[1]!.push({ uid, at: now + this.#o.routeCacheTtlMs + 1000 });
+    }
+  }
+
+  #registeredAgain(): void {
+    const uids = new Set([...this.#open].map((s) => s.uid));
+    this.#o.log.info({ users: uids.size }, 'registered again: sessions announced anew');
+    this.#opened(uids);
+  }
+
+  #announce(type: NotificationType, uid: string): void {
+    this.#o.workers.broadcast(encodeMessageFrame(notification(type, { uid, nodeId: this.#o.selfId() })), uid);
+  }
+
+  #runRechecks(): void {
+    const now = Date.now();
+    const uids = new Set<string>();
+    for (const queue of this.#rechecks) {
+      let due = 0;
+      while (due < queue.length && queue[due]!.at <= now) due++;
+      for (const r of queue.splice(0, due)) uids.add(r.uid);
+    }
+    if (uids.size > 0) this.#o.local.nudge([...uids]);
+  }
+}

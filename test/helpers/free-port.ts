@@ -1,3 +1,0 @@
-// A TCP port nobody listens on right now (for servers that cannot take port 0).
-
-export { freePort } from '../../src/bench/services.js';
