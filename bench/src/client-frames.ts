@@ -1,14 +1,30 @@
 // The frames a bench client sends: its login, and the two per message, assembled by hand like the server's hot
-// frames (src/protocol/chat-frames.ts): encoding them with protobufjs made the driver, not the
+// frames (src/protocol/chat-frames.ts), with src/protocol/wire.ts: encoding them with protobufjs made the driver, not the
 // server, the bottleneck. test/bench/client-frames.test.ts checks them against protobufjs.
 //   Message { type = MESSAGE_REQUEST (1), sequence = msg_id (2),
 //             messageRequest (6) = { msg_id (1), from (2), to (3), time (4), msg_type = 1 (5), content (6) } }
 //   Message { type = MESSAGE_ACK (1), ack (16) = { seq (1) } }
 
 import { HEADER_LENGTH, writeHeader } from '../../src/protocol/frame.js';
-import { varintLength, writeVarint } from '../../src/protocol/chat-frames.js';
-import { HeadType } from '../../src/protocol/types.js';
+import { Field, HeadType } from '../../src/protocol/types.js';
 import { encodeMessageFrame } from '../../src/protocol/codec.js';
+import { WireType, oneByteTag, tagBytes, varintLength, writeBytes, writeVarint } from '../../src/protocol/wire.js';
+
+const { VARINT, LEN } = WireType;
+// One byte each, stored as they are; MESSAGE_REQUEST, MESSAGE_ACK and msg_type 1 are one-byte values too.
+const TYPE_TAG = oneByteTag(Field.Message.type, VARINT);
+const SEQUENCE_TAG = oneByteTag(Field.Message.sequence, VARINT);
+const REQUEST_TAG = oneByteTag(Field.Message.messageRequest, LEN);
+const R = Field.MessageRequest;
+const MSG_ID_TAG = oneByteTag(R.msgId, VARINT);
+const FROM_TAG = oneByteTag(R.from, LEN);
+const TO_TAG = oneByteTag(R.to, LEN);
+const TIME_TAG = oneByteTag(R.time, VARINT);
+const MSG_TYPE_TAG = oneByteTag(R.msgType, VARINT);
+const CONTENT_TAG = oneByteTag(R.content, LEN);
+const ACK_SEQ_TAG = oneByteTag(Field.MessageAck.seq, VARINT);
+/** Message.ack: 82 01. */
+const ACK_TAG = tagBytes(Field.Message.ack, LEN);
 
 /**
  * A bench client's LOGIN_REQUEST: a token login as an acks device. `lastSeq` above any inbox
@@ -27,26 +43,26 @@ export function messageRequestFrame(msgId: number, from: string, to: string, tim
   const frame = Buffer.allocUnsafe(HEADER_LENGTH + body);
   writeHeader(frame, 0, body);
   let pos = HEADER_LENGTH;
-  frame[pos++] = 0x08;
+  frame[pos++] = TYPE_TAG;
   frame[pos++] = HeadType.MESSAGE_REQUEST;
-  frame[pos++] = 0x10;
+  frame[pos++] = SEQUENCE_TAG;
   pos = writeVarint(frame, pos, msgId);
-  frame[pos++] = 0x32;
+  frame[pos++] = REQUEST_TAG;
   pos = writeVarint(frame, pos, request);
-  frame[pos++] = 0x08;
+  frame[pos++] = MSG_ID_TAG;
   pos = writeVarint(frame, pos, msgId);
-  pos = latin1Field(frame, pos, 0x12, from);
-  pos = latin1Field(frame, pos, 0x1a, to);
-  frame[pos++] = 0x20;
+  pos = latin1Field(frame, pos, FROM_TAG, from);
+  pos = latin1Field(frame, pos, TO_TAG, to);
+  frame[pos++] = TIME_TAG;
   pos = writeVarint(frame, pos, time);
-  frame[pos++] = 0x28;
+  frame[pos++] = MSG_TYPE_TAG;
   frame[pos++] = 1;
-  latin1Field(frame, pos, 0x32, content);
+  latin1Field(frame, pos, CONTENT_TAG, content);
   return frame;
 }
 
-function latin1Field(frame: Buffer, pos: number, tag: number, value: string): number {
-  frame[pos++] = tag;
+function latin1Field(frame: Buffer, pos: number, fieldTag: number, value: string): number {
+  frame[pos++] = fieldTag;
   pos = writeVarint(frame, pos, value.length);
   return pos + frame.write(value, pos, 'latin1');
 }
@@ -54,16 +70,15 @@ function latin1Field(frame: Buffer, pos: number, tag: number, value: string): nu
 /** A cumulative MESSAGE_ACK up to inbox sequence `seq`. */
 export function ackFrame(seq: number): Buffer {
   const ack = 1 + varintLength(seq);
-  const body = 2 + 2 + 1 + ack;
+  const body = 2 + ACK_TAG.length + 1 + ack;
   const frame = Buffer.allocUnsafe(HEADER_LENGTH + body);
   writeHeader(frame, 0, body);
   let pos = HEADER_LENGTH;
-  frame[pos++] = 0x08;
+  frame[pos++] = TYPE_TAG;
   frame[pos++] = HeadType.MESSAGE_ACK;
-  frame[pos++] = 0x82; // field 16, length-delimited: two-byte tag
-  frame[pos++] = 0x01;
+  pos = writeBytes(frame, pos, ACK_TAG);
   frame[pos++] = ack;
-  frame[pos++] = 0x08;
+  frame[pos++] = ACK_SEQ_TAG;
   writeVarint(frame, pos, seq);
   return frame;
 }

@@ -16,7 +16,8 @@
 import { isUtf8 } from 'node:buffer';
 import Long from 'long';
 import { SwitchboardError } from '../errors.js';
-import { HeadType, type ImMessage, type MessageAck, type MessageRequest } from './types.js';
+import { Field, HeadType, type ImMessage, type MessageAck, type MessageRequest } from './types.js';
+import { WireReader, WireType, tag } from './wire.js';
 
 /** Constructors of the reflected types: decoded objects get the same prototype (and defaults). */
 export interface DecodedTypes {
@@ -44,29 +45,55 @@ export interface RequestWire {
 export const REQUEST_WIRE = Symbol('switchboard.requestWire');
 export type WithWire = MessageRequest & { [REQUEST_WIRE]?: RequestWire };
 
-const VARINT = 0;
-const LENGTH_DELIMITED = 2;
-/** MessageRequest's string fields, as a bit set: from, to, content, url, property, from_nick, json. */
-const STRING_FIELDS = (1 << 2) | (1 << 3) | (1 << 6) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11);
+const { VARINT, LEN } = WireType;
+const M = Field.Message;
+const R = Field.MessageRequest;
 
-/** The wire type of each field number (index) the schema knows; -1: unknown. */
-function wireTypes(entries: [field: number, wireType: number][]): Int8Array {
-  const table = new Int8Array(32).fill(-1);
-  for (const [field, wireType] of entries) table[field] = wireType;
+/**
+ * The wire type of every field of the three messages the decoder reads, field by field (the
+ * type checker wants them all); test/protocol/schema.test.ts checks them against proto/im.proto.
+ */
+export const KNOWN_WIRE_TYPES = {
+  Message: {
+    type: VARINT,
+    sequence: VARINT,
+    sessionId: LEN,
+    loginRequest: LEN,
+    loginResponse: LEN,
+    messageRequest: LEN,
+    messageResponse: LEN,
+    notification: LEN,
+    heartBeat: LEN,
+    ack: LEN,
+    peerHello: LEN,
+    peerChallenge: LEN,
+    peerAuth: LEN,
+    peerDeliver: LEN,
+    peerNudge: LEN,
+  },
+  MessageRequest: { msgId: VARINT, from: LEN, to: LEN, time: VARINT, msgType: VARINT, content: LEN, url: LEN, property: LEN, fromNick: LEN, json: LEN, seq: VARINT, storedAt: VARINT },
+  MessageAck: { seq: VARINT },
+} as const satisfies {
+  Message: Record<keyof typeof Field.Message, WireType>;
+  MessageRequest: Record<keyof typeof Field.MessageRequest, WireType>;
+  MessageAck: Record<keyof typeof Field.MessageAck, WireType>;
+};
+
+/** The wire type of each field number (index) of a message; -1: unknown. */
+function wireTypes(numbers: Record<string, number>, types: Record<string, WireType>): Int8Array {
+  const table = new Int8Array(Math.max(...Object.values(numbers)) + 1).fill(-1);
+  for (const [name, field] of Object.entries(numbers)) table[field] = types[name]!;
   return table;
 }
-// Message: type, sequence, session_id, the nine bodies 4..9 and 16..21.
-const MESSAGE_WIRE = wireTypes([
-  [1, VARINT],
-  [2, VARINT],
-  ...[3, 4, 5, 6, 7, 8, 9, 16, 17, 18, 19, 20, 21].map((field): [number, number] => [field, LENGTH_DELIMITED]),
-]);
-// MessageRequest: msg_id, from, to, time, msg_type, content, url, property, from_nick, json, seq, stored_at.
-const ACK_WIRE = wireTypes([[1, VARINT]]);
-const REQUEST_WIRE_TYPES = wireTypes([
-  ...[1, 4, 5, 16, 17].map((field): [number, number] => [field, VARINT]),
-  ...[2, 3, 6, 8, 9, 10, 11].map((field): [number, number] => [field, LENGTH_DELIMITED]),
-]);
+const MESSAGE_WIRE = wireTypes(Field.Message, KNOWN_WIRE_TYPES.Message);
+const REQUEST_WIRE_TYPES = wireTypes(Field.MessageRequest, KNOWN_WIRE_TYPES.MessageRequest);
+const ACK_WIRE = wireTypes(Field.MessageAck, KNOWN_WIRE_TYPES.MessageAck);
+
+/** MessageRequest's string fields, as a bit set: from, to, content, url, property, from_nick, json. */
+const STRING_FIELDS = [R.from, R.to, R.content, R.url, R.property, R.fromNick, R.json].reduce((set, field) => set | (1 << field), 0);
+const TYPE_TAG = tag(M.type, VARINT);
+const MSG_ID_TAG = tag(R.msgId, VARINT);
+const ACK_SEQ_TAG = tag(Field.MessageAck.seq, VARINT);
 
 /**
  * Whether the hand decoder may leave a field it does not take to protobufjs. A known field of
@@ -80,75 +107,9 @@ function declined(table: Int8Array, field: number, wireType: number, where: stri
   return undefined;
 }
 
-/** A read position; `lo`/`hi` hold the last varint read. */
-class Cursor {
-  lo = 0;
-  hi = 0;
-  constructor(
-    readonly buf: Buffer,
-    public pos: number,
-    readonly end: number,
-  ) {}
-
-  /**
-   * Reads a minimal varint of at most 10 bytes (64 bits) into lo/hi. False for a truncated,
-   * overlong (a trailing 0x00 byte) or wider-than-64-bit one.
-   */
-  varint(): boolean {
-    const { buf, end } = this;
-    let pos = this.pos;
-    let lo = 0;
-    let hi = 0;
-    let b = 0;
-    for (let shift = 0; shift < 28; shift += 7) {
-      if (pos >= end) return false;
-      b = buf[pos++]!;
-      lo |= (b & 0x7f) << shift;
-      if (b < 0x80) return this.#done(pos, lo >>> 0, 0, b, shift);
-    }
-    // Byte 5 holds bits 28..34: four for lo, three for hi.
-    if (pos >= end) return false;
-    b = buf[pos++]!;
-    lo |= (b & 0x0f) << 28;
-    hi = (b & 0x7f) >> 4;
-    if (b < 0x80) return this.#done(pos, lo >>> 0, hi, b, 28);
-    for (let shift = 3; shift <= 31; shift += 7) {
-      if (pos >= end) return false;
-      b = buf[pos++]!;
-      hi |= (b & 0x7f) << shift;
-      if (b < 0x80) {
-        // The 10th byte carries bit 63 only.
-        if (shift === 31 && b > 1) return false;
-        return this.#done(pos, lo >>> 0, hi >>> 0, b, shift);
-      }
-    }
-    return false;
-  }
-
-  #done(pos: number, lo: number, hi: number, last: number, shift: number): boolean {
-    if (last === 0 && shift !== 0) return false;
-    this.pos = pos;
-    this.lo = lo;
-    this.hi = hi;
-    return true;
-  }
-
-  /** Reads a tag; returns `field << 3 | wireType`, or -1. */
-  tag(): number {
-    if (!this.varint() || this.hi !== 0 || this.lo > 0x7fffffff) return -1;
-    return this.lo;
-  }
-
-  /** Reads a length prefix; returns the end of the bytes it announces, or -1. */
-  length(): number {
-    if (!this.varint() || this.hi !== 0 || this.lo > this.end - this.pos) return -1;
-    return this.pos + this.lo;
-  }
-
-  /** A non-zero uint64 as protobufjs gives it (Long), or undefined for zero. */
-  long(): Long | undefined {
-    return this.lo === 0 && this.hi === 0 ? undefined : new Long(this.lo | 0, this.hi | 0, true);
-  }
+/** The last varint `c` read as protobufjs gives a non-zero uint64 (Long), or undefined for zero. */
+function long(c: WireReader): Long | undefined {
+  return c.lo === 0 && c.hi === 0 ? undefined : new Long(c.lo | 0, c.hi | 0, true);
 }
 
 /** A non-empty, valid UTF-8 string between pos and end, or undefined. */
@@ -163,39 +124,39 @@ function text(buf: Buffer, pos: number, end: number): string | undefined {
 /** Decodes a MESSAGE_REQUEST or MESSAGE_ACK frame body; undefined for anything else. */
 export function decodeChatMessage(body: Buffer, types: DecodedTypes): ImMessage | undefined {
   // type: the first field, one byte.
-  if (body.length < 2 || body[0] !== 0x08) return undefined;
+  if (body.length < 2 || body[0] !== TYPE_TAG) return undefined;
   const type = body[1];
   if (type !== HeadType.MESSAGE_REQUEST && type !== HeadType.MESSAGE_ACK) return undefined;
-  const c = new Cursor(body, 2, body.length);
+  const c = new WireReader(body, 2, body.length, true);
   const message = new types.message();
   message.type = type;
-  let last = 1;
-  while (c.pos < c.end) {
-    const tag = c.tag();
-    const field = tag >>> 3;
-    if (tag < 0 || field <= last) return undefined;
+  let last: number = M.type;
+  while (c.pos < c.limit) {
+    const fieldTag = c.tag();
+    const field = fieldTag >>> 3;
+    if (fieldTag < 0 || field <= last) return undefined;
     last = field;
-    const wireType = tag & 7;
-    if (field === 2 && wireType === VARINT) {
+    const wireType = fieldTag & 7;
+    if (field === M.sequence && wireType === VARINT) {
       if (!c.varint()) return undefined;
-      const sequence = c.long();
+      const sequence = long(c);
       if (!sequence) return undefined;
       message.sequence = sequence;
-    } else if (field === 3 && wireType === LENGTH_DELIMITED) {
+    } else if (field === M.sessionId && wireType === LEN) {
       const end = c.length();
       const sessionId = end < 0 ? undefined : text(body, c.pos, end);
       if (sessionId === undefined) return undefined;
       message.sessionId = sessionId;
       c.pos = end;
-    } else if (field === 6 && wireType === LENGTH_DELIMITED && type === HeadType.MESSAGE_REQUEST) {
+    } else if (field === M.messageRequest && wireType === LEN && type === HeadType.MESSAGE_REQUEST) {
       const end = c.length();
-      const request = end < 0 ? undefined : decodeRequest(new Cursor(body, c.pos, end), types);
+      const request = end < 0 ? undefined : decodeRequest(new WireReader(body, c.pos, end, true), types);
       if (!request) return undefined;
       message.messageRequest = request;
       c.pos = end;
-    } else if (field === 16 && wireType === LENGTH_DELIMITED && type === HeadType.MESSAGE_ACK) {
+    } else if (field === M.ack && wireType === LEN && type === HeadType.MESSAGE_ACK) {
       const end = c.length();
-      const ack = end < 0 ? undefined : decodeAck(new Cursor(body, c.pos, end), types);
+      const ack = end < 0 ? undefined : decodeAck(new WireReader(body, c.pos, end, true), types);
       if (!ack) return undefined;
       message.ack = ack;
       c.pos = end;
@@ -207,20 +168,20 @@ export function decodeChatMessage(body: Buffer, types: DecodedTypes): ImMessage 
 }
 
 /** MessageAck { seq (1) }. */
-function decodeAck(c: Cursor, types: DecodedTypes): MessageAck | undefined {
+function decodeAck(c: WireReader, types: DecodedTypes): MessageAck | undefined {
   const ack = new types.messageAck();
-  if (c.pos === c.end) return ack;
-  const tag = c.tag();
-  if (tag !== 0x08) return tag >>> 3 === 1 ? declined(ACK_WIRE, 1, tag & 7, 'MessageAck') : undefined;
-  if (!c.varint() || c.pos !== c.end) return undefined;
-  const seq = c.long();
+  if (c.pos === c.limit) return ack;
+  const fieldTag = c.tag();
+  if (fieldTag !== ACK_SEQ_TAG) return fieldTag >>> 3 === Field.MessageAck.seq ? declined(ACK_WIRE, Field.MessageAck.seq, fieldTag & 7, 'MessageAck') : undefined;
+  if (!c.varint() || c.pos !== c.limit) return undefined;
+  const seq = long(c);
   if (!seq) return undefined;
   ack.seq = seq;
   return ack;
 }
 
 /** MessageRequest, keeping its bytes minus `from` and `seq` as its RequestWire. */
-function decodeRequest(c: Cursor, types: DecodedTypes): MessageRequest | undefined {
+function decodeRequest(c: WireReader, types: DecodedTypes): MessageRequest | undefined {
   const { buf } = c;
   const start = c.pos;
   const request: WithWire = new types.messageRequest();
@@ -230,53 +191,53 @@ function decodeRequest(c: Cursor, types: DecodedTypes): MessageRequest | undefin
   let fromStart = -1;
   let fromEnd = -1;
   let seqStart = -1;
-  while (c.pos < c.end) {
+  while (c.pos < c.limit) {
     const fieldStart = c.pos;
-    const tag = c.tag();
-    const field = tag >>> 3;
-    if (tag < 0 || field <= last) return undefined;
+    const fieldTag = c.tag();
+    const field = fieldTag >>> 3;
+    if (fieldTag < 0 || field <= last) return undefined;
     last = field;
-    const wireType = tag & 7;
-    if (wireType === VARINT && (field === 1 || field === 4 || field === 5 || field === 16 || field === 17)) {
+    const wireType = fieldTag & 7;
+    if (wireType === VARINT && (field === R.msgId || field === R.time || field === R.msgType || field === R.seq || field === R.storedAt)) {
       if (!c.varint() || (c.lo === 0 && c.hi === 0)) return undefined;
-      if (field === 5) {
+      if (field === R.msgType) {
         // uint32: protobufjs keeps the low 32 bits of a wider varint; take only what fits.
         if (c.hi !== 0) return undefined;
         request.msgType = c.lo;
-      } else if (field >= 16) {
+      } else if (field === R.seq || field === R.storedAt) {
         // seq or stored_at: set by the server, never by the sender; cut from the tail.
-        if (field === 16) request.seq = c.long();
-        else request.storedAt = c.long();
+        if (field === R.seq) request.seq = long(c);
+        else request.storedAt = long(c);
         if (seqStart < 0) seqStart = fieldStart;
-      } else if (field === 1) {
-        request.msgId = c.long();
+      } else if (field === R.msgId) {
+        request.msgId = long(c);
       } else {
-        request.time = c.long();
+        request.time = long(c);
       }
-    } else if (wireType === LENGTH_DELIMITED && field < 32 && ((STRING_FIELDS >>> field) & 1) === 1) {
+    } else if (wireType === LEN && field < 32 && ((STRING_FIELDS >>> field) & 1) === 1) {
       const end = c.length();
       const value = end < 0 ? undefined : text(buf, c.pos, end);
       if (value === undefined) return undefined;
       c.pos = end;
       switch (field) {
-        case 2:
+        case R.from:
           request.from = value;
           fromStart = fieldStart;
           fromEnd = end;
           break;
-        case 3:
+        case R.to:
           request.to = value;
           break;
-        case 6:
+        case R.content:
           request.content = value;
           break;
-        case 8:
+        case R.url:
           request.url = value;
           break;
-        case 9:
+        case R.property:
           request.property = value;
           break;
-        case 10:
+        case R.fromNick:
           request.fromNick = value;
           break;
         default:
@@ -289,15 +250,11 @@ function decodeRequest(c: Cursor, types: DecodedTypes): MessageRequest | undefin
   // Fields ascend and seq (16) and stored_at (17) are the highest, so they are the tail; `from`
   // (2) can only be preceded by msg_id (1).
   if (fromStart < 0) {
-    fromStart = start < c.end && buf[start] === 0x08 ? skipVarint(buf, start + 1) : start;
-    fromEnd = fromStart;
+    c.pos = start;
+    if (c.tag() !== MSG_ID_TAG || !c.varint()) c.pos = start;
+    fromStart = fromEnd = c.pos;
   }
-  const bytes = buf.subarray(start, c.end);
-  request[REQUEST_WIRE] = { bytes, fromStart: fromStart - start, fromEnd: fromEnd - start, seqStart: (seqStart < 0 ? c.end : seqStart) - start };
+  const bytes = buf.subarray(start, c.limit);
+  request[REQUEST_WIRE] = { bytes, fromStart: fromStart - start, fromEnd: fromEnd - start, seqStart: (seqStart < 0 ? c.limit : seqStart) - start };
   return request;
-}
-
-function skipVarint(buf: Buffer, pos: number): number {
-  while (buf[pos++]! >= 0x80);
-  return pos;
 }

@@ -11,21 +11,35 @@
 //               messageResponse (7) = { result = true (1), info = "ok" (3), seq (17), duplicate (18) } }
 
 import { HEADER_LENGTH, writeHeader } from './frame.js';
-import { HeadType, type UInt64 } from './types.js';
+import { Field, HeadType, type UInt64 } from './types.js';
+import { WireType, lengthDelimitedLength, oneByteTag, tag, tagBytes, varint64Length, varintLength, writeBytes, writeVarint, writeVarint64 } from './wire.js';
 
-const TYPE_TAG = 0x08; // field 1, varint
-const SEQUENCE_TAG = 0x10; // field 2, varint
-const REQUEST_TAG = 0x32; // field 6, length-delimited
-const SEQ_TAG = [0x80, 0x01]; // field 16, varint
+const { VARINT, LEN } = WireType;
+// One byte each, stored as they are; MESSAGE_REQUEST and MESSAGE_RESPONSE are one-byte values too.
+const TYPE_TAG = oneByteTag(Field.Message.type, VARINT);
+const SEQUENCE_TAG = oneByteTag(Field.Message.sequence, VARINT);
+const SESSION_ID_TAG = oneByteTag(Field.Message.sessionId, LEN);
+const REQUEST_TAG = oneByteTag(Field.Message.messageRequest, LEN);
+const RESPONSE_TAG = oneByteTag(Field.Message.messageResponse, LEN);
+/** MessageRequest.seq: 80 01. */
+const SEQ_TAG = tagBytes(Field.MessageRequest.seq, VARINT);
+
+/** The longest varint of a number below 2^53 (a seq, an epoch): 8 bytes. */
+const MAX_VARINT_53 = 8;
 
 /**
  * Upper bound of the bytes a delivery frame's body adds to the stored request (type, sequence,
  * tag and length of the request, the appended seq); the 8-byte header is not part of the body.
+ * The request's length prefix takes at most 3 bytes (a frame is below 2^21 bytes).
  */
-export const DELIVERY_OVERHEAD = 2 + 1 + 8 + 1 + 3 + 2 + 8;
+export const DELIVERY_OVERHEAD = 2 + 1 + MAX_VARINT_53 + 1 + 3 + SEQ_TAG.length + MAX_VARINT_53;
 
-/** The longest varint of a number below 2^53 (a seq, an epoch): 8 bytes. */
-const MAX_VARINT_53 = 8;
+// A forward to another worker: Message { type = PEER_DELIVER, peerDeliver { uid, seq, body, epoch } }.
+const PEER_DELIVER_TAG = tag(Field.Message.peerDeliver, LEN);
+const PEER_UID_TAG = tag(Field.PeerDeliver.uid, LEN);
+const PEER_BODY_TAG = tag(Field.PeerDeliver.body, LEN);
+/** seq and epoch, at their largest. */
+const PEER_NUMBERS = varintLength(tag(Field.PeerDeliver.seq, VARINT)) + MAX_VARINT_53 + varintLength(tag(Field.PeerDeliver.epoch, VARINT)) + MAX_VARINT_53;
 
 /**
  * Whether a message whose stored request (storedRequestBody) is `storedLength` bytes, to a
@@ -36,30 +50,10 @@ const MAX_VARINT_53 = 8;
  */
 export function deliveryFits(storedLength: number, toBytes: number, maxFrameLength: number): boolean {
   // Message { type (2), sequence (1 + 8), messageRequest (1 + length) { stored + seq (2 + 8) } }
-  const request = storedLength + 2 + MAX_VARINT_53;
+  const request = storedLength + SEQ_TAG.length + MAX_VARINT_53;
   const delivery = 2 + 1 + MAX_VARINT_53 + 1 + varintLength(request) + request;
-  // Message { type (2), peerDeliver (2 + length) { uid (1 + length), seq (1 + 8), body (1 + length), epoch (1 + 8) } }
-  const peer = 1 + varintLength(toBytes) + toBytes + 1 + MAX_VARINT_53 + 1 + varintLength(storedLength) + storedLength + 1 + MAX_VARINT_53;
-  return delivery <= maxFrameLength && 2 + 2 + varintLength(peer) + peer <= maxFrameLength;
-}
-
-export function varintLength(n: number): number {
-  let length = 1;
-  while (n >= 0x80) {
-    n = Math.floor(n / 128);
-    length++;
-  }
-  return length;
-}
-
-/** Writes a non-negative integer below 2^53 as a varint; arithmetic, since bit operators are 32-bit. */
-export function writeVarint(buf: Buffer, pos: number, n: number): number {
-  while (n >= 0x80) {
-    buf[pos++] = (n % 128) | 0x80;
-    n = Math.floor(n / 128);
-  }
-  buf[pos++] = n;
-  return pos;
+  const peer = lengthDelimitedLength(PEER_UID_TAG, toBytes) + lengthDelimitedLength(PEER_BODY_TAG, storedLength) + PEER_NUMBERS;
+  return delivery <= maxFrameLength && 2 + lengthDelimitedLength(PEER_DELIVER_TAG, peer) <= maxFrameLength;
 }
 
 export function deliveryFrame(storedRequest: Uint8Array, seq: number): Buffer {
@@ -76,49 +70,33 @@ export function deliveryFrame(storedRequest: Uint8Array, seq: number): Buffer {
   frame[pos++] = REQUEST_TAG;
   pos = writeVarint(frame, pos, requestLength);
   frame.set(storedRequest, pos);
-  pos += storedRequest.length;
-  frame[pos++] = SEQ_TAG[0]!;
-  frame[pos++] = SEQ_TAG[1]!;
+  pos = writeBytes(frame, pos + storedRequest.length, SEQ_TAG);
   writeVarint(frame, pos, seq);
   return frame;
 }
 
-const SESSION_ID_TAG = 0x1a; // field 3, length-delimited
-const RESPONSE_TAG = 0x3a; // field 7, length-delimited
-const RESULT_TRUE = [0x08, 0x01]; // field 1 = true
-const INFO_OK = [0x1a, 0x02, 0x6f, 0x6b]; // field 3 = "ok"
-const RESPONSE_SEQ_TAG = [0x88, 0x01]; // field 17, varint
-const DUPLICATE_TRUE = [0x90, 0x01, 0x01]; // field 18 = true
+/** The bytes `write` puts at the start of a buffer (it returns where it stopped): constants made with the writers, at load time. */
+function written(write: (buf: Buffer) => number): readonly number[] {
+  const scratch = Buffer.alloc(32);
+  return [...scratch.subarray(0, write(scratch))];
+}
+
+const R = Field.MessageResponse;
+/** MessageResponse { result = true, info = "ok" } and the tag of seq: the same bytes in every success response. */
+const RESPONSE_HEAD = written((buf) => {
+  let pos = writeVarint(buf, 0, tag(R.result, VARINT));
+  pos = writeVarint(buf, pos, 1);
+  pos = writeVarint(buf, pos, tag(R.info, LEN));
+  pos = writeVarint(buf, pos, 2);
+  pos += buf.write('ok', pos, 'latin1');
+  return writeVarint(buf, pos, tag(R.seq, VARINT));
+});
+const DUPLICATE_TRUE = written((buf) => writeVarint(buf, writeVarint(buf, 0, tag(R.duplicate, VARINT)), 1));
 
 /** A uint64 as 32-bit halves. */
 function halves(value: UInt64): [number, number] {
   if (typeof value === 'number') return [value >>> 0, Math.floor(value / 0x1_0000_0000) >>> 0];
   return [value.low >>> 0, value.high >>> 0];
-}
-
-function varint64Length(lo: number, hi: number): number {
-  if (hi === 0) return varintLength(lo);
-  let length = 5; // the low 35 bits
-  hi >>>= 3;
-  while (hi > 0) {
-    length++;
-    hi >>>= 7;
-  }
-  return length;
-}
-
-function writeVarint64(buf: Buffer, pos: number, lo: number, hi: number): number {
-  while (hi !== 0) {
-    buf[pos++] = (lo & 0x7f) | 0x80;
-    lo = ((lo >>> 7) | (hi << 25)) >>> 0;
-    hi >>>= 7;
-  }
-  return writeVarint(buf, pos, lo);
-}
-
-function writeBytes(buf: Buffer, pos: number, bytes: readonly number[]): number {
-  for (const b of bytes) buf[pos++] = b;
-  return pos;
 }
 
 /** MESSAGE_RESPONSE result=true for a stored message, echoing the request's `sequence`. */
@@ -127,7 +105,7 @@ export function storedResponseFrame(sequence: UInt64 | undefined, sessionId: str
   const sequenceLength = lo === 0 && hi === 0 ? 0 : 1 + varint64Length(lo, hi);
   const idBytes = Buffer.byteLength(sessionId);
   const idLength = idBytes === 0 ? 0 : 1 + varintLength(idBytes) + idBytes;
-  const responseLength = RESULT_TRUE.length + INFO_OK.length + RESPONSE_SEQ_TAG.length + varintLength(seq) + (duplicate ? DUPLICATE_TRUE.length : 0);
+  const responseLength = RESPONSE_HEAD.length + varintLength(seq) + (duplicate ? DUPLICATE_TRUE.length : 0);
   const bodyLength = 2 + sequenceLength + idLength + 1 + varintLength(responseLength) + responseLength;
   const frame = Buffer.allocUnsafe(HEADER_LENGTH + bodyLength);
   writeHeader(frame, 0, bodyLength);
@@ -145,9 +123,7 @@ export function storedResponseFrame(sequence: UInt64 | undefined, sessionId: str
   }
   frame[pos++] = RESPONSE_TAG;
   pos = writeVarint(frame, pos, responseLength);
-  pos = writeBytes(frame, pos, RESULT_TRUE);
-  pos = writeBytes(frame, pos, INFO_OK);
-  pos = writeBytes(frame, pos, RESPONSE_SEQ_TAG);
+  pos = writeBytes(frame, pos, RESPONSE_HEAD);
   pos = writeVarint(frame, pos, seq);
   if (duplicate) writeBytes(frame, pos, DUPLICATE_TRUE);
   return frame;

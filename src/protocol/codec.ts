@@ -8,9 +8,9 @@ import protobuf from 'protobufjs';
 import Long from 'long';
 import { SwitchboardError } from '../errors.js';
 import { encodeFrame } from './frame.js';
-import { varintLength, writeVarint } from './chat-frames.js';
 import { REQUEST_WIRE, decodeChatMessage, type DecodedTypes, type WithWire } from './chat-decoder.js';
-import type { ImMessage, MessageRequest, UInt64 } from './types.js';
+import { Field, type ImMessage, type MessageRequest, type UInt64 } from './types.js';
+import { WireReader, WireType, oneByteTag, tagBytes, varintLength, writeBytes, writeVarint } from './wire.js';
 
 // protobufjs picks up `long` itself when it can require it; make that explicit so uint64
 // fields always decode exactly.
@@ -95,14 +95,13 @@ function refuseMistyped(shape: Shape, message: Decoded): void {
   }
 }
 
-/** The tag a raw field starts with (a varint; protobufjs has checked it, and field numbers fit 29 bits). */
+/**
+ * The tag a raw field starts with. protobufjs has read it (at most 5 bytes, within 32 bits), so
+ * it reads here too.
+ */
 function tagOf(raw: Uint8Array): number {
-  let tag = 0;
-  for (let i = 0, shift = 0; i < 5 && i < raw.length; i++, shift += 7) {
-    tag += (raw[i]! & 0x7f) * 2 ** shift;
-    if (raw[i]! < 0x80) break;
-  }
-  return tag;
+  const buf = Buffer.isBuffer(raw) ? raw : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+  return new WireReader(buf, 0, buf.length, false).tag();
 }
 
 /** Encodes a message body without the frame header. */
@@ -142,18 +141,18 @@ export function storedRequestBody(request: MessageRequest, from: string, storedA
   const out = Buffer.allocUnsafe(fromStart + 1 + varintLength(fromLength) + fromLength + seqStart - fromEnd + STORED_AT_TAG.length + varintLength(storedAt));
   bytes.copy(out, 0, 0, fromStart);
   let pos = fromStart;
-  out[pos++] = 0x12; // field 2, length-delimited
+  out[pos++] = FROM_TAG;
   pos = writeVarint(out, pos, fromLength);
   pos += out.write(from, pos, 'utf8');
   pos += bytes.copy(out, pos, fromEnd, seqStart);
-  out[pos++] = STORED_AT_TAG[0]!;
-  out[pos++] = STORED_AT_TAG[1]!;
+  pos = writeBytes(out, pos, STORED_AT_TAG);
   writeVarint(out, pos, storedAt);
   return out;
 }
 
-/** MessageRequest.stored_at: field 17, varint. */
-const STORED_AT_TAG = [0x88, 0x01];
+const FROM_TAG = oneByteTag(Field.MessageRequest.from, WireType.LEN);
+/** MessageRequest.stored_at: 88 01. */
+const STORED_AT_TAG = tagBytes(Field.MessageRequest.storedAt, WireType.VARINT);
 
 /** Decimal form of a uint64 field; the common case (below 2^32) avoids Long's slow toString. */
 export function uint64String(value: UInt64 | null | undefined): string {

@@ -7,6 +7,44 @@ import type Long from 'long';
 /** uint64 fields decode as Long (exact to 2^64-1); numbers are accepted when encoding. */
 export type UInt64 = Long | number;
 
+/**
+ * The field numbers of proto/im.proto, for the code that reads or writes the wire by hand
+ * (wire.ts and its users); protobufjs reads them from the .proto itself. Names as protobufjs
+ * gives them (camelCase). test/protocol/schema.test.ts checks this table against the .proto,
+ * both ways, and HeadType with it.
+ */
+export const Field = {
+  Message: {
+    type: 1,
+    sequence: 2,
+    sessionId: 3,
+    loginRequest: 4,
+    loginResponse: 5,
+    messageRequest: 6,
+    messageResponse: 7,
+    notification: 8,
+    heartBeat: 9,
+    ack: 16,
+    peerHello: 17,
+    peerChallenge: 18,
+    peerAuth: 19,
+    peerDeliver: 20,
+    peerNudge: 21,
+  },
+  LoginRequest: { uid: 1, deviceId: 2, token: 3, platform: 4, appVersion: 5, acks: 16, lastSeq: 17, inboxEpoch: 18 },
+  LoginResponse: { result: 1, code: 2, info: 3, expose: 4, errorCode: 16, inboxHead: 17, syncFrom: 18, gap: 19, inboxEpoch: 20, reset: 21, heartbeatIntervalMs: 22 },
+  MessageRequest: { msgId: 1, from: 2, to: 3, time: 4, msgType: 5, content: 6, url: 8, property: 9, fromNick: 10, json: 11, seq: 16, storedAt: 17 },
+  MessageResponse: { result: 1, code: 2, info: 3, expose: 4, errorCode: 16, seq: 17, duplicate: 18 },
+  MessageNotification: { noId: 1, json: 2, timestamp: 3 },
+  MessageHeartBeat: { seq: 1, uid: 2, json: 3 },
+  MessageAck: { seq: 1 },
+  PeerHello: { nodeId: 1, nonce: 2 },
+  PeerChallenge: { nodeId: 1, nonce: 2, mac: 3 },
+  PeerAuth: { mac: 1 },
+  PeerDeliver: { uid: 1, seq: 2, body: 3, epoch: 4 },
+  PeerNudge: { uids: 1, all: 2 },
+} as const;
+
 export const HeadType = {
   LOGIN_REQUEST: 0,
   LOGIN_RESPONSE: 1,
