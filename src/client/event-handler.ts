@@ -251,6 +251,8 @@ export class EventHandler implements TransportHandlers {
     const { attempt, delay } = this.#transport.nextDelay(retryAfterMs);
     this.#log.info({ attempt, delay, code: reason.code, reason: reason.message }, delay === null ? 'giving up' : 'reconnecting');
     client.emit('disconnect', { reason, retryInMs: delay });
+    // A listener may have closed the client: closed is final.
+    if (client.status === 'closed') return;
     if (delay === null) {
       client.giveUp(reason);
       return;

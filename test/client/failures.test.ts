@@ -13,7 +13,7 @@ import { SwitchboardError } from '../../src/errors.js';
 import { HeadType } from '../../src/protocol/types.js';
 import { startNode, type TestNode } from '../helpers/node.js';
 import { freePort } from '../../testkit/services.js';
-import { until } from '../../testkit/wait.js';
+import { sleep, until } from '../../testkit/wait.js';
 import { FrameProxy } from './frame-proxy.js';
 import { startRedis } from '../helpers/redis.js';
 import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
@@ -115,6 +115,21 @@ t.test('a lost connection says why: the server\'s CLOSING code, then the retry',
   n.node.server.sessions.find('alice', 'd')!.outbound.close({ code: 'SB_ERR_INTERNAL', reason: 'a fault for the test' });
   await until('reconnected', () => alice.statuses.at(-1) === 'ready' && alice.statuses.length > 2);
   t.match(alice.disconnects, [{ code: 'SB_ERR_INTERNAL', message: 'a fault for the test', retryInMs: 20 }]);
+});
+
+t.test('close() in a disconnect listener ends the client: no reconnect, no new session', async (t) => {
+  const n = await startNode(t);
+  const alice = watch(t, direct(n, 'alice'));
+  await alice.client.connect();
+  alice.client.once('disconnect', () => alice.client.close());
+  n.node.server.sessions.find('alice', 'd')!.outbound.close({ code: 'SB_ERR_INTERNAL', reason: 'a fault for the test' });
+  await until('the disconnect', () => alice.disconnects.length === 1);
+  // Many retry delays (20 ms) later: still closed, and the server has no session for it.
+  await sleep(500);
+  t.equal(alice.client.status, 'closed');
+  t.equal(alice.statuses.at(-1), 'closed');
+  t.notOk(alice.statuses.slice(alice.statuses.indexOf('closed')).includes('reconnecting'), 'never reconnecting after closed');
+  t.equal(n.node.server.sessions.find('alice', 'd'), undefined, 'no new login');
 });
 
 /** A gate that answers each POST /api/login with the next scripted answer. */
