@@ -93,12 +93,12 @@ export const ERROR_CODES = {
   // rest are UNKNOWN_ERROR to an original client, which never addresses a group anyway.
   SB_ERR_BAD_GROUP: { message: 'the group id, name, metadata, member list or device id is not valid', result: 'BAD_REQUEST', http: 400 },
   SB_ERR_GROUP_NOT_FOUND: { message: 'no group with this id exists', result: 'UNKNOWN_RECIPIENT', http: 404 },
-  SB_ERR_GROUP_NOT_MEMBER: { message: 'the user is not a member of the group', http: 403 },
+  SB_ERR_GROUP_NOT_MEMBER: { message: 'the user is not a member of the group', result: 'GROUP_REFUSED', http: 403 },
   SB_ERR_GROUP_FORBIDDEN: { message: "the user's role in the group does not allow this", http: 403 },
   SB_ERR_GROUP_FULL: { message: 'the group has the maximum number of members', http: 409 },
   SB_ERR_GROUP_TOO_MANY: { message: 'the user is a member of the maximum number of groups', http: 409 },
   SB_ERR_GROUP_OWNER_CANNOT_LEAVE: { message: 'the owner cannot leave the group: transfer the ownership or dissolve it first', http: 409 },
-  SB_ERR_GROUP_DISSOLVED: { message: 'the group was dissolved: it accepts no more changes or messages', http: 410 },
+  SB_ERR_GROUP_DISSOLVED: { message: 'the group was dissolved: it accepts no more changes or messages', result: 'GROUP_REFUSED', http: 410 },
 } as const satisfies Record<string, ErrorEntry>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -70,9 +70,10 @@ export const KNOWN_WIRE_TYPES = {
     peerAuth: LEN,
     peerDeliver: LEN,
     peerNudge: LEN,
+    peerGroup: LEN,
   },
-  MessageRequest: { msgId: VARINT, from: LEN, to: LEN, time: VARINT, msgType: VARINT, content: LEN, url: LEN, property: LEN, fromNick: LEN, json: LEN, seq: VARINT, storedAt: VARINT },
-  MessageAck: { seq: VARINT },
+  MessageRequest: { msgId: VARINT, from: LEN, to: LEN, time: VARINT, msgType: VARINT, content: LEN, url: LEN, property: LEN, fromNick: LEN, json: LEN, seq: VARINT, storedAt: VARINT, group: LEN, event: LEN },
+  MessageAck: { seq: VARINT, group: LEN },
 } as const satisfies {
   Message: Record<keyof typeof Field.Message, WireType>;
   MessageRequest: Record<keyof typeof Field.MessageRequest, WireType>;

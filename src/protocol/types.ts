@@ -30,19 +30,21 @@ export const Field = {
     peerAuth: 19,
     peerDeliver: 20,
     peerNudge: 21,
+    peerGroup: 22,
   },
-  LoginRequest: { uid: 1, deviceId: 2, token: 3, platform: 4, appVersion: 5, acks: 16, lastSeq: 17, inboxEpoch: 18 },
+  LoginRequest: { uid: 1, deviceId: 2, token: 3, platform: 4, appVersion: 5, acks: 16, lastSeq: 17, inboxEpoch: 18, groups: 19 },
   LoginResponse: { result: 1, code: 2, info: 3, expose: 4, errorCode: 16, inboxHead: 17, syncFrom: 18, gap: 19, inboxEpoch: 20, reset: 21, heartbeatIntervalMs: 22 },
-  MessageRequest: { msgId: 1, from: 2, to: 3, time: 4, msgType: 5, content: 6, url: 8, property: 9, fromNick: 10, json: 11, seq: 16, storedAt: 17 },
+  MessageRequest: { msgId: 1, from: 2, to: 3, time: 4, msgType: 5, content: 6, url: 8, property: 9, fromNick: 10, json: 11, seq: 16, storedAt: 17, group: 18, event: 19 },
   MessageResponse: { result: 1, code: 2, info: 3, expose: 4, errorCode: 16, seq: 17, duplicate: 18 },
   MessageNotification: { noId: 1, json: 2, timestamp: 3 },
   MessageHeartBeat: { seq: 1, uid: 2, json: 3 },
-  MessageAck: { seq: 1 },
+  MessageAck: { seq: 1, group: 2 },
   PeerHello: { nodeId: 1, nonce: 2 },
   PeerChallenge: { nodeId: 1, nonce: 2, mac: 3 },
   PeerAuth: { mac: 1 },
   PeerDeliver: { uid: 1, seq: 2, body: 3, epoch: 4 },
   PeerNudge: { uids: 1, all: 2 },
+  PeerGroup: { group: 1, seq: 2, body: 3 },
 } as const;
 
 export const HeadType = {
@@ -62,6 +64,7 @@ export const HeadType = {
   PEER_AUTH: 22,
   PEER_DELIVER: 23,
   PEER_NUDGE: 24,
+  PEER_GROUP: 25,
 } as const;
 export type HeadType = (typeof HeadType)[keyof typeof HeadType];
 
@@ -83,6 +86,8 @@ export const ResultCode = {
   STORE_FULL: 10,
   /** MessageResponse: the recipient has no account; nothing stored. */
   UNKNOWN_RECIPIENT: 11,
+  /** MessageResponse: the sender may not send to this group (not a member, or it was dissolved); nothing stored. */
+  GROUP_REFUSED: 12,
 } as const;
 export type ResultCode = (typeof ResultCode)[keyof typeof ResultCode];
 
@@ -133,6 +138,8 @@ export interface LoginRequest {
   lastSeq?: UInt64 | null;
   /** The inbox epoch `lastSeq` belongs to (from an earlier LoginResponse); absent or 0: unknown. */
   inboxEpoch?: UInt64 | null;
+  /** Group deliveries and per-group acks (needs acks). */
+  groups?: boolean;
 }
 
 export interface LoginResponse {
@@ -164,6 +171,10 @@ export interface MessageRequest {
   seq?: UInt64;
   /** Set by the server: when it accepted the message, ms since the epoch (its clock, not the sender's). */
   storedAt?: UInt64;
+  /** A request: the group to send to; a delivery: the group of the entry (`seq` is then the group's). */
+  group?: string;
+  /** Server-set on group event deliveries: the event's JSON. */
+  event?: string;
 }
 
 export interface MessageResponse {
@@ -178,6 +189,8 @@ export interface MessageResponse {
 
 export interface MessageAck {
   seq?: UInt64;
+  /** `seq` is of this group's sequence; empty: the inbox. */
+  group?: string;
 }
 
 export interface MessageNotification {
@@ -214,6 +227,12 @@ export interface PeerDeliver {
   epoch?: UInt64;
 }
 
+export interface PeerGroup {
+  group?: string;
+  seq?: UInt64;
+  body?: Uint8Array;
+}
+
 export interface PeerNudge {
   uids?: string[];
   all?: boolean;
@@ -235,4 +254,5 @@ export interface ImMessage {
   peerAuth?: PeerAuth | null;
   peerDeliver?: PeerDeliver | null;
   peerNudge?: PeerNudge | null;
+  peerGroup?: PeerGroup | null;
 }

@@ -78,6 +78,7 @@ t.test('every message kind survives encode/decode', async (t) => {
     PEER_AUTH: { type: HeadType.PEER_AUTH, peerAuth: { mac: Buffer.alloc(32, 4) } },
     PEER_DELIVER: { type: HeadType.PEER_DELIVER, peerDeliver: { uid: 'bob', seq: u64('77'), body: Buffer.from([0x12, 0x01, 0x61]) } },
     PEER_NUDGE: { type: HeadType.PEER_NUDGE, peerNudge: { uids: ['bob', 'carol'], all: false } },
+    PEER_GROUP: { type: HeadType.PEER_GROUP, peerGroup: { group: 'gabcdefghijkl', seq: u64('12'), body: Buffer.from([0x12, 0x01, 0x61]) } },
   };
   t.strictSame(Object.keys(messages).sort(), Object.keys(HeadType).sort(), 'one fixture per HeadType');
   for (const [name, msg] of Object.entries(messages)) {
@@ -215,6 +216,7 @@ t.test('HeadType values match PROTOCOL.md §3 and the proto enum', async (t) => 
       PEER_AUTH: 22,
       PEER_DELIVER: 23,
       PEER_NUDGE: 24,
+      PEER_GROUP: 25,
     },
     'the original 0..7 plus the MESSAGE_ACK and peer extensions',
   );
