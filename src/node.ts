@@ -30,6 +30,9 @@ import type { InboxLimits, InboxStore } from './inbox/inbox-store.js';
 import { MemoryInboxStore } from './inbox/memory-inbox-store.js';
 import { RedisInboxStore } from './inbox/redis-inbox-store.js';
 import type { UserStore } from './users/user-store.js';
+import { DEFAULT_GROUP_LIMITS, type GroupStore } from './groups/group-store.js';
+import { MemoryGroupStore } from './groups/memory-group-store.js';
+import { MemoryGroupNotifier, type GroupNotifier } from './groups/group-notifier.js';
 import { MemoryUserStore } from './users/memory-user-store.js';
 import { RedisUserStore } from './users/redis-user-store.js';
 import { WorkerServer } from './server/worker-server.js';
@@ -62,6 +65,12 @@ export interface NodeOptions {
    * Closed by stop().
    */
   users?: UserStore;
+  /** Defaults to in-memory groups (embedded mode). Closed by stop(). */
+  groups?: GroupStore;
+  /** How the gate's membership changes reach this worker; defaults to one in memory (embedded mode: the gate in this process). Closed by stop(). */
+  groupNotifier?: GroupNotifier;
+  /** The groups' maxGroupsPerUser (how many groups a login lists at most); default DEFAULT_GROUP_LIMITS'. */
+  maxGroupsPerUser?: number;
   /** Cluster mode: a peer port and links to the other workers of `registry`, routing through `store`. */
   cluster?: ClusterSettings;
   /**
@@ -79,6 +88,8 @@ export interface SwitchboardNode {
   readonly store: SessionStore;
   readonly inbox: InboxStore;
   readonly users: UserStore | undefined;
+  readonly groups: GroupStore;
+  readonly groupNotifier: GroupNotifier;
   readonly signer: TokenSigner;
   readonly online: OnlineCounter;
   /**
@@ -96,9 +107,11 @@ export function createNode(options: NodeOptions): SwitchboardNode {
   const registry = options.registry ?? new StaticRegistry();
   const inbox = options.inbox ?? new MemoryInboxStore({}, Date.now, log.child({ component: 'inbox' }));
   const users = options.users;
+  const groups = options.groups ?? new MemoryGroupStore();
+  const groupNotifier = options.groupNotifier ?? new MemoryGroupNotifier();
   const signer = new TokenSigner(options.secret);
   const host = options.host ?? '127.0.0.1';
-  const health = new StoreHealth({ ...options.health, stores: { session: store, inbox, ...(users ? { users } : {}) }, log: log.child({ component: 'health' }) });
+  const health = new StoreHealth({ ...options.health, stores: { session: store, inbox, groups, ...(users ? { users } : {}) }, log: log.child({ component: 'health' }) });
   const sessions = new LocalSessionMap();
   const directory = new SessionDistributed({ store, registry, sessions, refreshMs: limits.sessionRefreshMs, log });
   const server = new WorkerServer({
@@ -112,6 +125,18 @@ export function createNode(options: NodeOptions): SwitchboardNode {
     inbox,
     registry,
     users,
+    groups: {
+      store: groups,
+      notifier: groupNotifier,
+      options: {
+        batchSize: limits.syncBatchSize,
+        syncNew: limits.groupSyncNew,
+        fanoutSlice: limits.groupFanoutSlice,
+        maxQueuedWrites: limits.groupFanoutQueue,
+        ackTimeoutMs: limits.ackTimeoutMs,
+        maxGroupsPerUser: options.maxGroupsPerUser ?? DEFAULT_GROUP_LIMITS.maxGroupsPerUser,
+      },
+    },
     health,
     log: log.child({ component: 'worker' }),
     version: VERSION,
@@ -119,12 +144,12 @@ export function createNode(options: NodeOptions): SwitchboardNode {
   });
   const counts: LocalCounts = { selfId: () => server.info?.id ?? '', local: () => ({ users: sessions.users, sessions: sessions.size }) };
   const online = options.online ? options.online(counts) : new MemoryOnlineCounter(counts);
-  return nodeLifetime({ server, registry, store, inbox, users, signer, online }, log);
+  return nodeLifetime({ server, registry, store, inbox, users, groups, groupNotifier, signer, online }, log);
 }
 
 /** start() and stop() of a node: what starts in which order, and what stops in which. */
 function nodeLifetime(parts: Omit<SwitchboardNode, 'start' | 'stop'>, log: Logger): SwitchboardNode {
-  const { server, registry, store, inbox, users, online } = parts;
+  const { server, registry, store, inbox, users, groups, groupNotifier, online } = parts;
   let stopping: Promise<void> | undefined;
   const node: SwitchboardNode = {
     ...parts,
@@ -151,6 +176,8 @@ function nodeLifetime(parts: Omit<SwitchboardNode, 'start' | 'stop'>, log: Logge
         await server.stop();
         await store.close();
         await inbox.close();
+        await groups.close();
+        await groupNotifier.close();
         await users?.close();
       })();
       return stopping;
