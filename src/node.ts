@@ -30,7 +30,7 @@ import type { InboxLimits, InboxStore } from './inbox/inbox-store.js';
 import { MemoryInboxStore } from './inbox/memory-inbox-store.js';
 import { RedisInboxStore } from './inbox/redis-inbox-store.js';
 import type { UserStore } from './users/user-store.js';
-import { DEFAULT_GROUP_LIMITS, type GroupStore } from './groups/group-store.js';
+import { DEFAULT_GROUP_LIMITS, groupLimits, type GroupLimits, type GroupStore } from './groups/group-store.js';
 import { MemoryGroupStore } from './groups/memory-group-store.js';
 import { MemoryGroupNotifier, type GroupNotifier } from './groups/group-notifier.js';
 import { MemoryUserStore } from './users/memory-user-store.js';
@@ -245,6 +245,8 @@ export interface SwitchboardConfig {
   redis?: RedisConfig;
   /** Cluster mode. */
   zookeeper?: ZooKeeperConfig;
+  /** The group store's limits (the rest at DEFAULT_GROUP_LIMITS): the same on every worker and gate. */
+  groupLimits?: Partial<GroupLimits>;
   worker?: WorkerConfig;
   /** Beside `worker`: its embedded gate. Alone: a cluster's gate (needs `zookeeper` and `redis`). */
   gate?: GateConfig;
@@ -333,6 +335,7 @@ function checkConfig(config: SwitchboardConfig): void {
   if (!worker && (!zookeeper || !redis)) fail("a cluster's gate needs zookeeper and redis");
   checkTokenSecret(config.secret);
   if (redis) checkRedisTimeout(redis.timeoutMs);
+  groupLimits(config.groupLimits);
   if (zookeeper) checkZooKeeperRoot(zookeeper.root);
   if (worker) checkHealthSettings(worker.health);
   if (gate && !worker) checkProbeSettings(gate.probe ?? DEFAULT_PROBE_SETTINGS);
