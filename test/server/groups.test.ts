@@ -187,3 +187,24 @@ t.test('an unacknowledged group delivery is sent again after the ack timeout', a
   bob.groupAck(id, seqOf(again));
   t.ok(isType(HeadType.MESSAGE_REQUEST)(again));
 });
+
+t.test("the sending device's position covers its own messages: its next login replays none of them", async (t) => {
+  const tn = await startNode(t);
+  const id = await createGroup(tn, 'alice', ['bob']);
+  let alice = await login(t, tn, 'alice');
+  const bob = await login(t, tn, 'bob');
+  await groupDeliveries(alice, id, 1);
+  await groupDeliveries(bob, id, 1);
+  await alice.response(alice.groupChat(id, 'mine 1'));
+  await bob.response(bob.groupChat(id, 'from bob'));
+  const fromBob = await alice.next(isGroupDelivery(id));
+  await alice.response(alice.groupChat(id, 'mine 2'));
+  // Acknowledges bob's entry only: the device was never sent its own entry after it.
+  alice.groupAck(id, seqOf(fromBob));
+  await alice.roundTrip();
+  alice.destroy();
+  await bob.response(bob.groupChat(id, 'later'));
+  alice = await login(t, tn, 'alice');
+  t.same(summary(await groupDeliveries(alice, id, 1)), ['5:later'], 'only what came after its own last message');
+  await nothingMoreOf(t, alice, id, 'none of its own messages again');
+});
