@@ -130,10 +130,16 @@ export class GroupDelivery {
   /**
    * Entry `seq` of `group` was stored (`body` is its delivered MessageRequest, group set): write
    * it to the group's local streams. `sender`: the session that sent it, if it is on this worker.
+   * Without `body`, the entry is only known to exist: streams that lack it read it from the log.
    */
-  deliver(group: string, seq: number, body: Uint8Array, sender?: LocalSession): void {
+  deliver(group: string, seq: number, body: Uint8Array | undefined, sender?: LocalSession): void {
     const streams = this.#byGroup.get(group);
     if (streams === undefined || streams.size === 0) return;
+    if (body === undefined) {
+      // Only known to exist (a resend found it stored): the streams that lack it read the log.
+      for (const stream of streams) if (stream.session !== sender) this.#behind(stream, seq);
+      return;
+    }
     const job: FanoutJob = { group, seq, frame: deliveryFrame(body, seq), sender, streams: [...streams], next: 0 };
     if (this.#queue.length === 0 && job.streams.length <= this.#o.fanoutSlice) {
       this.#run(job, job.streams.length);
