@@ -30,7 +30,7 @@ import type { InboxLimits, InboxStore } from './inbox/inbox-store.js';
 import { MemoryInboxStore } from './inbox/memory-inbox-store.js';
 import { RedisInboxStore } from './inbox/redis-inbox-store.js';
 import type { UserStore } from './users/user-store.js';
-import { groupLimits, type GroupLimits, type GroupStore } from './groups/group-store.js';
+import { DEFAULT_GROUP_LIMITS, groupLimits, type GroupLimits, type GroupStore } from './groups/group-store.js';
 import { MemoryGroupStore } from './groups/memory-group-store.js';
 import { RedisGroupStore } from './groups/redis-group-store.js';
 import { MemoryGroupNotifier, type GroupNotifier } from './groups/group-notifier.js';
@@ -67,6 +67,12 @@ export interface NodeOptions {
    * Closed by stop().
    */
   users?: UserStore;
+  /** Defaults to in-memory groups (embedded mode). Closed by stop(). */
+  groups?: GroupStore;
+  /** How the gate's membership changes reach this worker; defaults to one in memory (embedded mode: the gate in this process). Closed by stop(). */
+  groupNotifier?: GroupNotifier;
+  /** The groups' maxGroupsPerUser (how many groups a login lists at most); default DEFAULT_GROUP_LIMITS'. */
+  maxGroupsPerUser?: number;
   /** Cluster mode: a peer port and links to the other workers of `registry`, routing through `store`. */
   cluster?: ClusterSettings;
   /**
@@ -76,10 +82,6 @@ export interface NodeOptions {
   online?: (counts: LocalCounts) => OnlineCounter;
   /** The periodic store health check; defaults: DEFAULT_HEALTH_SETTINGS. */
   health?: Partial<HealthSettings>;
-  /** The groups (shared with the gate that changes them); default in memory. Closed by stop(). */
-  groups?: GroupStore;
-  /** How the gate's group changes reach this worker; default in memory (this process). Closed by stop(). */
-  groupNotifier?: GroupNotifier;
 }
 
 export interface SwitchboardNode {
@@ -88,10 +90,10 @@ export interface SwitchboardNode {
   readonly store: SessionStore;
   readonly inbox: InboxStore;
   readonly users: UserStore | undefined;
-  readonly signer: TokenSigner;
-  readonly online: OnlineCounter;
   readonly groups: GroupStore;
   readonly groupNotifier: GroupNotifier;
+  readonly signer: TokenSigner;
+  readonly online: OnlineCounter;
   /**
    * Resolves the registered worker once its stores answered and it listens. On failure
    * everything started so far is stopped (stores and registry closed) before the rejection.
@@ -111,7 +113,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
   const groupNotifier = options.groupNotifier ?? new MemoryGroupNotifier();
   const signer = new TokenSigner(options.secret);
   const host = options.host ?? '127.0.0.1';
-  const health = new StoreHealth({ ...options.health, stores: { session: store, inbox, ...(users ? { users } : {}), groups }, log: log.child({ component: 'health' }) });
+  const health = new StoreHealth({ ...options.health, stores: { session: store, inbox, groups, ...(users ? { users } : {}) }, log: log.child({ component: 'health' }) });
   const sessions = new LocalSessionMap();
   const directory = new SessionDistributed({ store, registry, sessions, refreshMs: limits.sessionRefreshMs, log });
   const server = new WorkerServer({
@@ -125,6 +127,18 @@ export function createNode(options: NodeOptions): SwitchboardNode {
     inbox,
     registry,
     users,
+    groups: {
+      store: groups,
+      notifier: groupNotifier,
+      options: {
+        batchSize: limits.syncBatchSize,
+        syncNew: limits.groupSyncNew,
+        fanoutSlice: limits.groupFanoutSlice,
+        maxQueuedWrites: limits.groupFanoutQueue,
+        ackTimeoutMs: limits.ackTimeoutMs,
+        maxGroupsPerUser: options.maxGroupsPerUser ?? DEFAULT_GROUP_LIMITS.maxGroupsPerUser,
+      },
+    },
     health,
     log: log.child({ component: 'worker' }),
     version: VERSION,
@@ -132,12 +146,12 @@ export function createNode(options: NodeOptions): SwitchboardNode {
   });
   const counts: LocalCounts = { selfId: () => server.info?.id ?? '', local: () => ({ users: sessions.users, sessions: sessions.size }) };
   const online = options.online ? options.online(counts) : new MemoryOnlineCounter(counts);
-  return nodeLifetime({ server, registry, store, inbox, users, signer, online, groups, groupNotifier }, log);
+  return nodeLifetime({ server, registry, store, inbox, users, groups, groupNotifier, signer, online }, log);
 }
 
 /** start() and stop() of a node: what starts in which order, and what stops in which. */
 function nodeLifetime(parts: Omit<SwitchboardNode, 'start' | 'stop'>, log: Logger): SwitchboardNode {
-  const { server, registry, store, inbox, users, online, groups, groupNotifier } = parts;
+  const { server, registry, store, inbox, users, groups, groupNotifier, online } = parts;
   let stopping: Promise<void> | undefined;
   const node: SwitchboardNode = {
     ...parts,
@@ -164,9 +178,9 @@ function nodeLifetime(parts: Omit<SwitchboardNode, 'start' | 'stop'>, log: Logge
         await server.stop();
         await store.close();
         await inbox.close();
-        await users?.close();
-        await groupNotifier.close();
         await groups.close();
+        await groupNotifier.close();
+        await users?.close();
       })();
       return stopping;
     },
@@ -406,6 +420,7 @@ function buildWorker(config: SwitchboardConfig, w: WorkerConfig, groups: Groups,
     // The node closes them on stop, after the embedded gate has stopped.
     groups: groups.store,
     groupNotifier: groups.notifier,
+    maxGroupsPerUser: groupLimits(config.groupLimits).maxGroupsPerUser,
     log,
   });
   return {

@@ -71,8 +71,9 @@ export const LIMIT_OPTIONS = {
   'max-connections-per-ip': { ...count(0), group: 'limits', description: 'connections one client address (IPv6: one /64) may hold; 0: no cap', default: DEFAULT_LIMITS.maxConnectionsPerIp },
   'max-unauthenticated': { ...count(0), group: 'limits', description: 'connections not logged in yet; at the cap the longest waiting is shed for a new one; 0: no cap', default: DEFAULT_LIMITS.maxUnauthenticated },
   'recipient-cache-size': { ...count(1), group: 'limits', description: 'recipients remembered as existing users', default: DEFAULT_LIMITS.recipientCacheSize },
-  'group-sync-new': { ...count(0, 10_000), group: 'limits', description: "a device with no saved position in a group gets the group's last this many entries at login", default: DEFAULT_LIMITS.groupSyncNew },
-  'group-fanout-slice': { ...count(1, 1_000_000), group: 'limits', description: 'group deliveries written per event-loop turn while a group message is fanned out', default: DEFAULT_LIMITS.groupFanoutSlice },
+  'group-sync-new': { ...count(0, 10_000), group: 'limits', description: "entries of each group a device with no saved position there gets at login (the group's latest)", default: DEFAULT_LIMITS.groupSyncNew },
+  'group-fanout-slice': { ...count(1, 1_000_000), group: 'limits', description: 'group deliveries written per turn of the event loop; a larger fan-out continues on the next turn', default: DEFAULT_LIMITS.groupFanoutSlice },
+  'group-fanout-queue': { ...count(1), group: 'limits', description: "group deliveries waiting to be written at most; beyond, devices read the entry from the group's log", default: DEFAULT_LIMITS.groupFanoutQueue },
 } as const satisfies OptionSpecs;
 
 /** The group store's limits: on `start`, `worker` and `gate` (every process that changes groups), the same on each. */
@@ -233,6 +234,7 @@ export function limitsFrom(v: OptionValues<typeof LIMIT_OPTIONS>): WorkerLimits 
     recipientCacheSize: v['recipient-cache-size'],
     groupSyncNew: v['group-sync-new'],
     groupFanoutSlice: v['group-fanout-slice'],
+    groupFanoutQueue: v['group-fanout-queue'],
   };
 }
 

@@ -2,14 +2,17 @@
 // socket connected (log in, with the position to resume from), a frame came (the login's answer,
 // request answers, deliveries and their acks, notifications), the connection went (reconnect
 // after the retry strategy's delay, or end). It keeps the inbox position and the heartbeat
-// interval in use; the rest of its client it reaches through ClientInternals. The events the
-// client emits are declared here, with the code that emits most of them.
+// interval in use, and with groups each group's position (group-positions.ts); the rest of its
+// client it reaches through ClientInternals. The events the client emits are declared here, with
+// the code that emits most of them.
 
 import type { EventEmitter } from 'node:events';
 import { SwitchboardError, isErrorCode, type ErrorCode } from '../errors.js';
+import type { GroupEvent } from '../groups/group-store.js';
 import type { Logger } from '../log.js';
 import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
 import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage } from '../protocol/types.js';
+import { GroupPositions } from './group-positions.js';
 import type { ClientSettings, Endpoint, ImClientOptions } from './options.js';
 import type { PendingRequests } from './pending-requests.js';
 import type { Transport, TransportHandlers } from './transport.js';
@@ -38,6 +41,37 @@ export interface IncomingMessage {
   fromNick: string;
 }
 
+/** A message of a group (a delivery with `group` set), to a client logged in with `groups`. */
+export interface GroupMessage {
+  group: string;
+  /** The group's sequence of the message: one order for every member's every device. */
+  seq: number;
+  from: string;
+  content: string;
+  /** The sender's message id, as a decimal string (uint64). */
+  msgId: string;
+  /** The sender's clock (ms): not to be trusted for display. */
+  time: number;
+  /** When the server stored the message (ms, the server's clock); undefined when not sent. */
+  storedAt: number | undefined;
+  msgType: number;
+  json: string;
+  url: string;
+  property: string;
+  fromNick: string;
+}
+
+/** A membership change of a group ("alice added bob"), an entry of the group's stream as messages are. */
+export interface GroupEventMessage {
+  group: string;
+  seq: number;
+  /** The event as the server wrote it: its `type`, `actor` and the fields of that type. */
+  event: GroupEvent;
+  /** Who acted (the event's `actor`). */
+  actor: string;
+  storedAt: number | undefined;
+}
+
 export interface ServerNotification {
   type: number;
   data: unknown;
@@ -47,6 +81,10 @@ export interface ImClientEvents {
   status: [ClientStatus];
   login: [sessionId: string];
   message: [IncomingMessage];
+  /** A group message (login with `groups`); each (group, seq) once, in the group's order. */
+  groupMessage: [GroupMessage];
+  /** A group's membership event (login with `groups`); in the group's order with its messages. */
+  groupEvent: [GroupEventMessage];
   notification: [ServerNotification];
   /** The server announced it is closing this connection, and why. */
   closing: [{ code: string; reason: string }];
@@ -130,6 +168,9 @@ export class EventHandler implements TransportHandlers {
   readonly #pending: PendingRequests;
   readonly #transport: Transport;
   readonly #acks: boolean;
+  readonly #groups: boolean;
+  readonly #groupPositions: GroupPositions;
+  #groupAckScheduled = false;
   #loginSequence = -1;
   /** Highest inbox sequence processed; undefined until known. */
   #lastSeq: number | undefined;
@@ -149,7 +190,10 @@ export class EventHandler implements TransportHandlers {
     this.#log = log;
     this.#pending = pending;
     this.#transport = transport;
-    this.#acks = options.acks ?? true;
+    // Group deliveries are acknowledged per group: groups need acks (ImClient refuses groups without).
+    this.#groups = options.groups === true;
+    this.#acks = (options.acks ?? true) || this.#groups;
+    this.#groupPositions = new GroupPositions(options.groupPositions);
     this.#explicitHeartbeat = options.heartbeatIntervalMs;
     this.#heartbeatMs = settings.heartbeatIntervalMs;
     this.#lastSeq = options.lastSeq;
@@ -162,6 +206,14 @@ export class EventHandler implements TransportHandlers {
 
   get lastSeq(): number | undefined {
     return this.#lastSeq;
+  }
+
+  get groups(): boolean {
+    return this.#groups;
+  }
+
+  get groupPositions(): GroupPositions {
+    return this.#groupPositions;
   }
 
   get inboxEpoch(): number {
@@ -187,6 +239,7 @@ export class EventHandler implements TransportHandlers {
           platform: this.#settings.platform ?? 0,
           appVersion: this.#settings.appVersion ?? '',
           acks: this.#acks,
+          ...(this.#groups ? { groups: true } : {}),
           ...(this.#lastSeq !== undefined ? { lastSeq: this.#lastSeq } : {}),
           ...(this.#lastSeq !== undefined && this.#inboxEpoch !== 0 ? { inboxEpoch: this.#inboxEpoch } : {}),
         },
@@ -314,6 +367,8 @@ export class EventHandler implements TransportHandlers {
     client.stopTimer();
     client.startTimer();
     this.#pending.flushUnsent((frame) => this.#transport.write(frame));
+    // Positions that moved while the connection was down (own messages answered before it went).
+    this.#scheduleGroupAcks();
     client.emit('login', client.sessionId);
     client.loggedIn();
   }
@@ -321,6 +376,10 @@ export class EventHandler implements TransportHandlers {
   #onIncoming(message: ImMessage): void {
     const m = message.messageRequest;
     if (!m) return;
+    if (m.group) {
+      this.#onGroupIncoming(m.group, m);
+      return;
+    }
     const seq = Number(m.seq ?? 0);
     if (seq > 0) {
       // A resend of something already processed: acknowledge again, show nothing.
@@ -362,6 +421,76 @@ export class EventHandler implements TransportHandlers {
     });
   }
 
+  /**
+   * A group delivery: dropped when its (group, seq) was processed (a replay, this client's own
+   * message), else emitted; either way acknowledged per group once the listeners returned.
+   */
+  #onGroupIncoming(group: string, m: NonNullable<ImMessage['messageRequest']>): void {
+    const seq = Number(m.seq ?? 0);
+    const positions = this.#groupPositions;
+    if (seq > 0 && positions.seen(group, seq)) {
+      // Own messages above the position move it; below it, the ack may have been lost: again.
+      if (positions.seq(group) !== undefined && seq <= positions.seq(group)!) positions.reack(group);
+      else this.#groupProcessed(group, seq);
+      this.#scheduleGroupAcks();
+      return;
+    }
+    const storedAt = m.storedAt ? Number(m.storedAt) : undefined;
+    if (m.event) {
+      const event = parseGroupEvent(m.event);
+      if (event) this.#client.emit('groupEvent', { group, seq, event, actor: m.from || event.actor, storedAt });
+      else this.#log.warn({ group, seq }, 'ignoring a group event that is not an event object');
+    } else {
+      this.#client.emit('groupMessage', {
+        group,
+        seq,
+        from: m.from ?? '',
+        content: m.content ?? '',
+        msgId: String(m.msgId ?? 0),
+        time: Number(m.time ?? 0),
+        storedAt,
+        msgType: m.msgType ?? 0,
+        json: m.json ?? '',
+        url: m.url ?? '',
+        property: m.property ?? '',
+        fromNick: m.fromNick ?? '',
+      });
+    }
+    if (seq > 0) this.#groupProcessed(group, seq);
+  }
+
+  /** Processed: the group's position moves (and is saved), and its ack goes with the next batch. */
+  #groupProcessed(group: string, seq: number): void {
+    const position = this.#groupPositions.processed(group, seq);
+    this.#settings.saveGroupPosition?.(group, position);
+    this.#scheduleGroupAcks();
+  }
+
+  /** This client's own message is `seq` of `group` (its response): processed, never shown. */
+  sentToGroup(group: string, seq: number): void {
+    const moved = this.#groupPositions.sent(group, seq);
+    if (moved === undefined) return;
+    this.#settings.saveGroupPosition?.(group, moved);
+    this.#scheduleGroupAcks();
+  }
+
+  /**
+   * One MESSAGE_ACK per group whose position moved, per tick: cumulative, for the highest seq
+   * processed. Only after a login with groups (an ack with `group` means nothing to the server otherwise).
+   */
+  #scheduleGroupAcks(): void {
+    if (!this.#groups || this.#groupAckScheduled) return;
+    this.#groupAckScheduled = true;
+    process.nextTick(() => {
+      this.#groupAckScheduled = false;
+      // Not logged in: they wait for the next login, which writes them (see #onLoginResponse).
+      if (this.#client.status !== 'ready') return;
+      for (const [group, seq] of this.#groupPositions.takeAcks()) {
+        this.#transport.write(encodeMessageFrame({ type: HeadType.MESSAGE_ACK, sessionId: this.#client.sessionId, ack: { seq, group } }));
+      }
+    });
+  }
+
   #onNotification(message: ImMessage): void {
     let parsed: ServerNotification;
     try {
@@ -380,6 +509,20 @@ export class EventHandler implements TransportHandlers {
     }
     this.#client.emit('notification', parsed);
   }
+}
+
+/** A group event's JSON, when it is an object with a string `type` and `actor`; else undefined. */
+export function parseGroupEvent(json: string): GroupEvent | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined;
+  const event = parsed as Partial<GroupEvent>;
+  if (typeof event.type !== 'string' || typeof event.actor !== 'string') return undefined;
+  return event as GroupEvent;
 }
 
 /** The server's error code as a SwitchboardError (`otherwise` for a code this client does not know). */

@@ -41,11 +41,19 @@ export class GateError extends SwitchboardError {
 
 const GATE_TIMEOUT_MS = 15_000;
 
-async function post<T>(gateUrl: string, path: string, body: unknown): Promise<T> {
+/**
+ * One request to the gate: JSON in and out, `token` as `Authorization: Bearer`. A refusal
+ * rejects with a GateError of the answer's code (SB_ERR_INTERNAL for a code this client does
+ * not know), its HTTP status and its `retry-after`.
+ */
+export async function gateRequest<T>(gateUrl: string, method: string, path: string, body?: unknown, token?: string): Promise<T> {
+  const headers: Record<string, string> = {};
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (token !== undefined) headers.authorization = `Bearer ${token}`;
   const response = await fetch(new URL(path, gateUrl), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
+    method,
+    headers,
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     signal: AbortSignal.timeout(GATE_TIMEOUT_MS),
   });
   const json = (await response.json().catch(() => ({}))) as T & { error?: { code?: string; message?: string } };
@@ -60,6 +68,10 @@ async function post<T>(gateUrl: string, path: string, body: unknown): Promise<T>
     );
   }
   return json;
+}
+
+function post<T>(gateUrl: string, path: string, body: unknown): Promise<T> {
+  return gateRequest(gateUrl, 'POST', path, body);
 }
 
 export function registerThroughGate(gateUrl: string, username: string, password: string): Promise<{ uid: string }> {
@@ -97,8 +109,9 @@ const TOKEN_MARGIN_MS = 60_000;
  * clients spread over the fallbacks instead of all queueing at the gate at once. A failure says
  * why: the gate's refusal (GateError, with `retryAfterMs` that ImClient waits out), or
  * gateFailure()'s SB_ERR_CLIENT_CONNECT_FAILED naming the address when the gate cannot be reached.
+ * `onLogin` is told each login (its token serves the gate's group API too: GateGroups).
  */
-export function gateEndpoint(gateUrl: string, credentials: GateCredentials): () => Promise<Endpoint> {
+export function gateEndpoint(gateUrl: string, credentials: GateCredentials, onLogin?: (login: GateLogin) => void): () => Promise<Endpoint> {
   let login: GateLogin | undefined;
   let candidates: GateWorker[] = [];
   return async () => {
@@ -107,6 +120,7 @@ export function gateEndpoint(gateUrl: string, credentials: GateCredentials): () 
         throw gateFailure(gateUrl, err);
       });
       candidates = [login.worker, ...login.workers];
+      onLogin?.(login);
     }
     const worker = candidates.shift()!;
     return { host: worker.host, port: worker.port, token: login.token };

@@ -1,6 +1,6 @@
 // The switchboard client SDK: one logged-in device. Used by the CLI, the tests and the bench.
-// Connects and logs in, sends chat messages whose promises settle on the MESSAGE_RESPONSE,
-// emits incoming messages, heartbeats, and reconnects with capped exponential backoff and
+// Connects and logs in, sends chat messages (to a user, to a group) whose promises settle on the
+// MESSAGE_RESPONSE, emits incoming messages and group deliveries, heartbeats, and reconnects with capped exponential backoff and
 // jitter. Status changes go through one setStatus(); an epoch counter makes callbacks of a
 // replaced socket harmless. Every lost connection and failed attempt says why ('disconnect'),
 // and what would only be refused again (an oversized message, a protocol error, a wrong
@@ -10,7 +10,8 @@
 // logout and close, the one timer); options.ts its options; transport.ts the connection,
 // attempt after attempt; event-handler.ts what happens when the transport reports (the login,
 // what the server sends, the inbox position and its acks, reconnect or end) and the events;
-// pending-requests.ts the requests waiting for an answer.
+// group-positions.ts each group's position (dedupe and acks); pending-requests.ts the requests
+// waiting for an answer.
 
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
@@ -20,12 +21,12 @@ import { encodeMessageFrame, storedRequestBody } from '../protocol/codec.js';
 import { DELIVERY_OVERHEAD, deliveryFits } from '../protocol/chat-frames.js';
 import { HEADER_LENGTH } from '../protocol/frame.js';
 import { HeadType, type ImMessage, type MessageRequest } from '../protocol/types.js';
-import { EventHandler, serverError, type ClientInternals, type ClientStatus, type ImClientEvents, type IncomingMessage, type ServerNotification } from './event-handler.js';
+import { EventHandler, serverError, type ClientInternals, type ClientStatus, type GroupEventMessage, type GroupMessage, type ImClientEvents, type IncomingMessage, type ServerNotification } from './event-handler.js';
 import { clientSettings, defaultRetryStrategy, type ClientSettings, type Endpoint, type ImClientOptions, type RetryStrategy } from './options.js';
 import { PendingRequests } from './pending-requests.js';
 import { Transport } from './transport.js';
 
-export { defaultRetryStrategy, type ClientStatus, type Endpoint, type ImClientEvents, type ImClientOptions, type IncomingMessage, type RetryStrategy, type ServerNotification };
+export { defaultRetryStrategy, type ClientStatus, type Endpoint, type GroupEventMessage, type GroupMessage, type ImClientEvents, type ImClientOptions, type IncomingMessage, type RetryStrategy, type ServerNotification };
 export interface SendOptions {
   msgType?: number;
   json?: string;
@@ -41,6 +42,16 @@ export interface SendResult {
   /** The envelope sequence of the request. */
   sequence: number;
   /** Position in the recipient's inbox. */
+  seq: number;
+  /** The server had stored this msgId already (a retry); `seq` is the original. */
+  duplicate: boolean;
+}
+
+export interface GroupSendResult {
+  msgId: string;
+  /** The envelope sequence of the request. */
+  sequence: number;
+  /** The group's sequence of the message: where every member sees it. */
   seq: number;
   /** The server had stored this msgId already (a retry); `seq` is the original. */
   duplicate: boolean;
@@ -79,6 +90,9 @@ export class ImClient extends EventEmitter<ImClientEvents> {
 
   constructor(options: ImClientOptions) {
     super();
+    if (options.groups === true && options.acks === false) {
+      throw new SwitchboardError('SB_ERR_CONFIG', 'groups needs acks: group deliveries are acknowledged per group');
+    }
     this.#options = clientSettings(options);
     this.uid = options.uid;
     this.deviceId = options.deviceId ?? '';
@@ -143,6 +157,11 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     return this.#events.lastSeq;
   }
 
+  /** Highest seq of `group` processed by this client (delivered, or its own message); undefined while unknown. */
+  groupSeq(group: string): number | undefined {
+    return this.#events.groupPositions.seq(group);
+  }
+
   /** The inbox epoch `lastSeq` belongs to; 0 while unknown (before the first login, or an older server). */
   get inboxEpoch(): number {
     return this.#events.inboxEpoch;
@@ -177,6 +196,39 @@ export class ImClient extends EventEmitter<ImClientEvents> {
    * a message rejects with SB_ERR_CLIENT_CONNECTION_LOST (it may have been stored).
    */
   async send(to: string, content: string, options: SendOptions = {}): Promise<SendResult> {
+    const { msgId, request } = this.#chatRequest(to, content, options);
+    const tooLarge = this.#sizeCheck(request, to);
+    if (tooLarge) throw tooLarge;
+    const response = await this.#request(HeadType.MESSAGE_REQUEST, { messageRequest: request }, this.#events.acks);
+    const body = response.messageResponse;
+    if (!body?.result) throw serverError(body?.errorCode, body?.info, 'message refused');
+    return { msgId, sequence: Number(response.sequence), seq: Number(body.seq ?? 0), duplicate: body.duplicate === true };
+  }
+
+  /**
+   * Sends a message to a group this user is a member of. Resolves once the server has stored it
+   * in the group's log, with its group seq; rejects with the server's code
+   * (SB_ERR_GROUP_NOT_FOUND, SB_ERR_GROUP_NOT_MEMBER, SB_ERR_GROUP_DISSOLVED, SB_ERR_BAD_GROUP,
+   * SB_ERR_MESSAGE_TOO_LARGE, SB_ERR_RATE_LIMITED, SB_ERR_STORE_UNAVAILABLE) or a client one,
+   * as send() does; resent after a lost answer with the same msgId, as send() is. The message is
+   * processed as this device's own: a replay of it after a reconnect is not shown.
+   */
+  async sendToGroup(group: string, content: string, options: SendOptions = {}): Promise<GroupSendResult> {
+    // `to` left empty: a server without groups refuses it (no recipient) instead of taking the
+    // group id for a user's.
+    const { msgId, request } = this.#chatRequest('', content, options);
+    request.group = group;
+    const tooLarge = this.#sizeCheck(request, group, group);
+    if (tooLarge) throw tooLarge;
+    const response = await this.#request(HeadType.MESSAGE_REQUEST, { messageRequest: request }, this.#events.acks);
+    const body = response.messageResponse;
+    if (!body?.result) throw serverError(body?.errorCode, body?.info, 'group message refused');
+    const seq = Number(body.seq ?? 0);
+    if (seq > 0) this.#events.sentToGroup(group, seq);
+    return { msgId, sequence: Number(response.sequence), seq, duplicate: body.duplicate === true };
+  }
+
+  #chatRequest(to: string, content: string, options: SendOptions): { msgId: string; request: MessageRequest } {
     const msgId = String(options.msgId ?? this.#msgIdBase + ++this.#msgCount);
     const request: MessageRequest = {
       msgId: msgId as unknown as number,
@@ -190,12 +242,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
       property: options.property,
       fromNick: options.fromNick,
     };
-    const tooLarge = this.#sizeCheck(request);
-    if (tooLarge) throw tooLarge;
-    const response = await this.#request(HeadType.MESSAGE_REQUEST, { messageRequest: request }, this.#events.acks);
-    const body = response.messageResponse;
-    if (!body?.result) throw serverError(body?.errorCode, body?.info, 'message refused');
-    return { msgId, sequence: Number(response.sequence), seq: Number(body.seq ?? 0), duplicate: body.duplicate === true };
+    return { msgId, request };
   }
 
   /**
@@ -203,17 +250,18 @@ export class ImClient extends EventEmitter<ImClientEvents> {
    * which adds the inbox seq and the envelope, would exceed the frame limit) or close the
    * connection for (SB_ERR_FRAME_TOO_LONG) is refused here, before it is written: otherwise it
    * is sent again after each reconnect. The strings' lengths bound the size without encoding in
-   * the usual case; near the limit the request is encoded to know.
+   * the usual case; near the limit the request is encoded to know. A group message (`group`
+   * given) is delivered with `to` set to the group, and forwarded to other workers with the
+   * group id beside it: `to` is the group then.
    */
-  #sizeCheck(request: MessageRequest): SwitchboardError | undefined {
+  #sizeCheck(request: MessageRequest, to: string, group = ''): SwitchboardError | undefined {
     const max = this.#options.maxFrameLength;
-    const to = request.to ?? '';
-    let chars = this.uid.length + to.length * 2 + this.#sessionId.length;
+    let chars = this.uid.length + to.length * 2 + group.length + this.#sessionId.length;
     for (const field of [request.content, request.json, request.url, request.property, request.fromNick]) chars += field?.length ?? 0;
     // A UTF-16 unit is at most 3 bytes of UTF-8 (a surrogate pair, two units, is 4).
     if (chars * 3 + REQUEST_FIXED_BYTES + DELIVERY_OVERHEAD <= max) return undefined;
-    // Near the limit, the server's own rule on the body it would store.
-    const stored = storedRequestBody(request, this.uid, Date.now(), to).length;
+    // Near the limit, the server's own rule on the body it would store (a copy: it sets fields).
+    const stored = storedRequestBody({ ...request }, this.uid, Date.now(), to).length;
     if (deliveryFits(stored, Buffer.byteLength(to), max)) return undefined;
     return new SwitchboardError('SB_ERR_MESSAGE_TOO_LARGE', `the message takes ${stored} bytes once stored; with its delivery it would exceed the frame limit of ${max}`);
   }

@@ -1,6 +1,6 @@
 // What an ImClient is given: where to connect and with which token, who it is, its timeouts and
-// bounds, how it reconnects, and where its inbox position is kept. The defaults are applied in
-// one place, clientSettings().
+// bounds, how it reconnects, where its inbox and group positions are kept, and whether it takes
+// group deliveries. The defaults are applied in one place, clientSettings().
 
 import { DEFAULT_MAX_FRAME_LENGTH } from '../protocol/frame.js';
 import type { Logger } from '../log.js';
@@ -66,6 +66,20 @@ export interface ImClientOptions {
    * pass them back as `lastSeq` and `inboxEpoch` to resume there.
    */
   savePosition?: (seq: number, epoch: number) => void;
+  /**
+   * Take group deliveries ('groupMessage', 'groupEvent'), acknowledged per group (the login's
+   * `groups`). Implies `acks` (`acks: false` with it is refused, SB_ERR_CONFIG). Default false:
+   * the server sends this device nothing of its groups; sendToGroup() works either way.
+   */
+  groups?: boolean;
+  /**
+   * Highest group seq this device processed per group before (e.g. loaded from disk), so that
+   * what the server replays at or below it is dropped. The server keeps each device's position
+   * too (its acks); this covers the acks lost with the last connection.
+   */
+  groupPositions?: Readonly<Record<string, number>>;
+  /** Called with a group and its new position after each processed group delivery: persist it for `groupPositions`. */
+  saveGroupPosition?: (group: string, seq: number) => void;
   log?: Logger;
 }
 
