@@ -96,10 +96,11 @@ export class LoopDelayReader {
    * The delay in the probe's seconds that lie mostly within [from, to] (epoch ms), or in those
    * that overlap it when none does (a span shorter than a second), and how many seconds that was.
    */
-  between(from: number, to: number): { delay: LatencyReport; seconds: number } {
+  between(from: number, to: number): { delay: LatencyReport; seconds: number; each: { spanMs: number; maxMs: number }[] } {
     const overlap = (s: DelaySecond) => Math.max(0, Math.min(s.to, to) - Math.max(s.from, from));
     let seconds = this.#seconds.filter((s) => overlap(s) >= (s.to - s.from) / 2);
     if (seconds.length === 0) seconds = this.#seconds.filter((s) => overlap(s) > 0);
-    return { delay: Latency.merged(seconds.map((s) => s.latency)).report(), seconds: seconds.length };
+    const each = seconds.map((s) => ({ spanMs: s.to - s.from, maxMs: Latency.decode(s.latency).percentiles().max }));
+    return { delay: Latency.merged(seconds.map((s) => s.latency)).report(), seconds: seconds.length, each };
   }
 }

@@ -179,8 +179,10 @@ async function groupRun(g: GroupRun, label: string, count: number, size: number,
 /** The worker's event-loop delay over [from, to] (epoch ms), from the probe, into the run's report. */
 function addLoopDelay(report: RunReport, target: RunningTarget, from: number, to: number): void {
   if (!target.loopDelay) return;
-  const { delay, seconds } = target.loopDelay.between(from, to);
+  const { delay, seconds, each } = target.loopDelay.between(from, to);
   if (seconds === 0) return;
+  // A probe second much longer than a second is a stall: its report was held up with everything else.
+  report.notes.push(`worker event-loop delay per probe second (span → max, ms): ${each.map((s) => `${Math.round(s.spanMs)} → ${fmt.ms(s.maxMs)}`).join(', ')}`);
   report.latency.loopDelay = delay;
   report.metrics.loopDelayP99Ms = delay.p99;
   report.metrics.loopDelayMaxMs = delay.max;
