@@ -4,6 +4,7 @@
 //   Message { type = MESSAGE_REQUEST (1), sequence = msg_id (2),
 //             messageRequest (6) = { msg_id (1), from (2), to (3), time (4), msg_type = 1 (5), content (6) } }
 //   Message { type = MESSAGE_ACK (1), ack (16) = { seq (1) } }
+// and for groups the same two with MessageRequest.group (18) instead of `to`, MessageAck.group (2) beside `seq`.
 
 import { HEADER_LENGTH, writeHeader } from '../../src/protocol/frame.js';
 import { Field, HeadType } from '../../src/protocol/types.js';
@@ -25,14 +26,17 @@ const CONTENT_TAG = oneByteTag(R.content, LEN);
 const ACK_SEQ_TAG = oneByteTag(Field.MessageAck.seq, VARINT);
 /** Message.ack: 82 01. */
 const ACK_TAG = tagBytes(Field.Message.ack, LEN);
+/** MessageRequest.group: 92 01. */
+const GROUP_TAG = tagBytes(R.group, LEN);
+const ACK_GROUP_TAG = oneByteTag(Field.MessageAck.group, LEN);
 
 /**
  * A bench client's LOGIN_REQUEST: a token login as an acks device. `lastSeq` above any inbox
  * head starts the device at the head, so what earlier runs left is not replayed.
  */
-export function loginRequestFrame(uid: string, token: string, options: { deviceId?: string; lastSeq?: number } = {}): Buffer {
-  const { deviceId = 'bench', lastSeq } = options;
-  return encodeMessageFrame({ type: HeadType.LOGIN_REQUEST, sequence: 1, loginRequest: { uid, deviceId, token, acks: true, ...(lastSeq === undefined ? {} : { lastSeq }) } });
+export function loginRequestFrame(uid: string, token: string, options: { deviceId?: string; lastSeq?: number; groups?: boolean } = {}): Buffer {
+  const { deviceId = 'bench', lastSeq, groups } = options;
+  return encodeMessageFrame({ type: HeadType.LOGIN_REQUEST, sequence: 1, loginRequest: { uid, deviceId, token, acks: true, ...(lastSeq === undefined ? {} : { lastSeq }), ...(groups ? { groups } : {}) } });
 }
 
 /** A MESSAGE_REQUEST from `from` to `to`; `from` and `to` are latin1 (bench user ids), `content` too. */
@@ -80,5 +84,50 @@ export function ackFrame(seq: number): Buffer {
   frame[pos++] = ack;
   frame[pos++] = ACK_SEQ_TAG;
   writeVarint(frame, pos, seq);
+  return frame;
+}
+
+/** A MESSAGE_REQUEST from `from` to group `group` (MessageRequest.group, no `to`); all latin1. */
+export function groupMessageFrame(msgId: number, from: string, group: string, time: number, content: string): Buffer {
+  const request =
+    1 + varintLength(msgId) + 1 + varintLength(from.length) + from.length + GROUP_TAG.length + varintLength(group.length) + group.length + 1 + varintLength(time) + 2 + 1 + varintLength(content.length) + content.length;
+  const body = 2 + 1 + varintLength(msgId) + 1 + varintLength(request) + request;
+  const frame = Buffer.allocUnsafe(HEADER_LENGTH + body);
+  writeHeader(frame, 0, body);
+  let pos = HEADER_LENGTH;
+  frame[pos++] = TYPE_TAG;
+  frame[pos++] = HeadType.MESSAGE_REQUEST;
+  frame[pos++] = SEQUENCE_TAG;
+  pos = writeVarint(frame, pos, msgId);
+  frame[pos++] = REQUEST_TAG;
+  pos = writeVarint(frame, pos, request);
+  frame[pos++] = MSG_ID_TAG;
+  pos = writeVarint(frame, pos, msgId);
+  pos = latin1Field(frame, pos, FROM_TAG, from);
+  frame[pos++] = TIME_TAG;
+  pos = writeVarint(frame, pos, time);
+  frame[pos++] = MSG_TYPE_TAG;
+  frame[pos++] = 1;
+  pos = latin1Field(frame, pos, CONTENT_TAG, content);
+  pos = writeBytes(frame, pos, GROUP_TAG);
+  pos = writeVarint(frame, pos, group.length);
+  frame.write(group, pos, 'latin1');
+  return frame;
+}
+
+/** A cumulative MESSAGE_ACK of group `group` (latin1) up to its sequence `seq`. */
+export function groupAckFrame(group: string, seq: number): Buffer {
+  const ack = 1 + varintLength(seq) + 1 + varintLength(group.length) + group.length;
+  const body = 2 + ACK_TAG.length + varintLength(ack) + ack;
+  const frame = Buffer.allocUnsafe(HEADER_LENGTH + body);
+  writeHeader(frame, 0, body);
+  let pos = HEADER_LENGTH;
+  frame[pos++] = TYPE_TAG;
+  frame[pos++] = HeadType.MESSAGE_ACK;
+  pos = writeBytes(frame, pos, ACK_TAG);
+  pos = writeVarint(frame, pos, ack);
+  frame[pos++] = ACK_SEQ_TAG;
+  pos = writeVarint(frame, pos, seq);
+  latin1Field(frame, pos, ACK_GROUP_TAG, group);
   return frame;
 }

@@ -6,6 +6,7 @@ import { runChatLoad, type ChatLoadOptions } from './chat-load.js';
 import { runLoginLoad, type LoginLoadOptions } from './login-load.js';
 import { runIdleLoad, type IdleLoadOptions } from './idle-load.js';
 import { runFailoverLoad, type FailoverLoadOptions } from './failover-load.js';
+import { runGroupLoad, type GroupLoadOptions } from './group-load.js';
 
 export interface DriverChannel {
   /** Index of this driver among the run's drivers. */
@@ -19,6 +20,7 @@ export interface DriverChannel {
 export type ChatTaskOptions = Omit<ChatLoadOptions, 'token' | 'ready' | 'onSecond'> & { secret?: string; tokenTtlMs?: number };
 export type LoginTaskOptions = Omit<LoginLoadOptions, 'token' | 'ready' | 'onSecond'> & { secret: string; tokenTtlMs?: number };
 export type IdleTaskOptions = Omit<IdleLoadOptions, 'token' | 'ready' | 'onSecond'> & { secret: string; tokenTtlMs?: number };
+export type GroupTaskOptions = Omit<GroupLoadOptions, 'token' | 'ready' | 'onSecond'> & { secret: string };
 export type FailoverTaskOptions = Omit<FailoverLoadOptions, 'token' | 'ready' | 'onSecond'> & { secret: string };
 
 export const DRIVER_TASKS = {
@@ -36,6 +38,15 @@ export const DRIVER_TASKS = {
     return runChatLoad({
       ...o,
       token: signer && ((uid) => signer.mint({ uid, ttlMs: o.tokenTtlMs ?? 3_600_000 })),
+      ready: () => channel.ready(),
+      onSecond: (second) => channel.emit(second),
+    });
+  },
+  group: (o: GroupTaskOptions, channel: DriverChannel) => {
+    const signer = new TokenSigner(o.secret);
+    return runGroupLoad({
+      ...o,
+      token: (uid) => signer.mint({ uid, ttlMs: 3_600_000 }),
       ready: () => channel.ready(),
       onSecond: (second) => channel.emit(second),
     });

@@ -8,6 +8,7 @@ import { chatScenario } from './scenarios/chat.js';
 import { loginStormScenario } from './scenarios/login-storm.js';
 import { idleScenario } from './scenarios/idle.js';
 import { failoverScenario } from './scenarios/failover.js';
+import { groupScenario } from './scenarios/group.js';
 import type { ScenarioOptions } from './scenarios/options.js';
 import { formatReport, type BenchReport } from './report.js';
 import { writeReports } from './report-files.js';
@@ -24,6 +25,7 @@ const SCENARIOS: Record<ScenarioName, (o: BenchOptions, c: RunContext) => Promis
   'login-storm': (o, c) => loginStormScenario(loginStormOptions(o, c)),
   idle: (o, c) => idleScenario(idleOptions(o, c)),
   failover: (o, c) => failoverScenario(failoverOptions(o, c)),
+  group: (o, c) => groupScenario(groupOptions(o, c)),
 };
 
 export const runBench: BenchEntry['runBench'] = async (scenario, o, context) => {
@@ -86,6 +88,22 @@ function failoverOptions(o: BenchOptions, c: RunContext) {
     payloadBytes: o.payload,
     drainMs: Math.max(o['drain-ms'], FAILOVER_MIN_DRAIN_MS),
     zkSessionTimeoutMs: FAILOVER_ZK_SESSION_TIMEOUT_MS,
+  };
+}
+
+function groupOptions(o: BenchOptions, c: RunContext) {
+  return {
+    ...common(o, c),
+    inbox: inbox(o),
+    groups: o.groups,
+    groupSize: o['group-size'],
+    largeGroup: o['large-group'],
+    senders: o['group-senders'],
+    groupWindow: o['group-window'],
+    window: o.window,
+    controlRate: o['control-rate'],
+    payloadBytes: o.payload,
+    drainMs: o['drain-ms'],
   };
 }
 

@@ -5,7 +5,8 @@
 
 import { randomBytes } from 'node:crypto';
 import { digestId } from '../../src/registry/cluster-acl.js';
-import { listeningPort, spawnServer, started, startGateProcess, startWorkerProcess, type ProcessSampler, type ServerOptions, type Started } from './processes.js';
+import { listeningPort, siblingModule, spawnServer, started, startGateProcess, startWorkerProcess, type ProcessSampler, type ServerOptions, type Started } from './processes.js';
+import { LoopDelayReader, StdinGroupAdmin, type GroupAdmin } from './group-admin.js';
 import { startRedisServer, startZooKeeperServer, type RedisServer, type ZooKeeperServer } from '../../testkit/services.js';
 import { sleep } from '../../testkit/wait.js';
 
@@ -28,6 +29,12 @@ export interface TargetOptions {
   workerArgs?: string[];
   /** Extra flags for the gate (and the embedded node). */
   gateArgs?: string[];
+  /**
+   * embedded: a node whose groups the bench creates (groupAdmin) and whose event-loop delay it
+   * reads (loopDelay). Until the gate's group API is on main this is the interim group node
+   * (group-node.ts: the worker of `start`, no gate), with the delay probe preloaded.
+   */
+  groups?: boolean;
   sampler?: ProcessSampler;
 }
 
@@ -51,6 +58,10 @@ export interface RunningTarget {
   redis?: RedisServer;
   /** Starts one more worker in the cluster (cluster only). */
   addWorker?(): Promise<WorkerEndpoint>;
+  /** With `groups`: creates the groups of a run. */
+  groupAdmin?: GroupAdmin;
+  /** With `groups`: the node's event-loop delay over a span of the run. */
+  loopDelay?: LoopDelayReader;
   stop(): Promise<void>;
 }
 
@@ -81,6 +92,7 @@ export const BENCH_WORKER_ARGS: readonly string[] = Object.freeze([
 
 export async function startTarget(o: TargetOptions): Promise<RunningTarget> {
   if (o.kind === 'external') return externalTarget(o);
+  if (o.groups && o.kind !== 'embedded') throw new Error('bench group runs on --target embedded (--inbox memory or redis) until the gate\'s group API is on main');
   const stops: (() => Promise<void>)[] = [];
   const stop = async () => {
     for (const fn of stops.reverse()) await fn().catch(() => {});
@@ -111,6 +123,7 @@ async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: 
     o.sampler?.add('redis', 'redis', redis.process.pid);
     extra.push('--redis', redis.url);
   }
+  if (o.groups) return groupNode(o, extra, stops, stop);
   // `start` logs "worker listening" and then "gate listening": both are waited for from the start.
   const options: ServerOptions = {
     name: 'node',
@@ -130,6 +143,36 @@ async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: 
     secret: o.secret,
     workers: [{ name: 'node', host: LOOPBACK, port: node.port, process: node }],
     gateUrl: `http://${LOOPBACK}:${gatePort}`,
+    stop,
+  };
+}
+
+/** The interim group node (group-node.ts) with the event-loop delay probe (loop-delay-probe.ts) preloaded. */
+async function groupNode(o: TargetOptions, extra: string[], stops: (() => Promise<void>)[], stop: () => Promise<void>): Promise<RunningTarget> {
+  const loader = siblingModule('group-node');
+  const script = loader.pop()!;
+  const probe = siblingModule('loop-delay-probe').pop()!;
+  const options: ServerOptions = {
+    name: 'node',
+    role: 'node',
+    script,
+    nodeArgs: [...loader, '--import', probe],
+    stdin: true,
+    args: ['--port', '0', '--secret', o.secret, '--log-level', 'info', ...extra, ...BENCH_WORKER_ARGS, ...(o.workerArgs ?? [])],
+  };
+  const server = spawnServer(options);
+  stops.push(started(options, server, 0).stop);
+  const loopDelay = new LoopDelayReader(server);
+  const node = started(options, server, await listeningPort(server, 'worker listening'));
+  o.sampler?.add('node', 'node', node.child.pid);
+  const inbox = o.inbox === 'redis' ? `redis inbox and groups, fsync ${o.fsync ?? 'none'}` : 'memory inbox and groups';
+  return {
+    kind: 'embedded',
+    label: `embedded worker (${inbox})`,
+    secret: o.secret,
+    workers: [{ name: 'node', host: LOOPBACK, port: node.port, process: node }],
+    groupAdmin: new StdinGroupAdmin(server),
+    loopDelay,
     stop,
   };
 }

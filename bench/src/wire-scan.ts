@@ -16,6 +16,9 @@ export interface Scanned {
   seq: number;
   contentStart: number;
   contentEnd: number;
+  /** MessageRequest.group is set (a group delivery), and .event (a membership event, no content) */
+  group: boolean;
+  event: boolean;
   /** MessageResponse.result, .seq and .error_code; LoginResponse.result, .inbox_head (as responseSeq) and .error_code */
   result: boolean;
   responseSeq: number;
@@ -23,7 +26,7 @@ export interface Scanned {
 }
 
 export function emptyScan(): Scanned {
-  return { type: 0, sequence: 0, msgId: 0, seq: 0, contentStart: 0, contentEnd: 0, result: false, responseSeq: 0, errorCode: '' };
+  return { type: 0, sequence: 0, msgId: 0, seq: 0, contentStart: 0, contentEnd: 0, group: false, event: false, result: false, responseSeq: 0, errorCode: '' };
 }
 
 const M = Field.Message;
@@ -46,7 +49,7 @@ const INNER_FIELDS = new WireReader(Buffer.alloc(0), 0, 0, false);
 export function scanMessage(body: Buffer, out: Scanned): Scanned {
   out.type = out.sequence = out.msgId = out.seq = out.responseSeq = out.contentStart = out.contentEnd = 0;
   out.errorCode = '';
-  out.result = false;
+  out.result = out.group = out.event = false;
   const fields = MESSAGE_FIELDS.reset(body, 0, body.length);
   while (fields.next()) {
     if (fields.field === M.type) out.type = fields.value;
@@ -65,6 +68,8 @@ function scanRequest(body: Buffer, from: number, to: number, out: Scanned): void
       out.contentStart = fields.start;
       out.contentEnd = fields.end;
     } else if (fields.field === R.seq) out.seq = fields.value;
+    else if (fields.field === R.group) out.group = true;
+    else if (fields.field === R.event) out.event = true;
   }
 }
 

@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { decodeMessage } from '../../src/protocol/codec.js';
 import { HEADER_LENGTH } from '../../src/protocol/frame.js';
 import { HeadType } from '../../src/protocol/types.js';
-import { ackFrame, messageRequestFrame } from '../../bench/src/client-frames.js';
+import { ackFrame, groupAckFrame, groupMessageFrame, loginRequestFrame, messageRequestFrame } from '../../bench/src/client-frames.js';
 
 const num = (v: unknown) => (typeof v === 'number' ? v : Number(String(v)));
 const uint = fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER });
@@ -32,4 +32,32 @@ t.test('MESSAGE_ACK', async () => {
       return frame.readUInt32BE(4) === frame.length - HEADER_LENGTH && m.type === HeadType.MESSAGE_ACK && num(m.ack?.seq) === seq;
     }),
   );
+});
+
+t.test('group MESSAGE_REQUEST', async () => {
+  fc.assert(
+    fc.property(fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }), ascii, ascii, uint, ascii, (msgId, from, group, time, content) => {
+      const frame = groupMessageFrame(msgId, from, group, time, content);
+      if (frame.readUInt32BE(4) !== frame.length - HEADER_LENGTH) return false;
+      const m = decodeMessage(frame.subarray(HEADER_LENGTH));
+      const r = m.messageRequest!;
+      return m.type === HeadType.MESSAGE_REQUEST && num(m.sequence) === msgId && num(r.msgId) === msgId && num(r.time) === time && r.msgType === 1 && r.from === from && !r.to && (r.group ?? '') === group && r.content === content;
+    }),
+  );
+});
+
+t.test('group MESSAGE_ACK', async () => {
+  fc.assert(
+    fc.property(uint, ascii, (seq, group) => {
+      const frame = groupAckFrame(group, seq);
+      const m = decodeMessage(frame.subarray(HEADER_LENGTH));
+      return frame.readUInt32BE(4) === frame.length - HEADER_LENGTH && m.type === HeadType.MESSAGE_ACK && num(m.ack?.seq) === seq && (m.ack?.group ?? '') === group;
+    }),
+  );
+});
+
+t.test('LOGIN_REQUEST with groups', async (t) => {
+  const m = decodeMessage(loginRequestFrame('u1', 'token', { groups: true }).subarray(HEADER_LENGTH));
+  t.match(m.loginRequest, { uid: 'u1', acks: true, groups: true });
+  t.notOk(decodeMessage(loginRequestFrame('u1', 'token').subarray(HEADER_LENGTH)).loginRequest!.groups, 'not without it');
 });

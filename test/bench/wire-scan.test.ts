@@ -78,3 +78,12 @@ t.test('the send time stamped in a content', async (t) => {
   // Only the given range is read.
   t.equal(leadingNumber(Buffer.from('99123'), 0, 2), 99);
 });
+
+t.test('a group delivery: group and event are seen', async (t) => {
+  const message = deliveryFrame(encodeMessageRequest({ msgId: 42, from: 'alice', to: 'gabcdefghijkl', content: '1.5|x', storedAt: 1, group: 'gabcdefghijkl' }), 12);
+  t.match(scanMessage(message.subarray(HEADER_LENGTH), emptyScan()), { type: HeadType.MESSAGE_REQUEST, msgId: 42, seq: 12, group: true, event: false });
+  const event = deliveryFrame(encodeMessageRequest({ from: 'alice', to: 'gabcdefghijkl', storedAt: 1, group: 'gabcdefghijkl', event: '{"type":"created","actor":"alice"}' }), 1);
+  t.match(scanMessage(event.subarray(HEADER_LENGTH), emptyScan()), { seq: 1, group: true, event: true });
+  const inbox = deliveryFrame(encodeMessageRequest({ msgId: 1, from: 'a', to: 'b', content: 'x' }), 3);
+  t.match(scanMessage(inbox.subarray(HEADER_LENGTH), emptyScan()), { group: false, event: false });
+});

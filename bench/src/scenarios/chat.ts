@@ -42,15 +42,15 @@ export interface ChatScenarioOptions extends ScenarioOptions {
 const MAX_STEPS = 6;
 const STEP_PAUSE_MS = 1000;
 
-interface Load {
+export interface Load {
   label: string;
   target: Target;
   endpoints: Endpoint[];
   rate?: number;
 }
 
-/** What the runs of one `bench chat` command share. */
-interface ChatRun {
+/** What the runs of one `bench chat` command share (`bench group` measures its 1:1 baseline with them too). */
+export interface ChatRun {
   o: ChatScenarioOptions;
   pairs: number;
   drivers: number;
@@ -74,7 +74,7 @@ export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport>
 }
 
 /** One measured run of the drivers against `load`. */
-async function measure(run: ChatRun, load: Load): Promise<RunReport> {
+export async function measure(run: ChatRun, load: Load): Promise<RunReport> {
   const { o, pairs, drivers, sampler } = run;
   let startedAt = 0;
   // Distinct msg_ids per run: a later run against the same server is not deduped against this one.

@@ -34,6 +34,12 @@ export const BENCH_OPTIONS = {
   'heartbeat-ms': { ...ms(), group: 'load', description: 'idle: each connection heartbeats this often (the default is the worker\'s interval)', default: DEFAULT_LIMITS.heartbeatIntervalMs },
   'cross-node': { type: 'boolean', group: 'load', description: 'chat: every receiver on another worker than its sender' },
   'no-relay': { type: 'boolean', group: 'load', description: 'chat: skip the bare-relay baseline' },
+  groups: { ...count(0, 10_000), group: 'load', description: 'group: groups of --group-size members in the many-groups run (0 skips it)', default: 10 },
+  'group-size': { ...count(2, 10_000), group: 'load', description: 'group: members of each of those groups', default: 20 },
+  'large-group': { ...count(0, 10_000), group: 'load', description: 'group: members of the one large group (0 skips that run; the event-loop delay target is for 5000)', default: 500 },
+  'group-senders': { ...count(1, 1000), group: 'load', description: 'group: members of each group that send', default: 2 },
+  'group-window': { ...count(1, 256), group: 'load', description: 'group: messages each sender keeps in flight (until every other member has it)', default: 4 },
+  'control-rate': { type: 'number', min: 0, group: 'load', description: 'group: msg/s of the 1:1 control pair beside the large group (0: none)', default: 100 },
   'drain-ms': { ...ms(0), group: 'load', description: 'after the run, wait this long at most for outstanding deliveries', default: 5000 },
   json: { type: 'string', group: 'reports', description: 'write the report as JSON to this file' },
   html: { type: 'string', group: 'reports', description: 'write a self-contained HTML report to this file' },
@@ -48,6 +54,7 @@ export const SCENARIOS = {
   'login-storm': 'logins per second: token logins at the workers, then password logins through the gate',
   idle: 'logged-in connections that only heartbeat: worker RSS per connection',
   failover: 'chat through SDK clients while a worker is SIGKILLed: loss, duplicates, recovery',
+  group: 'group chat (many groups, one large group) beside 1:1 chat: fan-out deliveries/s, latency, event-loop delay, loss',
 } as const;
 
 export type ScenarioName = keyof typeof SCENARIOS;
