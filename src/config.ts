@@ -48,6 +48,12 @@ export interface WorkerLimits {
   maxUnauthenticated: number;
   /** Recipients remembered as existing users, when recipients are checked against a UserStore. */
   recipientCacheSize: number;
+  /** A device with no saved position in a group gets at most this many of the group's latest entries at login. */
+  groupSyncNew: number;
+  /** Group deliveries written per turn of the event loop; a larger fan-out continues on the next turn. */
+  groupFanoutSlice: number;
+  /** Group deliveries waiting to be written at most; beyond, the devices read the entry from the group's log. */
+  groupFanoutQueue: number;
 }
 
 export const DEFAULT_LIMITS: Readonly<WorkerLimits> = Object.freeze({
@@ -81,6 +87,10 @@ export const DEFAULT_LIMITS: Readonly<WorkerLimits> = Object.freeze({
   // at once; keep this well below the process's file limit minus the sessions it serves.
   maxUnauthenticated: 5000,
   recipientCacheSize: 100_000,
+  groupSyncNew: 100,
+  groupFanoutSlice: 512,
+  // 10 fan-outs to 10 000 members: a burst of group messages, at 8 bytes of queue per delivery.
+  groupFanoutQueue: 100_000,
 });
 
 export function idleTimeoutMs(limits: WorkerLimits): number {

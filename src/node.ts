@@ -30,6 +30,11 @@ import type { InboxLimits, InboxStore } from './inbox/inbox-store.js';
 import { MemoryInboxStore } from './inbox/memory-inbox-store.js';
 import { RedisInboxStore } from './inbox/redis-inbox-store.js';
 import type { UserStore } from './users/user-store.js';
+import { DEFAULT_GROUP_LIMITS, groupLimits, type GroupLimits, type GroupStore } from './groups/group-store.js';
+import { MemoryGroupStore } from './groups/memory-group-store.js';
+import { RedisGroupStore } from './groups/redis-group-store.js';
+import { MemoryGroupNotifier, type GroupNotifier } from './groups/group-notifier.js';
+import { RedisGroupNotifier } from './groups/redis-group-notifier.js';
 import { MemoryUserStore } from './users/memory-user-store.js';
 import { RedisUserStore } from './users/redis-user-store.js';
 import { WorkerServer } from './server/worker-server.js';
@@ -62,6 +67,12 @@ export interface NodeOptions {
    * Closed by stop().
    */
   users?: UserStore;
+  /** Defaults to in-memory groups (embedded mode). Closed by stop(). */
+  groups?: GroupStore;
+  /** How the gate's membership changes reach this worker; defaults to one in memory (embedded mode: the gate in this process). Closed by stop(). */
+  groupNotifier?: GroupNotifier;
+  /** The groups' maxGroupsPerUser (how many groups a login lists at most); default DEFAULT_GROUP_LIMITS'. */
+  maxGroupsPerUser?: number;
   /** Cluster mode: a peer port and links to the other workers of `registry`, routing through `store`. */
   cluster?: ClusterSettings;
   /**
@@ -79,6 +90,8 @@ export interface SwitchboardNode {
   readonly store: SessionStore;
   readonly inbox: InboxStore;
   readonly users: UserStore | undefined;
+  readonly groups: GroupStore;
+  readonly groupNotifier: GroupNotifier;
   readonly signer: TokenSigner;
   readonly online: OnlineCounter;
   /**
@@ -96,9 +109,11 @@ export function createNode(options: NodeOptions): SwitchboardNode {
   const registry = options.registry ?? new StaticRegistry();
   const inbox = options.inbox ?? new MemoryInboxStore({}, Date.now, log.child({ component: 'inbox' }));
   const users = options.users;
+  const groups = options.groups ?? new MemoryGroupStore();
+  const groupNotifier = options.groupNotifier ?? new MemoryGroupNotifier();
   const signer = new TokenSigner(options.secret);
   const host = options.host ?? '127.0.0.1';
-  const health = new StoreHealth({ ...options.health, stores: { session: store, inbox, ...(users ? { users } : {}) }, log: log.child({ component: 'health' }) });
+  const health = new StoreHealth({ ...options.health, stores: { session: store, inbox, groups, ...(users ? { users } : {}) }, log: log.child({ component: 'health' }) });
   const sessions = new LocalSessionMap();
   const directory = new SessionDistributed({ store, registry, sessions, refreshMs: limits.sessionRefreshMs, log });
   const server = new WorkerServer({
@@ -112,6 +127,18 @@ export function createNode(options: NodeOptions): SwitchboardNode {
     inbox,
     registry,
     users,
+    groups: {
+      store: groups,
+      notifier: groupNotifier,
+      options: {
+        batchSize: limits.syncBatchSize,
+        syncNew: limits.groupSyncNew,
+        fanoutSlice: limits.groupFanoutSlice,
+        maxQueuedWrites: limits.groupFanoutQueue,
+        ackTimeoutMs: limits.ackTimeoutMs,
+        maxGroupsPerUser: options.maxGroupsPerUser ?? DEFAULT_GROUP_LIMITS.maxGroupsPerUser,
+      },
+    },
     health,
     log: log.child({ component: 'worker' }),
     version: VERSION,
@@ -119,12 +146,12 @@ export function createNode(options: NodeOptions): SwitchboardNode {
   });
   const counts: LocalCounts = { selfId: () => server.info?.id ?? '', local: () => ({ users: sessions.users, sessions: sessions.size }) };
   const online = options.online ? options.online(counts) : new MemoryOnlineCounter(counts);
-  return nodeLifetime({ server, registry, store, inbox, users, signer, online }, log);
+  return nodeLifetime({ server, registry, store, inbox, users, groups, groupNotifier, signer, online }, log);
 }
 
 /** start() and stop() of a node: what starts in which order, and what stops in which. */
 function nodeLifetime(parts: Omit<SwitchboardNode, 'start' | 'stop'>, log: Logger): SwitchboardNode {
-  const { server, registry, store, inbox, users, online } = parts;
+  const { server, registry, store, inbox, users, groups, groupNotifier, online } = parts;
   let stopping: Promise<void> | undefined;
   const node: SwitchboardNode = {
     ...parts,
@@ -151,6 +178,8 @@ function nodeLifetime(parts: Omit<SwitchboardNode, 'start' | 'stop'>, log: Logge
         await server.stop();
         await store.close();
         await inbox.close();
+        await groups.close();
+        await groupNotifier.close();
         await users?.close();
       })();
       return stopping;
@@ -218,6 +247,8 @@ export interface SwitchboardConfig {
   redis?: RedisConfig;
   /** Cluster mode. */
   zookeeper?: ZooKeeperConfig;
+  /** The group store's limits (the rest at DEFAULT_GROUP_LIMITS): the same on every worker and gate. */
+  groupLimits?: Partial<GroupLimits>;
   worker?: WorkerConfig;
   /** Beside `worker`: its embedded gate. Alone: a cluster's gate (needs `zookeeper` and `redis`). */
   gate?: GateConfig;
@@ -226,6 +257,12 @@ export interface SwitchboardConfig {
 export interface Switchboard {
   readonly node: SwitchboardNode | undefined;
   readonly gate: WebGate | undefined;
+  /**
+   * The process's one group store and notifier: the worker's (node.groups) and its embedded
+   * gate's, or a cluster gate's. Redis with `redis` (the same key prefix), else memory.
+   */
+  readonly groups: GroupStore;
+  readonly groupNotifier: GroupNotifier;
   /**
    * Starts the worker, then the gate. On a failure everything built is stopped, and the error
    * is thrown as `explain` makes it (the CLI names the flag that moves a busy port).
@@ -247,9 +284,11 @@ export function createSwitchboard(config: SwitchboardConfig): Switchboard {
   const own: Own = (part) => (built.push(part), part);
   let worker: WorkerPart | undefined;
   let gate: GatePart | undefined;
+  let groups: Groups;
   try {
-    worker = config.worker && buildWorker(config, config.worker, own);
-    gate = config.gate && (worker ? embeddedGate(config, config.gate, worker) : clusterGate(config, config.gate, own));
+    groups = { store: own(groupStoreFor(config)), notifier: own(groupNotifierFor(config)) };
+    worker = config.worker && buildWorker(config, config.worker, groups, own);
+    gate = config.gate && (worker ? embeddedGate(config, config.gate, worker, groups) : clusterGate(config, config.gate, groups, own));
   } catch (err) {
     // checkConfig refuses what the constructors are known to refuse; should one throw all the
     // same, the Redis clients built before it must not keep the process alive.
@@ -265,6 +304,8 @@ export function createSwitchboard(config: SwitchboardConfig): Switchboard {
   return {
     node: worker?.node,
     gate: gate?.gate,
+    groups: groups.store,
+    groupNotifier: groups.notifier,
     async start(explain = (err) => err) {
       let info: ImNode | undefined;
       try {
@@ -306,6 +347,7 @@ function checkConfig(config: SwitchboardConfig): void {
   if (!worker && (!zookeeper || !redis)) fail("a cluster's gate needs zookeeper and redis");
   checkTokenSecret(config.secret);
   if (redis) checkRedisTimeout(redis.timeoutMs);
+  groupLimits(config.groupLimits);
   if (zookeeper) checkZooKeeperRoot(zookeeper.root);
   if (worker) checkHealthSettings(worker.health);
   if (gate && !worker) checkProbeSettings(gate.probe ?? DEFAULT_PROBE_SETTINGS);
@@ -329,7 +371,29 @@ interface WorkerPart extends Part<ImNode> {
   readonly users: UserStore | undefined;
 }
 
-function buildWorker(config: SwitchboardConfig, w: WorkerConfig, own: Own): WorkerPart {
+/** The process's groups: one store and one notifier, shared by its worker and its gate. */
+interface Groups {
+  store: GroupStore;
+  notifier: GroupNotifier;
+}
+
+/** Groups live where the inboxes do: in Redis with `redis` (under the same key prefix), else in memory. */
+function groupStoreFor(config: SwitchboardConfig): GroupStore {
+  const { redis, log, groupLimits: limits } = config;
+  if (!redis) return new MemoryGroupStore(limits);
+  const store = new RedisGroupStore({ url: redis.url, keyPrefix: redis.keyPrefix, limits, timeoutMs: redis.timeoutMs });
+  logRedis(store.redis, log.child({ component: 'redis', store: 'groups' }));
+  return store;
+}
+
+/** With `redis`, pub/sub on `<prefix>groups` (every worker hears every gate); else this process only. */
+function groupNotifierFor(config: SwitchboardConfig): GroupNotifier {
+  const { redis, log } = config;
+  if (!redis) return new MemoryGroupNotifier();
+  return new RedisGroupNotifier({ url: redis.url, keyPrefix: redis.keyPrefix, timeoutMs: redis.timeoutMs, log: log.child({ component: 'redis', store: 'group-notifier' }) });
+}
+
+function buildWorker(config: SwitchboardConfig, w: WorkerConfig, groups: Groups, own: Own): WorkerPart {
   const { log, redis } = config;
   // The ZooKeeper registry first: it connects only when started, the Redis stores at once.
   const registry = w.cluster && own(zooKeeperRegistry(config));
@@ -351,6 +415,10 @@ function buildWorker(config: SwitchboardConfig, w: WorkerConfig, own: Own): Work
     secret: config.secret,
     limits: w.limits,
     health: w.health,
+    // The node closes them on stop, after the embedded gate has stopped.
+    groups: groups.store,
+    groupNotifier: groups.notifier,
+    maxGroupsPerUser: groupLimits(config.groupLimits).maxGroupsPerUser,
     log,
   });
   return {
@@ -409,7 +477,7 @@ interface GatePart extends Part<AddressInfo> {
 }
 
 /** `switchboard start`'s gate: the worker's registry, accounts, signer and counts; limits in memory. */
-function embeddedGate(config: SwitchboardConfig, g: GateConfig, worker: WorkerPart): GatePart {
+function embeddedGate(config: SwitchboardConfig, g: GateConfig, worker: WorkerPart, groups: Groups): GatePart {
   const { node } = worker;
   const gate = new WebGate({
     host: g.host,
@@ -422,6 +490,7 @@ function embeddedGate(config: SwitchboardConfig, g: GateConfig, worker: WorkerPa
     registration: g.registration,
     limits: g.limits,
     trustProxy: g.trustProxy,
+    groups,
     log: config.log.child({ component: 'gate' }),
   });
   return { gate, start: () => gate.listen(), stop: () => gate.close() };
@@ -432,7 +501,7 @@ function embeddedGate(config: SwitchboardConfig, g: GateConfig, worker: WorkerPa
  * OnlineCounter on the same session, keeps users and rate-limit counts in Redis, and probes the
  * workers it hands out.
  */
-function clusterGate(config: SwitchboardConfig, g: GateConfig, own: Own): GatePart {
+function clusterGate(config: SwitchboardConfig, g: GateConfig, groups: Groups, own: Own): GatePart {
   const { log } = config;
   const redis = config.redis!;
   // What connects only when started first, the Redis stores (which connect at once) last.
@@ -456,6 +525,7 @@ function clusterGate(config: SwitchboardConfig, g: GateConfig, own: Own): GatePa
     rateLimits,
     trustProxy: g.trustProxy,
     probe,
+    groups,
     log: log.child({ component: 'gate' }),
   });
   return {
@@ -472,6 +542,8 @@ function clusterGate(config: SwitchboardConfig, g: GateConfig, own: Own): GatePa
       await registry.close();
       await users.close();
       await rateLimits.close();
+      await groups.notifier.close();
+      await groups.store.close();
     },
   };
 }

@@ -119,6 +119,8 @@ export interface SyncOptions {
   lastSeq?: number;
   /** The inbox epoch lastSeq belongs to (LoginRequest.inbox_epoch); left out when undefined. */
   inboxEpoch?: number;
+  /** Take group deliveries (LoginRequest.groups; needs acks). */
+  groups?: boolean;
 }
 
 /** A frame header with arbitrary (possibly invalid) fields. */
@@ -226,7 +228,7 @@ export class RawClient {
     token: string | undefined,
     deviceId: string,
     sequence: Long | number = PRE_LOGIN_SEQUENCE,
-    { acks, lastSeq, inboxEpoch }: SyncOptions = {},
+    { acks, lastSeq, inboxEpoch, groups }: SyncOptions = {},
   ): ImMessage {
     return {
       type: HeadType.LOGIN_REQUEST,
@@ -241,6 +243,7 @@ export class RawClient {
         ...(acks !== undefined ? { acks } : {}),
         ...(lastSeq !== undefined ? { lastSeq } : {}),
         ...(inboxEpoch !== undefined ? { inboxEpoch } : {}),
+        ...(groups !== undefined ? { groups } : {}),
       },
     };
   }
@@ -257,6 +260,16 @@ export class RawClient {
   /** Sends a cumulative MESSAGE_ACK: every inbox message up to `seq` is processed. */
   ack(seq: number): void {
     this.send({ type: HeadType.MESSAGE_ACK, sessionId: this.sessionId, ack: { seq } });
+  }
+
+  /** Sends a cumulative MESSAGE_ACK of a group: every entry of `group` up to `seq` is processed. */
+  groupAck(group: string, seq: number): void {
+    this.send({ type: HeadType.MESSAGE_ACK, sessionId: this.sessionId, ack: { seq, group } });
+  }
+
+  /** Sends a MESSAGE_REQUEST to a group (MessageRequest.group) and returns its sequence. */
+  groupChat(group: string, content: string, fields: MessageRequest = {}): number {
+    return this.chat('', content, { group, ...fields });
   }
 
   /**

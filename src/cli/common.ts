@@ -10,6 +10,7 @@ import { DEFAULT_GATE_LIMITS, type GateLimits } from '../gate/web-gate.js';
 import { DEFAULT_PROBE_SETTINGS, type ProbeSettings } from '../gate/worker-probe.js';
 import { DEFAULT_HEALTH_SETTINGS, type HealthSettings } from '../server/store-health.js';
 import { DEFAULT_REDIS_TIMEOUT_MS } from '../redis/redis-client.js';
+import { DEFAULT_GROUP_LIMITS, type GroupLimits } from '../groups/group-store.js';
 import { SwitchboardError } from '../errors.js';
 import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
@@ -70,7 +71,28 @@ export const LIMIT_OPTIONS = {
   'max-connections-per-ip': { ...count(0), group: 'limits', description: 'connections one client address (IPv6: one /64) may hold; 0: no cap', default: DEFAULT_LIMITS.maxConnectionsPerIp },
   'max-unauthenticated': { ...count(0), group: 'limits', description: 'connections not logged in yet; at the cap the longest waiting is shed for a new one; 0: no cap', default: DEFAULT_LIMITS.maxUnauthenticated },
   'recipient-cache-size': { ...count(1), group: 'limits', description: 'recipients remembered as existing users', default: DEFAULT_LIMITS.recipientCacheSize },
+  'group-sync-new': { ...count(0, 10_000), group: 'limits', description: "entries of each group a device with no saved position there gets at login (the group's latest)", default: DEFAULT_LIMITS.groupSyncNew },
+  'group-fanout-slice': { ...count(1, 1_000_000), group: 'limits', description: 'group deliveries written per turn of the event loop; a larger fan-out continues on the next turn', default: DEFAULT_LIMITS.groupFanoutSlice },
+  'group-fanout-queue': { ...count(1), group: 'limits', description: "group deliveries waiting to be written at most; beyond, devices read the entry from the group's log", default: DEFAULT_LIMITS.groupFanoutQueue },
 } as const satisfies OptionSpecs;
+
+/** The group store's limits: on `start`, `worker` and `gate` (every process that changes groups), the same on each. */
+export const GROUP_OPTIONS = {
+  'group-max-members': { ...count(2, 1_000_000), group: 'stores', description: 'members of one group, the owner included', default: DEFAULT_GROUP_LIMITS.maxMembers },
+  'group-max-per-user': { ...count(1, 1_000_000), group: 'stores', description: 'groups one user may be a member of at once (SB_ERR_GROUP_TOO_MANY beyond)', default: DEFAULT_GROUP_LIMITS.maxGroupsPerUser },
+  'group-max-entries': { ...count(1, 10_000_000), group: 'stores', description: 'entries (messages and events) kept per group; older ones are pruned', default: DEFAULT_GROUP_LIMITS.maxEntries },
+  'group-max-age-s': { ...count(1, 10 * 365 * 86_400), group: 'stores', description: 'group entries older than this are pruned (seconds)', default: DEFAULT_GROUP_LIMITS.maxAgeMs / 1000 },
+} as const satisfies OptionSpecs;
+
+/** The group store's limits from their flags (the rest at DEFAULT_GROUP_LIMITS). */
+export function groupLimitsFrom(v: OptionValues<typeof GROUP_OPTIONS>): Partial<GroupLimits> {
+  return {
+    maxMembers: v['group-max-members'],
+    maxGroupsPerUser: v['group-max-per-user'],
+    maxEntries: v['group-max-entries'],
+    maxAgeMs: v['group-max-age-s'] * 1000,
+  };
+}
 
 export const RECIPIENT_OPTIONS = {
   'allow-unknown-recipients': {
@@ -210,6 +232,9 @@ export function limitsFrom(v: OptionValues<typeof LIMIT_OPTIONS>): WorkerLimits 
     maxConnectionsPerIp: v['max-connections-per-ip'],
     maxUnauthenticated: v['max-unauthenticated'],
     recipientCacheSize: v['recipient-cache-size'],
+    groupSyncNew: v['group-sync-new'],
+    groupFanoutSlice: v['group-fanout-slice'],
+    groupFanoutQueue: v['group-fanout-queue'],
   };
 }
 

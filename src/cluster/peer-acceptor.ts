@@ -1,7 +1,7 @@
 // What a connection on the peer port may say (PROTOCOL.md §10). First the handshake, HELLO →
 // CHALLENGE → AUTH: the dialer must claim the id of another worker in the registry (the view may
 // lag a fresh registration by a moment, so an unknown id is waited for, boundedly) and prove the
-// cluster secret over the whole transcript. Only then peer frames: PEER_DELIVER, PEER_NUDGE,
+// cluster secret over the whole transcript. Only then peer frames: PEER_DELIVER, PEER_GROUP, PEER_NUDGE,
 // SESSION_ON / SESSION_OFF and heartbeats. Anything else closes the connection with a code.
 // One link per peer: a newer authenticated link from the same worker replaces the older.
 
@@ -12,6 +12,7 @@ import { AttributeKey } from '../server/attributes.js';
 import type { Connection } from '../server/connection.js';
 import type { LocalPort } from '../server/cluster-seam.js';
 import type { Logger } from '../log.js';
+import { isGroupId } from '../groups/group-store.js';
 import { NONCE_BYTES, isValidNodeId, newNonce, peerProof, verifyPeerProof, type Transcript } from './peer-auth.js';
 
 type Stage = 'hello' | 'challenged' | 'ready';
@@ -162,6 +163,11 @@ export class PeerAcceptor {
         const d = message.peerDeliver;
         // Without an epoch (0: a worker of an older version) no session takes it as is: they read their inbox.
         if (d?.uid && d.body) this.#options.local.deliver(d.uid, Number(d.seq ?? 0), d.body, Number(d.epoch ?? 0));
+        return;
+      }
+      case HeadType.PEER_GROUP: {
+        const g = message.peerGroup;
+        if (g?.group && g.body && isGroupId(g.group)) this.#options.local.deliverGroup(g.group, Number(g.seq ?? 0), g.body);
         return;
       }
       case HeadType.PEER_NUDGE: {

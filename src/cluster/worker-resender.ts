@@ -76,8 +76,11 @@ export class WorkerReSender {
     if (moved && this.#status !== 'closed') this.#socket?.destroy();
   }
 
-  /** Sends a frame concerning `uid` (for the nudge if it has to be dropped). */
-  send(frame: Buffer, uid?: string): void {
+  /**
+   * Sends a frame concerning `uid` (for the nudge if it has to be dropped); `nudgeAll`: one whose
+   * loss concerns every session there (a group entry).
+   */
+  send(frame: Buffer, uid?: string, nudgeAll = false): void {
     if (this.#status === 'closed') return;
     if (this.#status === 'ready') {
       this.#write(frame);
@@ -88,6 +91,7 @@ export class WorkerReSender {
       return;
     }
     this.dropped++;
+    if (nudgeAll) this.#missedAll = true;
     if (uid === undefined) return;
     if (this.#missed.size < this.#options.missedLimit) this.#missed.add(uid);
     else this.#missedAll = true;

@@ -51,8 +51,9 @@ export class WorkerRouter {
     this.#links.get(nodeId)?.send(frame, uid);
   }
 
-  broadcast(frame: Buffer, uid?: string): void {
-    for (const link of this.#links.values()) link.send(frame, uid);
+  /** `nudgeAll`: a frame dropped on a link makes that peer re-read every session's messages after the reconnect. */
+  broadcast(frame: Buffer, uid?: string, nudgeAll = false): void {
+    for (const link of this.#links.values()) link.send(frame, uid, nudgeAll);
   }
 
   close(): void {

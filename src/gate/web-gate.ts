@@ -17,6 +17,8 @@ import { LoginLimiter, type LoginLimits, type LoginOutcome } from './login-limit
 import type { RateLimitStore } from './rate-limit-store.js';
 import { MemoryRateLimitStore } from './memory-rate-limit-store.js';
 import type { WorkerProbe } from './worker-probe.js';
+import type { GroupStore } from '../groups/group-store.js';
+import type { GroupNotifier } from '../groups/group-notifier.js';
 
 export interface GateLimits extends LoginLimits {
   /** Token validity. */
@@ -73,6 +75,11 @@ export interface WebGateOptions {
   trustProxy?: readonly string[];
   /** Which workers answered the gate's last probe; default: every registered worker. */
   probe?: Pick<WorkerProbe, 'reachable'>;
+  /**
+   * The groups and how their changes reach the workers: the group routes (group-routes.ts).
+   * Unset: the gate has no group routes. Closed by the caller.
+   */
+  groups?: { store: GroupStore; notifier: GroupNotifier };
   log: Logger;
 }
 

@@ -10,6 +10,12 @@ import type { LocalSession } from '../session/local-session.js';
 export interface MessageRouter {
   /** A message was stored in `uid`'s inbox as `seq` of `epoch`: get it to every online session of `uid`. */
   deliver(uid: string, seq: number, body: Uint8Array, epoch: number): void;
+  /**
+   * Entry `seq` was stored in `group`'s log (`body`: its delivered MessageRequest): get it to the
+   * sessions of the group's members, here and on every other worker. `sender`: the local
+   * session that sent it (answered by its response, not sent a copy).
+   */
+  deliverGroup(group: string, seq: number, body: Uint8Array, sender?: LocalSession): void;
   /** A session is ready on this worker (logged in, replay started). */
   sessionOpened(session: LocalSession): void;
   /** A session left this worker. */
@@ -25,7 +31,9 @@ export interface LocalPort {
    * instead, so a delivery can never move a position past what the inbox holds.
    */
   deliver(uid: string, seq: number, body: Uint8Array, epoch: number): void;
-  /** Makes this worker's sessions of these users (of everyone, when undefined) read their inbox. */
+  /** Delivers group entry `seq` to this worker's sessions of the group's members. */
+  deliverGroup(group: string, seq: number, body: Uint8Array, sender?: LocalSession): void;
+  /** Makes this worker's sessions of these users (of everyone, when undefined) read their inbox and their groups. */
   nudge(uids?: readonly string[]): void;
   /** Resolves this worker's node id once registered. */
   readonly nodeId: Promise<string>;
@@ -48,6 +56,10 @@ export class LocalRouter implements MessageRouter {
 
   deliver(uid: string, seq: number, body: Uint8Array, epoch: number): void {
     this.local.deliver(uid, seq, body, epoch);
+  }
+
+  deliverGroup(group: string, seq: number, body: Uint8Array, sender?: LocalSession): void {
+    this.local.deliverGroup(group, seq, body, sender);
   }
 
   sessionOpened(): void {}

@@ -6,7 +6,9 @@ import type { TokenSigner } from '../auth/token.js';
 import type { LocalSessionMap } from '../session/local-session-map.js';
 import type { SessionDistributed } from '../session/session-distributed.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
+import type { GroupStore } from '../groups/group-store.js';
 import type { Delivery } from './delivery.js';
+import type { GroupDelivery } from './group-delivery.js';
 import type { MessageRouter } from './cluster-seam.js';
 import type { MessageRate } from './message-rate.js';
 import type { RecipientCheck } from './recipients.js';
@@ -19,6 +21,8 @@ export interface ServerContext {
   readonly directory: SessionDistributed;
   readonly inbox: InboxStore;
   readonly delivery: Delivery;
+  /** Group chat: the groups' logs and their fan-out to this worker's sessions. */
+  readonly groups: { readonly store: GroupStore; readonly delivery: GroupDelivery } | undefined;
   readonly router: MessageRouter;
   /** The senders' message rate. */
   readonly rate: MessageRate;

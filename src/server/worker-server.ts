@@ -14,9 +14,13 @@ import type { TokenSigner } from '../auth/token.js';
 import type { Registry } from '../registry/registry.js';
 import type { ImNode } from '../registry/im-node.js';
 import type { LocalSessionMap } from '../session/local-session-map.js';
+import type { LocalSession } from '../session/local-session.js';
 import type { SessionDistributed } from '../session/session-distributed.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import { Delivery } from './delivery.js';
+import { GroupDelivery, type GroupDeliveryOptions } from './group-delivery.js';
+import type { GroupStore } from '../groups/group-store.js';
+import type { GroupNotifier } from '../groups/group-notifier.js';
 import { LocalRouter, type LocalPort, type WorkerCluster } from './cluster-seam.js';
 import { Connection, SESSION, type ConnectionHandler } from './connection.js';
 import type { ServerContext } from './context.js';
@@ -47,6 +51,11 @@ export interface WorkerServerOptions {
   health: StoreHealth;
   log: Logger;
   version: string;
+  /**
+   * Group chat: the groups' store, how the gate's membership changes reach this worker, and the
+   * fan-out's limits. Unset: logins with `groups` get no group deliveries and group messages are refused.
+   */
+  groups?: { store: GroupStore; notifier: GroupNotifier; options: GroupDeliveryOptions };
   /** Cluster mode: builds the router and the cluster's own listeners around this worker's LocalPort. */
   cluster?: (local: LocalPort) => WorkerCluster;
 }
@@ -71,6 +80,7 @@ export class WorkerServer {
   #nextConnId = 1;
   #info: ImNode | undefined;
   #onAllClosed: (() => void) | undefined;
+  #unsubscribeGroups: (() => void) | undefined;
 
   constructor(options: WorkerServerOptions) {
     this.#options = options;
@@ -78,14 +88,28 @@ export class WorkerServer {
     this.sessions = options.sessions;
     const nodeId = new Promise<string>((resolve) => (this.#resolveNodeId = resolve));
     const delivery = new Delivery(options.inbox, options.limits, options.log, { nudgeIntervalMs: sweepIntervalMs(options.limits) });
+    const groups = options.groups && { store: options.groups.store, delivery: new GroupDelivery(options.groups.store, options.groups.options, options.log) };
+    const nudge = (session: LocalSession): void => {
+      delivery.nudge(session);
+      groups?.delivery.nudge(session);
+    };
     const local: LocalPort = {
       nodeId,
       deliver: (uid, seq, body, epoch) => delivery.deliverLive(this.sessions.byUser(uid), seq, body, epoch),
+      deliverGroup: (group, seq, body, sender) => groups?.delivery.deliver(group, seq, body, sender),
       nudge: (uids) => {
-        if (uids === undefined) for (const session of this.sessions) delivery.nudge(session);
-        else for (const uid of uids) for (const session of this.sessions.byUser(uid)) delivery.nudge(session);
+        if (uids === undefined) for (const session of this.sessions) nudge(session);
+        else for (const uid of uids) for (const session of this.sessions.byUser(uid)) nudge(session);
       },
     };
+    if (groups) {
+      this.#unsubscribeGroups = options.groups!.notifier.subscribe({
+        change: (change) => groups.delivery.changed(change, (uid) => this.sessions.byUser(uid)),
+        missed: () => {
+          for (const session of this.sessions) groups.delivery.nudge(session);
+        },
+      });
+    }
     this.local = local;
     const cluster = (this.#cluster = options.cluster?.(local));
     this.#ctx = {
@@ -94,6 +118,7 @@ export class WorkerServer {
       directory: options.directory,
       inbox: options.inbox,
       delivery,
+      groups,
       router: cluster?.router ?? new LocalRouter(local),
       rate: new MessageRate(options.limits),
       recipients: options.users && new RecipientCheck(options.users, options.limits.recipientCacheSize),
@@ -163,6 +188,7 @@ export class WorkerServer {
    */
   async stop(): Promise<void> {
     this.#options.health.stop();
+    this.#unsubscribeGroups?.();
     clearInterval(this.#sweep);
     this.#options.directory.stop();
     const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
@@ -230,6 +256,7 @@ export class WorkerServer {
     if (!session) return;
     conn.attrs.delete(SESSION);
     this.#ctx.delivery.release(session);
+    this.#ctx.groups?.delivery.release(session);
     this.#ctx.router.sessionClosed(session);
     if (this.sessions.remove(session)) this.#ctx.sessionsChanged();
     this.#options.directory.withdraw(session, conn.log);
@@ -250,6 +277,7 @@ export class WorkerServer {
       }
     }
     this.#ctx.delivery.sweep(this.sessions, now);
+    this.#ctx.groups?.delivery.sweep(now);
     this.#ctx.rate.sweep(now, this.sessions);
     // Refused sockets are counted, not logged one by one: an attack would flood the log.
     if (now - this.#lastRefusalLog >= REFUSAL_LOG_MS) {

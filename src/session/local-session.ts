@@ -2,6 +2,7 @@
 // The session layer knows nothing about sockets; the server's Connection implements Outbound.
 
 import type { Failure } from '../protocol/messages.js';
+import type { GroupStream } from './group-stream.js';
 import type { HandoffRing } from './handoff-ring.js';
 
 /** A token bucket's state: `tokens` as of `at` (ms); the owner knows the rate and size. */
@@ -62,6 +63,11 @@ export class LocalSession {
   unackedSince = 0;
   /** Position last written to the InboxStore. */
   savedPosition = 0;
+  /**
+   * Devices that logged in with `groups`: their position in each group they can read, by group
+   * id (owned by the server's GroupDelivery). Undefined for every other device.
+   */
+  groups: Map<string, GroupStream> | undefined;
 
   // Message rate state, owned by the server's MessageRate (see src/server/message-rate.ts).
   /** This device's token bucket, as of `rateAt` (ms); 0 means never used: the first check fills it. */

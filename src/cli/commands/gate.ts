@@ -9,6 +9,7 @@ import { PORT, envOf, parseOptions, usage, type OptionSpecs } from '../options.j
 import {
   DEV_OPTION,
   GATE_OPTIONS,
+  GROUP_OPTIONS,
   LOG_OPTION,
   NETWORK_OPTIONS,
   PROBE_OPTIONS,
@@ -20,6 +21,7 @@ import {
   addressInUse,
   requireOptions,
   gateLimitsFrom,
+  groupLimitsFrom,
   probeFrom,
   redisPrefixFrom,
   redisTimeoutFrom,
@@ -47,6 +49,7 @@ const OPTIONS = {
     env: 'SWITCHBOARD_GATE_ZK_AUTH',
     legacyEnv: 'SWITCHBOARD_ZK_AUTH',
   },
+  ...GROUP_OPTIONS,
   ...GATE_OPTIONS,
   ...PROBE_OPTIONS,
   ...LOG_OPTION,
@@ -80,6 +83,7 @@ export async function gateCommand(argv: string[]): Promise<void> {
     secret,
     log,
     redis: { url: o.redis!, keyPrefix, timeoutMs },
+    groupLimits: groupLimitsFrom(o),
     zookeeper: { connect: o.zk!, root: o['zk-root'], auth },
     gate: { host: o.host, port: o.port, limits, registration: !o['no-registration'], trustProxy, probe },
   });

@@ -19,6 +19,7 @@ import { isSwitchboardError } from '../../errors.js';
 import type { LocalSession } from '../../session/local-session.js';
 import type { Connection } from '../connection.js';
 import type { ServerContext } from '../context.js';
+import { handleGroupChat } from './group-chat.js';
 
 export function handleChat(ctx: ServerContext, conn: Connection, session: LocalSession, message: ImMessage): void | Promise<void> {
   const request = message.messageRequest;
@@ -29,6 +30,10 @@ export function handleChat(ctx: ServerContext, conn: Connection, session: LocalS
   if (refusal !== undefined) {
     conn.send(messageResponse(sequence, sessionId, refusal));
     if (ctx.rate.flooded(session)) conn.close(ctx.rate.flood);
+    return;
+  }
+  if (request?.group) {
+    handleGroupChat(ctx, conn, session, sequence, request);
     return;
   }
   if (!request || !request.to) {

@@ -30,6 +30,7 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   try {
     if (!request?.token) throw new SwitchboardError('SB_ERR_NO_TOKEN', 'login carries no token');
     if (!uid) throw new SwitchboardError('SB_ERR_BAD_REQUEST', 'login needs loginRequest.uid');
+    if (request.groups && !request.acks) throw new SwitchboardError('SB_ERR_BAD_REQUEST', 'loginRequest.groups needs acks: group deliveries are acknowledged');
     ctx.signer.verifyFor(request.token, uid, deviceId);
   } catch (err) {
     if (!isSwitchboardError(err)) throw err;
@@ -74,6 +75,7 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   try {
     await ctx.directory.publish(session, nodeId);
     sync = await ctx.delivery.prepare(session, requested);
+    if (request!.groups && ctx.groups) await ctx.groups.delivery.prepare(session);
   } catch (err) {
     conn.log.error({ err }, 'login storage failed');
     if (isSwitchboardError(err) && err.code === 'SB_ERR_STORE_UNAVAILABLE') refuse({ code: err.code, reason: 'a store did not answer; log in again later' });
@@ -84,6 +86,7 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   if (conn.state !== 'open') return;
   conn.send(loginResponse(sequence, session.sessionId, sync, ctx.limits.heartbeatIntervalMs));
   ctx.delivery.start(session);
+  ctx.groups?.delivery.start(session);
   ctx.router.sessionOpened(session);
   // Through the worker's logger: an idle connection keeps no child logger (Connection.log).
   ctx.log.info({ ...conn.logFields, replaced: replaced !== undefined, acks: session.acks, ...sync }, 'login');

@@ -1,0 +1,435 @@
+// Getting group log entries onto the devices of a group's members, in group order, once each.
+//
+// A group message is stored once, in the group's log (GroupStore), under the group's next seq.
+// Every device that logged in with `groups` keeps one GroupStream per group it can read: its
+// position (sent, acked) in that log. The rules are the inbox's (delivery.ts), per group:
+// a live entry is written only when it is exactly the stream's next one; anything else (a gap,
+// the replay after login, a resend after the ack timeout, a nudge) "pumps": reads the log after
+// `sent` in batches until caught up with the highest seq known to exist. Positions are saved
+// write-behind by the sweep (acked only: every group device acknowledges).
+//
+// Fan-out: one entry goes to every local stream of its group with one frame buffer (the seq is
+// the group's, the same for every member). A group's local streams are indexed by group id, so
+// a message costs no membership read. A fan-out larger than one slice (`fanoutSlice` writes)
+// continues on the next turn of the event loop, so a 5 000-member group does not stall the
+// worker; entries queued behind it (of any group) wait their turn, which keeps each group's
+// order. The queue is bounded (`maxQueuedWrites`): past it, an entry is not queued but its
+// streams learn that it exists and read it from the log.
+//
+// Membership: a session's streams are made at login from the user's groups and recent
+// departures; a member added later gets a stream when the gate's change reaches this worker
+// (GroupNotifier `added`), starting at the `added` event. A member removed (or who left, or
+// whose group was dissolved) reads up to that event, which it is sent, and its stream is dropped
+// once it acknowledged it. The store decides what a user may read (group-store.ts, visibility):
+// nothing here can show an entry outside the user's membership.
+
+import type { Logger } from '../log.js';
+import { isSwitchboardError } from '../errors.js';
+import { deliveryFrame } from '../protocol/chat-frames.js';
+import { encodeMessageRequest } from '../protocol/codec.js';
+import { decodeGroupEvent, type GroupEntry, type GroupStore } from '../groups/group-store.js';
+import type { GroupChange } from '../groups/group-notifier.js';
+import { GroupStream } from '../session/group-stream.js';
+import type { LocalSession } from '../session/local-session.js';
+
+export interface GroupDeliveryOptions {
+  /** Entries read from a group's log per batch. */
+  batchSize: number;
+  /** A device with no saved position in a group gets at most this many of its latest entries. */
+  syncNew: number;
+  /** Deliveries written per turn of the event loop; a larger fan-out continues on the next turn. */
+  fanoutSlice: number;
+  /** Deliveries waiting in the fan-out queue at most; beyond, streams read the entry from the log. */
+  maxQueuedWrites: number;
+  /** Unacknowledged deliveries are sent again after this long. */
+  ackTimeoutMs: number;
+  /** Groups listed per user at login at most (the store's maxGroupsPerUser). */
+  maxGroupsPerUser: number;
+  /** Reads and cursor lookups one login issues at once. */
+  loginConcurrency?: number;
+}
+
+/** An entry on its way to a group's local streams. */
+interface FanoutJob {
+  group: string;
+  seq: number;
+  frame: Buffer;
+  /** The session that sent it: answered by its response, not sent a copy. */
+  sender: LocalSession | undefined;
+  streams: GroupStream[];
+  next: number;
+}
+
+export class GroupDelivery {
+  readonly #store: GroupStore;
+  readonly #o: Required<GroupDeliveryOptions>;
+  readonly #log: Logger;
+  /** Every ready-or-preparing stream of this worker, by group. */
+  readonly #byGroup = new Map<string, Set<GroupStream>>();
+  readonly #queue: FanoutJob[] = [];
+  #queuedWrites = 0;
+  #scheduled = false;
+  /** Streams whose acked position moved since it was saved. */
+  readonly #dirty = new Set<GroupStream>();
+  /** Streams the sweep looks at: deliveries unacknowledged, or entries known but not sent. */
+  readonly #watched = new Set<GroupStream>();
+
+  constructor(store: GroupStore, options: GroupDeliveryOptions, log: Logger) {
+    this.#store = store;
+    this.#o = { loginConcurrency: 32, ...options };
+    this.#log = log;
+  }
+
+  /** Local streams of `group` (tests, metrics). */
+  streamsOf(group: string): number {
+    return this.#byGroup.get(group)?.size ?? 0;
+  }
+
+  /**
+   * Login of a device with `groups`: makes a stream for every group the user is in and every
+   * group it recently left, and finds where each replay starts (the saved position, else the
+   * latest `syncNew` entries it may read). Rejects when the store does not answer.
+   */
+  async prepare(session: LocalSession): Promise<void> {
+    const groups = new Map<string, GroupStream>();
+    session.groups = groups;
+    const { uid, deviceId } = session;
+    const departed = await this.#store.departedOf(uid);
+    let after: string | undefined;
+    let listed = 0;
+    do {
+      const page = await this.#store.groupsOf(uid, { after, limit: this.#o.maxGroupsPerUser });
+      for (const g of page.groups) if (!groups.has(g.id)) this.#add(new GroupStream(session, g.id));
+      listed += page.groups.length;
+      after = page.next;
+    } while (after !== undefined && listed < this.#o.maxGroupsPerUser);
+    for (const d of departed) {
+      if (groups.has(d.id)) continue;
+      const stream = new GroupStream(session, d.id);
+      stream.until = d.seq;
+      this.#add(stream);
+    }
+    if (session.released) return;
+    const pending = [...groups.values()];
+    const worker = async (): Promise<void> => {
+      for (let stream = pending.pop(); stream; stream = pending.pop()) await this.#position(stream, deviceId);
+    };
+    await Promise.all(Array.from({ length: Math.min(this.#o.loginConcurrency, pending.length) }, worker));
+  }
+
+  /** The LoginResponse is out: start every replay. */
+  start(session: LocalSession): void {
+    for (const stream of session.groups?.values() ?? []) {
+      if (stream.ready && stream.known > stream.sent) void this.#pump(stream);
+    }
+  }
+
+  /**
+   * Entry `seq` of `group` was stored (`body` is its delivered MessageRequest, group set): write
+   * it to the group's local streams. `sender`: the session that sent it, if it is on this worker.
+   */
+  deliver(group: string, seq: number, body: Uint8Array, sender?: LocalSession): void {
+    const streams = this.#byGroup.get(group);
+    if (streams === undefined || streams.size === 0) return;
+    const job: FanoutJob = { group, seq, frame: deliveryFrame(body, seq), sender, streams: [...streams], next: 0 };
+    if (this.#queue.length === 0 && job.streams.length <= this.#o.fanoutSlice) {
+      this.#run(job, job.streams.length);
+      return;
+    }
+    if (this.#queuedWrites + job.streams.length > this.#o.maxQueuedWrites) {
+      // Too much waiting already: the entry is not held here; its streams read it from the log.
+      for (const stream of job.streams) this.#behind(stream, seq);
+      return;
+    }
+    this.#queue.push(job);
+    this.#queuedWrites += job.streams.length;
+    this.#schedule();
+  }
+
+  /** A change made at the gate (GroupNotifier): streams of the group read its log; added members' sessions join. */
+  changed(change: GroupChange, sessionsOf: (uid: string) => readonly LocalSession[]): void {
+    for (const uid of change.added ?? []) {
+      for (const session of sessionsOf(uid)) {
+        if (session.groups === undefined || session.released || session.groups.has(change.group)) continue;
+        const stream = new GroupStream(session, change.group);
+        // Its first entry is the `added` event itself.
+        stream.sent = stream.acked = stream.saved = change.seq - 1;
+        stream.ready = true;
+        this.#add(stream);
+      }
+    }
+    for (const stream of this.#byGroup.get(change.group) ?? []) this.#behind(stream, change.seq);
+  }
+
+  /** Deliveries of these sessions may have been lost (a peer link or the notifier was down): read every group again. */
+  nudge(session: LocalSession): void {
+    for (const stream of session.groups?.values() ?? []) {
+      if (!stream.ready) continue;
+      if (stream.pumping) stream.repump = true;
+      else void this.#pump(stream);
+    }
+  }
+
+  /** MESSAGE_ACK with a group: the device processed the group's entries up to `seq`. */
+  acknowledge(session: LocalSession, group: string, seq: number): void {
+    const stream = session.groups?.get(group);
+    if (stream === undefined) return;
+    const upTo = Math.min(seq, stream.sent);
+    if (upTo <= stream.acked) return;
+    stream.acked = upTo;
+    stream.unackedSince = upTo < stream.sent ? Date.now() : 0;
+    this.#dirty.add(stream);
+  }
+
+  /** Periodic: resends what was not acknowledged in time, retries failed reads, saves positions. */
+  sweep(now: number): void {
+    for (const stream of this.#watched) {
+      const session = stream.session;
+      if (session.released) {
+        this.#watched.delete(stream);
+        continue;
+      }
+      if (!stream.ready || !session.ready || stream.pumping) continue;
+      if (stream.unackedSince !== 0 && now - stream.unackedSince > this.#o.ackTimeoutMs) {
+        stream.sent = stream.acked;
+        stream.unackedSince = 0;
+        void this.#pump(stream);
+      } else if (stream.known > stream.sent) {
+        void this.#pump(stream);
+      } else if (stream.unackedSince === 0) {
+        this.#watched.delete(stream);
+      }
+    }
+    for (const stream of this.#dirty) {
+      this.#dirty.delete(stream);
+      this.#save(stream);
+      // Its departure is acknowledged: nothing more to read in that group.
+      if (stream.acked >= stream.until) this.#drop(stream);
+    }
+  }
+
+  /** The session is gone: its streams leave the fan-out and their positions are saved. */
+  release(session: LocalSession): void {
+    for (const stream of session.groups?.values() ?? []) {
+      this.#dirty.delete(stream);
+      this.#watched.delete(stream);
+      this.#unindex(stream);
+      this.#save(stream);
+    }
+  }
+
+  #add(stream: GroupStream): void {
+    stream.session.groups!.set(stream.group, stream);
+    let streams = this.#byGroup.get(stream.group);
+    if (streams === undefined) this.#byGroup.set(stream.group, (streams = new Set()));
+    streams.add(stream);
+  }
+
+  #unindex(stream: GroupStream): void {
+    const streams = this.#byGroup.get(stream.group);
+    if (streams?.delete(stream) && streams.size === 0) this.#byGroup.delete(stream.group);
+  }
+
+  #drop(stream: GroupStream): void {
+    this.#unindex(stream);
+    this.#watched.delete(stream);
+    if (stream.session.groups?.get(stream.group) === stream) stream.session.groups.delete(stream.group);
+  }
+
+  /** Finds where a new stream's replay starts. */
+  async #position(stream: GroupStream, deviceId: string): Promise<void> {
+    const { group } = stream;
+    const uid = stream.session.uid;
+    let cursor: number | undefined;
+    let bounds;
+    try {
+      [cursor, bounds] = await Promise.all([this.#store.cursor(group, uid, deviceId), this.#store.read(group, uid, 0, 0)]);
+    } catch (err) {
+      // Gone (a group of a lost store, or forgotten meanwhile): nothing to read there.
+      if (isSwitchboardError(err) && (err.code === 'SB_ERR_GROUP_NOT_FOUND' || err.code === 'SB_ERR_GROUP_NOT_MEMBER')) {
+        this.#drop(stream);
+        return;
+      }
+      throw err;
+    }
+    if (stream.session.groups?.get(group) !== stream) return;
+    let from: number;
+    if (cursor !== undefined) {
+      from = cursor;
+    } else if (stream.until !== Infinity) {
+      // A new device has nothing to show of a group its user had left.
+      this.#drop(stream);
+      return;
+    } else {
+      from = Math.max(bounds.joined - 1, bounds.head - this.#o.syncNew);
+    }
+    // Pruned meanwhile: the replay starts at the oldest retained entry.
+    from = Math.max(from, bounds.oldest - 1, bounds.joined - 1);
+    if (from > bounds.head) {
+      // Only after a failover to a replica that lagged: positions above the head are of entries
+      // that are gone; the stream continues from the head.
+      this.#log.warn({ uid, deviceId, group, position: from, head: bounds.head }, 'group position above its head');
+      from = bounds.head;
+    }
+    if (stream.until !== Infinity && from >= stream.until) {
+      this.#drop(stream);
+      return;
+    }
+    stream.sent = stream.acked = stream.saved = from;
+    if (bounds.head > stream.known) stream.known = bounds.head;
+    stream.ready = true;
+  }
+
+  /** An entry up to `seq` exists that `stream` may not have: read it, now or when the read under way ends. */
+  #behind(stream: GroupStream, seq: number): void {
+    if (seq > stream.known) stream.known = seq;
+    if (!stream.ready || !stream.session.ready) return;
+    if (stream.pumping) stream.repump = true;
+    else if (stream.known > stream.sent) void this.#pump(stream);
+  }
+
+  #schedule(): void {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    setImmediate(this.#drain);
+  }
+
+  readonly #drain = (): void => {
+    this.#scheduled = false;
+    let budget = this.#o.fanoutSlice;
+    while (budget > 0 && this.#queue.length > 0) {
+      const job = this.#queue[0]!;
+      const before = job.next;
+      this.#run(job, budget);
+      const done = job.next - before;
+      budget -= done;
+      this.#queuedWrites -= done;
+      if (job.next >= job.streams.length) this.#queue.shift();
+    }
+    if (this.#queue.length > 0) this.#schedule();
+  };
+
+  /** Writes `job` to up to `budget` more of its streams. */
+  #run(job: FanoutJob, budget: number): void {
+    const { streams, seq, frame, sender } = job;
+    const end = Math.min(streams.length, job.next + budget);
+    for (let i = job.next; i < end; i++) {
+      const stream = streams[i]!;
+      const session = stream.session;
+      if (seq > stream.known) stream.known = seq;
+      // Past its user's departure; the store would not show it either.
+      if (!stream.ready || !session.ready || seq > stream.until) continue;
+      if (stream.pumping) {
+        if (seq <= stream.sent) stream.repump = true;
+        continue;
+      }
+      if (seq !== stream.sent + 1) {
+        // A gap (an entry still on its way, or dropped): the log decides. An entry already sent is ignored.
+        if (seq > stream.sent) void this.#pump(stream);
+        continue;
+      }
+      if (session === sender) {
+        // Its device has the seq from the response.
+        stream.sent = seq;
+        if (stream.acked === seq - 1 && stream.unackedSince === 0) {
+          stream.acked = seq;
+          this.#dirty.add(stream);
+        }
+        continue;
+      }
+      this.#write(stream, seq, frame);
+    }
+    job.next = end;
+  }
+
+  #write(stream: GroupStream, seq: number, frame: Buffer): void {
+    const session = stream.session;
+    session.outbound.sendFrame(frame);
+    // Dropped by this very write (slow consumer): its positions were saved on release.
+    if (session.released) return;
+    stream.sent = seq;
+    if (stream.unackedSince === 0) {
+      stream.unackedSince = Date.now();
+      this.#watched.add(stream);
+    }
+  }
+
+  async #pump(stream: GroupStream): Promise<void> {
+    const session = stream.session;
+    stream.pumping = true;
+    stream.repump = false;
+    const { group } = stream;
+    try {
+      for (;;) {
+        const knownBefore = stream.known;
+        const read = await this.#store.read(group, session.uid, stream.sent, this.#o.batchSize);
+        if (session.released || session.groups?.get(group) !== stream) return;
+        if (read.head > stream.known) stream.known = read.head;
+        if (read.head < stream.sent) {
+          this.#log.warn({ uid: session.uid, deviceId: session.deviceId, group, position: stream.sent, head: read.head }, 'group head below the position sent');
+          stream.known = read.head;
+          return;
+        }
+        for (const entry of read.entries) {
+          if (session.outbound.congested) {
+            await session.outbound.drained();
+            if (session.released) return;
+          }
+          if (entry.seq <= stream.sent) continue;
+          if (entry.kind === 'event' && departs(entry, session.uid)) stream.until = entry.seq;
+          this.#write(stream, entry.seq, deliveryFrame(entryBody(group, entry), entry.seq));
+          if (session.released) return;
+        }
+        if (read.entries.length === 0) {
+          if (stream.known !== knownBefore) continue;
+          stream.known = stream.sent;
+          return;
+        }
+        if (read.entries.length < this.#o.batchSize && stream.known <= stream.sent) return;
+      }
+    } catch (err) {
+      if (isSwitchboardError(err) && (err.code === 'SB_ERR_GROUP_NOT_FOUND' || err.code === 'SB_ERR_GROUP_NOT_MEMBER')) {
+        this.#drop(stream);
+        return;
+      }
+      // The sweep retries: known is still ahead of sent.
+      this.#watched.add(stream);
+      this.#log.error({ err, uid: session.uid, deviceId: session.deviceId, group }, 'group read failed');
+    } finally {
+      stream.pumping = false;
+      if (stream.repump && !session.released) void this.#pump(stream);
+    }
+  }
+
+  #save(stream: GroupStream): void {
+    if (stream.acked <= stream.saved) return;
+    stream.saved = stream.acked;
+    const session = stream.session;
+    this.#store.saveCursor(stream.group, session.uid, session.deviceId, stream.acked).catch((err: unknown) => {
+      this.#log.error({ err, uid: session.uid, deviceId: session.deviceId, group: stream.group }, 'group position save failed');
+    });
+  }
+}
+
+/** Whether event `entry` ends `uid`'s membership (its last readable entry). */
+function departs(entry: GroupEntry, uid: string): boolean {
+  let event;
+  try {
+    event = decodeGroupEvent(entry.body);
+  } catch {
+    return false;
+  }
+  if (event.type === 'dissolved') return true;
+  if (event.type === 'left') return event.actor === uid;
+  if (event.type === 'removed') return event.uids?.includes(uid) === true;
+  return false;
+}
+
+/**
+ * The delivered MessageRequest of an entry: a message's stored request as it is; an event as
+ * { from = actor, to = group, stored_at, group, event = its JSON }.
+ */
+export function entryBody(group: string, entry: GroupEntry): Uint8Array {
+  if (entry.kind === 'message') return entry.body;
+  return encodeMessageRequest({ from: entry.sender, to: group, storedAt: entry.storedAt, group, event: entry.body.toString('utf8') });
+}

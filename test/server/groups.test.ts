@@ -1,0 +1,189 @@
+// Group chat on one worker, over real sockets: a message stored once reaches every device of
+// every member in group order (the sender's own device answered by its response only), live and
+// by replay at login; membership changes made at the gate (the store plus the notifier, as the
+// gate does) reach members live; a removed member gets nothing after its removal, an added one
+// nothing before; non-members, unknown groups, forged events and logins without acks are refused.
+
+import t, { type Test } from 'tap';
+import { startNode, type TestNode } from '../helpers/node.js';
+import { connect, connectLoggedIn } from '../helpers/raw-session.js';
+import { isType, seqOf, u64, type RawClient } from '../../testkit/raw-client.js';
+import { HeadType, ResultCode, type ImMessage } from '../../src/protocol/types.js';
+
+const login = (t: Test, tn: TestNode, uid: string, deviceId = 'dev-1') => connectLoggedIn(t, tn.port, uid, tn.token(uid), deviceId, { acks: true, groups: true });
+
+const isGroupDelivery = (group: string) => (m: ImMessage) => m.type === HeadType.MESSAGE_REQUEST && m.messageRequest?.group === group;
+
+/** The next `n` deliveries of `group`, acknowledged. */
+async function groupDeliveries(client: RawClient, group: string, n: number): Promise<ImMessage[]> {
+  const out: ImMessage[] = [];
+  for (let i = 0; i < n; i++) out.push(await client.next(isGroupDelivery(group)));
+  if (n > 0) client.groupAck(group, seqOf(out[n - 1]!));
+  return out;
+}
+
+const summary = (ms: ImMessage[]) => ms.map((m) => `${seqOf(m)}:${m.messageRequest?.event ? JSON.parse(m.messageRequest.event).type : m.messageRequest?.content}`);
+
+async function nothingMoreOf(t: Test, client: RawClient, group: string, what: string): Promise<void> {
+  await client.roundTrip();
+  t.same(client.takeDeliveries().filter(isGroupDelivery(group)).map(seqOf), [], what);
+}
+
+/** Creates a group as the gate does: in the store, then tells the workers. */
+async function createGroup(tn: TestNode, owner: string, members: string[]) {
+  const group = await tn.node.groups.create(owner, 'team', members);
+  tn.node.groupNotifier.publish({ group: group.id, seq: 1, added: [owner, ...members] });
+  return group.id;
+}
+
+t.test('a group message reaches every device of every member once, in group order', async (t) => {
+  const tn = await startNode(t);
+  const id = await createGroup(tn, 'alice', ['bob', 'carol']);
+  const alice = await login(t, tn, 'alice', 'phone');
+  const alice2 = await login(t, tn, 'alice', 'laptop');
+  const bob = await login(t, tn, 'bob');
+  const carol = await login(t, tn, 'carol');
+  const dave = await login(t, tn, 'dave');
+  for (const c of [alice, alice2, bob, carol]) t.same(summary(await groupDeliveries(c, id, 1)), ['1:created'], 'a new device gets the created event');
+
+  const seqs: string[] = [];
+  for (const text of ['one', 'two', 'three']) {
+    const response = await alice.response(alice.groupChat(id, text));
+    t.equal(response.messageResponse?.result, true, `${text} stored`);
+    seqs.push(u64(response.messageResponse?.seq));
+  }
+  t.same(seqs, ['2', '3', '4'], "the response carries the group's seq");
+  for (const [name, c] of [['alice laptop', alice2], ['bob', bob], ['carol', carol]] as const) {
+    const got = await groupDeliveries(c, id, 3);
+    t.same(summary(got), ['2:one', '3:two', '4:three'], `${name} gets them in group order`);
+    t.equal(got[0]!.messageRequest?.from, 'alice');
+    t.equal(got[0]!.messageRequest?.to, id, 'to is the group');
+    t.ok(Number(u64(got[0]!.messageRequest?.storedAt)) > 0, 'stamped with the server time');
+  }
+  await nothingMoreOf(t, alice, id, "the sending device gets no copy of its own messages");
+  await nothingMoreOf(t, dave, id, 'a non-member gets nothing');
+});
+
+t.test('an offline member gets what it missed at its next login, from its acknowledged position', async (t) => {
+  const tn = await startNode(t);
+  const id = await createGroup(tn, 'alice', ['bob']);
+  const alice = await login(t, tn, 'alice');
+  let bob = await login(t, tn, 'bob');
+  await groupDeliveries(alice, id, 1);
+  await groupDeliveries(bob, id, 1);
+  await alice.response(alice.groupChat(id, 'a'));
+  await groupDeliveries(bob, id, 1);
+  await bob.roundTrip();
+  bob.destroy();
+  for (const text of ['b', 'c']) await alice.response(alice.groupChat(id, text));
+  bob = await login(t, tn, 'bob');
+  t.same(summary(await groupDeliveries(bob, id, 2)), ['3:b', '4:c'], 'replayed after its acknowledged position, nothing twice');
+  await nothingMoreOf(t, bob, id, 'nothing more');
+});
+
+t.test('membership changes: the added member gets nothing before, the removed one nothing after', async (t) => {
+  const tn = await startNode(t);
+  const id = await createGroup(tn, 'alice', ['bob']);
+  const alice = await login(t, tn, 'alice');
+  const bob = await login(t, tn, 'bob');
+  const carol = await login(t, tn, 'carol');
+  await groupDeliveries(alice, id, 1);
+  await groupDeliveries(bob, id, 1);
+  await alice.response(alice.groupChat(id, 'before carol'));
+  await groupDeliveries(bob, id, 1);
+
+  const added = await tn.node.groups.addMembers(id, 'alice', ['carol']);
+  tn.node.groupNotifier.publish({ group: id, seq: added.seq!, added: added.uids });
+  const event = (await groupDeliveries(carol, id, 1))[0]!;
+  t.same(JSON.parse(event.messageRequest!.event!), { type: 'added', actor: 'alice', uids: ['carol'] }, 'carol gets her added event live');
+  t.equal(event.messageRequest?.from, 'alice', 'from the actor');
+  t.same(summary(await groupDeliveries(bob, id, 1)), ['3:added'], 'bob sees it too, in order');
+
+  await carol.response(carol.groupChat(id, 'hi all'));
+  t.same(summary(await groupDeliveries(bob, id, 1)), ['4:hi all']);
+  await nothingMoreOf(t, carol, id, 'carol got nothing from before she joined');
+
+  const removed = await tn.node.groups.removeMembers(id, 'alice', ['bob']);
+  tn.node.groupNotifier.publish({ group: id, seq: removed.seq! });
+  t.same(summary(await groupDeliveries(bob, id, 1)), ['5:removed'], 'bob gets his removal');
+  await alice.response(alice.groupChat(id, 'after bob'));
+  t.same(summary(await groupDeliveries(carol, id, 2)), ['5:removed', '6:after bob']);
+  await nothingMoreOf(t, bob, id, 'bob gets nothing after his removal');
+  const refused = await bob.response(bob.groupChat(id, 'still here?'));
+  t.equal(refused.messageResponse?.errorCode, 'SB_ERR_GROUP_NOT_MEMBER', 'a removed member cannot send');
+});
+
+t.test('refusals: non-members, unknown groups, bad ids, forged events, logins without acks', async (t) => {
+  const tn = await startNode(t);
+  const id = await createGroup(tn, 'alice', []);
+  const mallory = await login(t, tn, 'mallory');
+  const alice = await login(t, tn, 'alice');
+  await groupDeliveries(alice, id, 1);
+
+  const notMember = await mallory.response(mallory.groupChat(id, 'let me in'));
+  t.equal(notMember.messageResponse?.errorCode, 'SB_ERR_GROUP_NOT_MEMBER');
+  t.equal(notMember.messageResponse?.code, ResultCode.GROUP_REFUSED);
+  const unknown = await mallory.response(mallory.groupChat('gaaaaaaaaaaaa', 'x'));
+  t.equal(unknown.messageResponse?.errorCode, 'SB_ERR_GROUP_NOT_FOUND');
+  const bad = await mallory.response(mallory.groupChat('../etc/passwd', 'x'));
+  t.equal(bad.messageResponse?.errorCode, 'SB_ERR_BAD_GROUP');
+  const forged = await alice.response(alice.groupChat(id, '', { event: '{"type":"added","actor":"alice","uids":["mallory"]}' }));
+  t.equal(forged.messageResponse?.errorCode, 'SB_ERR_BAD_REQUEST', 'a client cannot send an event');
+  const otherTo = await alice.response(alice.groupChat(id, 'x', { to: 'bob' }));
+  t.equal(otherTo.messageResponse?.errorCode, 'SB_ERR_BAD_REQUEST', 'to must be the group or empty');
+  await nothingMoreOf(t, alice, id, 'nothing refused was stored');
+  t.equal((await tn.node.groups.get(id, 'alice')).head, 1, 'the log holds only the created event');
+
+  const plain = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'), 'plain', { acks: true });
+  const noGroups = await plain.response(plain.groupChat(id, 'x'));
+  t.equal(noGroups.messageResponse?.errorCode, 'SB_ERR_BAD_REQUEST', 'a device that did not log in with groups cannot send to one');
+  await nothingMoreOf(t, plain, id, 'and gets no group deliveries');
+
+  const legacy = await connect(t, tn.port);
+  const response = await legacy.login('alice', tn.token('alice'), 'x', { groups: true });
+  t.equal(response.loginResponse?.errorCode, 'SB_ERR_BAD_REQUEST', 'groups without acks is refused');
+});
+
+t.test('a resent message (same msg_id) is stored once', async (t) => {
+  const tn = await startNode(t);
+  const id = await createGroup(tn, 'alice', ['bob']);
+  const alice = await login(t, tn, 'alice');
+  const bob = await login(t, tn, 'bob');
+  await groupDeliveries(bob, id, 1);
+  const first = await alice.response(alice.groupChat(id, 'once', { msgId: 77 }));
+  const again = await alice.response(alice.groupChat(id, 'once', { msgId: 77 }));
+  t.equal(u64(again.messageResponse?.seq), u64(first.messageResponse?.seq), 'the original seq');
+  t.equal(again.messageResponse?.duplicate, true);
+  t.same(summary(await groupDeliveries(bob, id, 1)), ['2:once']);
+  await nothingMoreOf(t, bob, id, 'delivered once');
+});
+
+t.test('a fan-out larger than a slice reaches everyone, in order, with other traffic interleaved', async (t) => {
+  const tn = await startNode(t, { groupFanoutSlice: 16, maxConnectionsPerIp: 0 });
+  const members = Array.from({ length: 60 }, (_, i) => `m${i}`);
+  const id = await createGroup(tn, 'alice', members);
+  const alice = await login(t, tn, 'alice');
+  const clients = await Promise.all(members.map((m) => login(t, tn, m)));
+  await Promise.all(clients.map((c) => groupDeliveries(c, id, 1)));
+  for (let i = 0; i < 5; i++) alice.groupChat(id, `m${i}`);
+  const got = await Promise.all(clients.map((c) => groupDeliveries(c, id, 5)));
+  for (const [i, g] of got.entries()) {
+    if (summary(g).join() !== '2:m0,3:m1,4:m2,5:m3,6:m4') t.fail(`member ${i} got ${summary(g)}`);
+  }
+  t.pass('60 members x 5 messages in slices of 16, each in order');
+  await Promise.all(clients.slice(0, 5).map((c) => nothingMoreOf(t, c, id, 'nothing twice')));
+});
+
+t.test('an unacknowledged group delivery is sent again after the ack timeout', async (t) => {
+  const tn = await startNode(t, { ackTimeoutMs: 200 });
+  const id = await createGroup(tn, 'alice', ['bob']);
+  const alice = await login(t, tn, 'alice');
+  const bob = await login(t, tn, 'bob');
+  await groupDeliveries(bob, id, 1);
+  await alice.response(alice.groupChat(id, 'ack me'));
+  const first = await bob.next(isGroupDelivery(id));
+  const again = await bob.next(isGroupDelivery(id), 5000);
+  t.equal(seqOf(again), seqOf(first), 'resent with the same group seq');
+  bob.groupAck(id, seqOf(again));
+  t.ok(isType(HeadType.MESSAGE_REQUEST)(again));
+});
