@@ -239,14 +239,16 @@ t.test('own message of a group not heard from yet: shown never, even when the fi
   t.equal(client.groupSeq(G2), 11);
 });
 
-t.test('a client without groups acknowledges no group', async (t) => {
-  const { worker, messages } = await online(t, { groups: false });
+t.test('a client without groups acknowledges no group and sends to none', async (t) => {
+  const { client, worker, messages } = await online(t, { groups: false });
   worker.deliverGroup(G1, 1, { content: 'stray' });
   worker.deliverInbox(1, 'bob', 'hello');
   await until('inbox ack', () => worker.acks().length === 1);
   await sleep(30);
   t.same(groupAcks(worker), [], 'no group ack from a device that did not ask for groups');
   t.equal(messages.length, 1);
+  await t.rejects(client.sendToGroup(G1, 'x'), { code: 'SB_ERR_BAD_REQUEST' }, 'no group messages either, as the server would answer');
+  t.same(requests(worker), [], 'refused before anything is written');
 });
 
 t.test('GroupPositions: bounded per group and in groups', async (t) => {
