@@ -134,6 +134,38 @@ t.test('through the gate: --register with a taken name says so; with its own pas
   t.ok(carol.alive, 'still trying, as it should after a 429');
 });
 
+t.test('groups with a token: "#<id> text" is stored in the group, deliveries and events print with the group\'s name, /groups says it needs --gate', async (t) => {
+  const n = await startNode(t, {}, { secret: SECRET });
+  const group = await n.node.groups.create('bob', 'team', ['alice']);
+  n.node.groupNotifier.publish({ group: group.id, seq: 1, added: ['bob', 'alice'] });
+  const bob = new ImClient({ host: '127.0.0.1', port: n.port, uid: 'bob', deviceId: 'bob-phone', token: n.token('bob'), groups: true, retryStrategy: false });
+  const heard: string[] = [];
+  bob.on('groupMessage', (m) => heard.push(`${m.from}: ${m.content}`));
+  t.teardown(() => bob.close());
+  await bob.connect();
+
+  const alice = chat(t, n, 'alice');
+  // The created event (the sync of a device new to the group) names it.
+  await alice.waitFor('the created event', () => alice.stdout.includes('[#team] * bob created the group "team" with alice'));
+  alice.child.stdin.write(`#${group.id} hello team\n#team by its name\n`);
+  await alice.waitFor('both stored', () => (alice.stdout.match(/^✓ stored \(#team #\d+\)$/gm)?.length ?? 0) === 2);
+  t.match(alice.stdout, /^✓ stored \(#team #2\)$/m, "the group's seq");
+  await until('bob has both', () => heard.length === 2);
+  t.same(heard, ['alice: hello team', 'alice: by its name']);
+
+  await bob.sendToGroup(group.id, 'hi alice');
+  await alice.waitFor('the delivery', () => alice.stdout.includes('[#team] bob: hi alice'));
+  const added = await n.node.groups.addMembers(group.id, 'bob', ['carol']);
+  n.node.groupNotifier.publish({ group: group.id, seq: added.seq!, added: added.uids });
+  await alice.waitFor('the event', () => alice.stdout.includes('[#team] * bob added carol'));
+
+  alice.child.stdin.end('/groups\n#nosuch hi\n');
+  t.equal((await alice.exit(EXIT_MS)).code, 1, 'refused lines: exit 1');
+  t.match(alice.stdout, /^\* \/groups refused: SB_ERR_BAD_REQUEST \/groups needs --gate/m);
+  t.match(alice.stdout, /^\* not sent to #nosuch: SB_ERR_BAD_GROUP no group named "nosuch" known: use its id/m);
+  t.notMatch(alice.stdout, /alice: hello team/, 'her own messages are not printed back');
+});
+
 t.test('the logic behind the terminal: the password asked twice, the time shown', async (t) => {
   const asked = (answers: string[]) => {
     const prompts: string[] = [];
