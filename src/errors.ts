@@ -27,9 +27,9 @@ export const ERROR_CODES = {
   SB_ERR_PRELOGIN_QUEUE_FULL: { message: 'too many frames sent while the login was in progress' },
   SB_ERR_LOGIN_TIMEOUT: { message: 'no successful login within the login timeout' },
   SB_ERR_ALREADY_LOGGED_IN: { message: 'this connection is already logged in', result: 'BAD_REQUEST' },
-  SB_ERR_NO_TOKEN: { message: 'login carries no token', result: 'NO_TOKEN' },
-  SB_ERR_TOKEN_INVALID: { message: 'token is malformed or its signature does not verify', result: 'AUTH_FAILED' },
-  SB_ERR_TOKEN_EXPIRED: { message: 'token has expired', result: 'AUTH_FAILED' },
+  SB_ERR_NO_TOKEN: { message: 'login carries no token', result: 'NO_TOKEN', http: 401 },
+  SB_ERR_TOKEN_INVALID: { message: 'token is malformed or its signature does not verify', result: 'AUTH_FAILED', http: 401 },
+  SB_ERR_TOKEN_EXPIRED: { message: 'token has expired', result: 'AUTH_FAILED', http: 401 },
   SB_ERR_TOKEN_MISMATCH: { message: 'token was issued for another user or device', result: 'AUTH_FAILED' },
   SB_ERR_TOO_MANY_DEVICES: { message: 'user is logged in on the maximum number of devices', result: 'TOO_MANY_DEVICES' },
   SB_ERR_SESSION_REPLACED: { message: 'a new login from the same user and device replaced this session' },
@@ -55,7 +55,7 @@ export const ERROR_CODES = {
   SB_ERR_MESSAGE_TOO_LARGE: { message: 'the message would not fit in a frame once delivered', result: 'BAD_REQUEST' },
   SB_ERR_STORE_UNAVAILABLE: { message: 'a store (Redis) did not answer in time or refused; try again later (a message: with the same msg_id)', http: 503 },
   SB_ERR_STORE_FULL: { message: 'the inbox store is at its memory bound; send it again later with the same msg_id', result: 'STORE_FULL' },
-  SB_ERR_UNKNOWN_RECIPIENT: { message: 'no user with this name exists', result: 'UNKNOWN_RECIPIENT' },
+  SB_ERR_UNKNOWN_RECIPIENT: { message: 'no user with this name exists', result: 'UNKNOWN_RECIPIENT', http: 404 },
   SB_ERR_FLOOD: { message: 'too many messages were refused for exceeding the message rate' },
 
   // Client SDK.

@@ -286,7 +286,7 @@ export function createSwitchboard(config: SwitchboardConfig): Switchboard {
   let gate: GatePart | undefined;
   let groups: Groups;
   try {
-    groups = { store: own(groupStoreFor(config)), notifier: own(groupNotifierFor(config)) };
+    groups = { store: own(groupStoreFor(config)), notifier: own(groupNotifierFor(config)), limits: config.groupLimits };
     worker = config.worker && buildWorker(config, config.worker, groups, own);
     gate = config.gate && (worker ? embeddedGate(config, config.gate, worker, groups) : clusterGate(config, config.gate, groups, own));
   } catch (err) {
@@ -375,6 +375,8 @@ interface WorkerPart extends Part<ImNode> {
 interface Groups {
   store: GroupStore;
   notifier: GroupNotifier;
+  /** The store's limits: the gate bounds its requests by them. */
+  limits?: Partial<GroupLimits>;
 }
 
 /** Groups live where the inboxes do: in Redis with `redis` (under the same key prefix), else in memory. */

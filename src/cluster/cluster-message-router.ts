@@ -68,10 +68,10 @@ export class ClusterMessageRouter implements MessageRouter {
   }
 
   /** Local sessions, then one PEER_GROUP to every other worker: each knows its own sessions of the group's members. */
-  deliverGroup(group: string, seq: number, body: Uint8Array, sender?: LocalSession): void {
+  deliverGroup(group: string, seq: number, body: Uint8Array | undefined, sender?: LocalSession): void {
     this.#o.local.deliverGroup(group, seq, body, sender);
     // Dropped on a link that is down: the peer re-reads every session's groups after the reconnect.
-    this.#o.workers.broadcast(encodeMessageFrame({ type: HeadType.PEER_GROUP, peerGroup: { group, seq, body } }), undefined, true);
+    this.#o.workers.broadcast(encodeMessageFrame({ type: HeadType.PEER_GROUP, peerGroup: { group, seq, ...(body ? { body } : {}) } }), undefined, true);
   }
 
   sessionOpened(session: LocalSession): void {

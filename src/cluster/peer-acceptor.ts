@@ -167,7 +167,8 @@ export class PeerAcceptor {
       }
       case HeadType.PEER_GROUP: {
         const g = message.peerGroup;
-        if (g?.group && g.body && isGroupId(g.group)) this.#options.local.deliverGroup(g.group, Number(g.seq ?? 0), g.body);
+        // Without a body: the entry exists, its sessions read it from the log.
+        if (g?.group && isGroupId(g.group)) this.#options.local.deliverGroup(g.group, Number(g.seq ?? 0), g.body?.length ? g.body : undefined);
         return;
       }
       case HeadType.PEER_NUDGE: {

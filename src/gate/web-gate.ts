@@ -17,7 +17,8 @@ import { LoginLimiter, type LoginLimits, type LoginOutcome } from './login-limit
 import type { RateLimitStore } from './rate-limit-store.js';
 import { MemoryRateLimitStore } from './memory-rate-limit-store.js';
 import type { WorkerProbe } from './worker-probe.js';
-import type { GroupStore } from '../groups/group-store.js';
+import type { GroupLimits, GroupStore } from '../groups/group-store.js';
+import { groupRoutes } from './group-routes.js';
 import type { GroupNotifier } from '../groups/group-notifier.js';
 
 export interface GateLimits extends LoginLimits {
@@ -79,7 +80,7 @@ export interface WebGateOptions {
    * The groups and how their changes reach the workers: the group routes (group-routes.ts).
    * Unset: the gate has no group routes. Closed by the caller.
    */
-  groups?: { store: GroupStore; notifier: GroupNotifier };
+  groups?: { store: GroupStore; notifier: GroupNotifier; limits?: Partial<GroupLimits> };
   log: Logger;
 }
 
@@ -145,6 +146,11 @@ export class WebGate {
       // Reject what does not match the schema instead of converting it (12345 is not a name)
       // or quietly dropping unknown fields.
       ajv: { customOptions: { coerceTypes: false, removeAdditional: false } },
+      // What the router refuses before any route (a malformed URL, a path parameter past
+      // maxParamLength: a forged group id) answers in the gate's error format too.
+      frameworkErrors: (err, _request, reply: FastifyReply) => {
+        void reply.code(err.statusCode ?? 400).send({ error: { code: 'SB_ERR_BAD_REQUEST', message: err.message } });
+      },
     });
     this.app.setErrorHandler((err, request, reply) => this.#fail(err as Error & { statusCode?: number; validation?: unknown }, request, reply));
     this.app.setNotFoundHandler((request, reply) => {
@@ -166,6 +172,7 @@ export class WebGate {
 
   #routes(): void {
     const app = this.app;
+    if (this.#o.groups) groupRoutes(app, { ...this.#o.groups, signer: this.#o.signer, users: this.#o.users });
     app.get('/healthz', async () => ({ ok: true, workers: this.#o.registry.workers().length }));
 
     app.get('/api/workers', async () => ({

@@ -11,7 +11,7 @@
 // own is malformed whoever decodes it, and throws SB_ERR_BAD_PROTOBUF at once.
 //
 //   Message { type = 5 (1), sequence (2)?, session_id (3)?, messageRequest (6) }
-//   Message { type = 8 (1), sequence (2)?, session_id (3)?, ack (16) { seq (1)? } }
+//   Message { type = 8 (1), sequence (2)?, session_id (3)?, ack (16) { seq (1)?, group (2)? } }
 
 import { isUtf8 } from 'node:buffer';
 import Long from 'long';
@@ -95,6 +95,7 @@ const STRING_FIELDS = [R.from, R.to, R.content, R.url, R.property, R.fromNick, R
 const TYPE_TAG = tag(M.type, VARINT);
 const MSG_ID_TAG = tag(R.msgId, VARINT);
 const ACK_SEQ_TAG = tag(Field.MessageAck.seq, VARINT);
+const ACK_GROUP_TAG = tag(Field.MessageAck.group, LEN);
 
 /**
  * Whether the hand decoder may leave a field it does not take to protobufjs. A known field of
@@ -168,17 +169,28 @@ export function decodeChatMessage(body: Buffer, types: DecodedTypes): ImMessage 
   return message;
 }
 
-/** MessageAck { seq (1) }. */
+/** MessageAck { seq (1)?, group (2)? }. */
 function decodeAck(c: WireReader, types: DecodedTypes): MessageAck | undefined {
   const ack = new types.messageAck();
   if (c.pos === c.limit) return ack;
-  const fieldTag = c.tag();
-  if (fieldTag !== ACK_SEQ_TAG) return fieldTag >>> 3 === Field.MessageAck.seq ? declined(ACK_WIRE, Field.MessageAck.seq, fieldTag & 7, 'MessageAck') : undefined;
-  if (!c.varint() || c.pos !== c.limit) return undefined;
-  const seq = long(c);
-  if (!seq) return undefined;
-  ack.seq = seq;
-  return ack;
+  let fieldTag = c.tag();
+  if (fieldTag === ACK_SEQ_TAG) {
+    if (!c.varint()) return undefined;
+    const seq = long(c);
+    if (!seq) return undefined;
+    ack.seq = seq;
+    if (c.pos === c.limit) return ack;
+    fieldTag = c.tag();
+  }
+  if (fieldTag === ACK_GROUP_TAG) {
+    const end = c.length();
+    const group = end < 0 ? undefined : text(c.buf, c.pos, end);
+    if (group === undefined || end !== c.limit) return undefined;
+    ack.group = group;
+    return ack;
+  }
+  const field = fieldTag >>> 3;
+  return fieldTag >= 0 && (field === Field.MessageAck.seq || field === Field.MessageAck.group) ? declined(ACK_WIRE, field, fieldTag & 7, 'MessageAck') : undefined;
 }
 
 /** MessageRequest, keeping its bytes minus `from` and `seq` as its RequestWire. */

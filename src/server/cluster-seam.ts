@@ -13,9 +13,11 @@ export interface MessageRouter {
   /**
    * Entry `seq` was stored in `group`'s log (`body`: its delivered MessageRequest): get it to the
    * sessions of the group's members, here and on every other worker. `sender`: the local
-   * session that sent it (answered by its response, not sent a copy).
+   * session that sent it (answered by its response, not sent a copy). Without `body` (a resend
+   * found it stored: the worker that stored it may have died before forwarding it), sessions
+   * that lack it read it from the log.
    */
-  deliverGroup(group: string, seq: number, body: Uint8Array, sender?: LocalSession): void;
+  deliverGroup(group: string, seq: number, body: Uint8Array | undefined, sender?: LocalSession): void;
   /** A session is ready on this worker (logged in, replay started). */
   sessionOpened(session: LocalSession): void;
   /** A session left this worker. */
@@ -31,8 +33,8 @@ export interface LocalPort {
    * instead, so a delivery can never move a position past what the inbox holds.
    */
   deliver(uid: string, seq: number, body: Uint8Array, epoch: number): void;
-  /** Delivers group entry `seq` to this worker's sessions of the group's members. */
-  deliverGroup(group: string, seq: number, body: Uint8Array, sender?: LocalSession): void;
+  /** Delivers group entry `seq` to this worker's sessions of the group's members (without `body`: they read it). */
+  deliverGroup(group: string, seq: number, body: Uint8Array | undefined, sender?: LocalSession): void;
   /** Makes this worker's sessions of these users (of everyone, when undefined) read their inbox and their groups. */
   nudge(uids?: readonly string[]): void;
   /** Resolves this worker's node id once registered. */
@@ -58,7 +60,7 @@ export class LocalRouter implements MessageRouter {
     this.local.deliver(uid, seq, body, epoch);
   }
 
-  deliverGroup(group: string, seq: number, body: Uint8Array, sender?: LocalSession): void {
+  deliverGroup(group: string, seq: number, body: Uint8Array | undefined, sender?: LocalSession): void {
     this.local.deliverGroup(group, seq, body, sender);
   }
 

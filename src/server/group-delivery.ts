@@ -95,22 +95,25 @@ export class GroupDelivery {
     session.groups = groups;
     const { uid, deviceId } = session;
     const departed = await this.#store.departedOf(uid);
+    const member: string[] = [];
     let after: string | undefined;
-    let listed = 0;
     do {
       const page = await this.#store.groupsOf(uid, { after, limit: this.#o.maxGroupsPerUser });
-      for (const g of page.groups) if (!groups.has(g.id)) this.#add(new GroupStream(session, g.id));
-      listed += page.groups.length;
+      for (const g of page.groups) member.push(g.id);
       after = page.next;
-    } while (after !== undefined && listed < this.#o.maxGroupsPerUser);
+    } while (after !== undefined && member.length < this.#o.maxGroupsPerUser);
+    // Released meanwhile: nothing may be indexed any more (release() has run).
+    if (session.released) return;
+    // Indexed before the positions are read, so an entry stored meanwhile is in the bounds read
+    // or reaches the stream live. (A stream the `added` notification made meanwhile stays.)
+    const pending: GroupStream[] = [];
+    for (const id of member) if (!groups.has(id)) pending.push(this.#add(new GroupStream(session, id)));
     for (const d of departed) {
       if (groups.has(d.id)) continue;
       const stream = new GroupStream(session, d.id);
       stream.until = d.seq;
-      this.#add(stream);
+      pending.push(this.#add(stream));
     }
-    if (session.released) return;
-    const pending = [...groups.values()];
     const worker = async (): Promise<void> => {
       for (let stream = pending.pop(); stream; stream = pending.pop()) await this.#position(stream, deviceId);
     };
@@ -127,10 +130,16 @@ export class GroupDelivery {
   /**
    * Entry `seq` of `group` was stored (`body` is its delivered MessageRequest, group set): write
    * it to the group's local streams. `sender`: the session that sent it, if it is on this worker.
+   * Without `body`, the entry is only known to exist: streams that lack it read it from the log.
    */
-  deliver(group: string, seq: number, body: Uint8Array, sender?: LocalSession): void {
+  deliver(group: string, seq: number, body: Uint8Array | undefined, sender?: LocalSession): void {
     const streams = this.#byGroup.get(group);
     if (streams === undefined || streams.size === 0) return;
+    if (body === undefined) {
+      // Only known to exist (a resend found it stored): the streams that lack it read the log.
+      for (const stream of streams) if (stream.session !== sender) this.#behind(stream, seq);
+      return;
+    }
     const job: FanoutJob = { group, seq, frame: deliveryFrame(body, seq), sender, streams: [...streams], next: 0 };
     if (this.#queue.length === 0 && job.streams.length <= this.#o.fanoutSlice) {
       this.#run(job, job.streams.length);
@@ -174,7 +183,9 @@ export class GroupDelivery {
   acknowledge(session: LocalSession, group: string, seq: number): void {
     const stream = session.groups?.get(group);
     if (stream === undefined) return;
-    const upTo = Math.min(seq, stream.sent);
+    let upTo = Math.min(seq, stream.sent);
+    // The device's own entries right after what it acknowledged count as acknowledged too.
+    if (upTo + 1 >= stream.ownFrom && upTo < stream.ownTo) upTo = stream.ownTo;
     if (upTo <= stream.acked) return;
     stream.acked = upTo;
     stream.unackedSince = upTo < stream.sent ? Date.now() : 0;
@@ -218,11 +229,12 @@ export class GroupDelivery {
     }
   }
 
-  #add(stream: GroupStream): void {
+  #add(stream: GroupStream): GroupStream {
     stream.session.groups!.set(stream.group, stream);
     let streams = this.#byGroup.get(stream.group);
     if (streams === undefined) this.#byGroup.set(stream.group, (streams = new Set()));
     streams.add(stream);
+    return stream;
   }
 
   #unindex(stream: GroupStream): void {
@@ -329,9 +341,12 @@ export class GroupDelivery {
         continue;
       }
       if (session === sender) {
-        // Its device has the seq from the response.
+        // Its device has the seq from the response: skipped, and counted as acknowledged with
+        // the entries before it (the device never acknowledges what it was not sent).
         stream.sent = seq;
-        if (stream.acked === seq - 1 && stream.unackedSince === 0) {
+        if (stream.ownTo !== seq - 1) stream.ownFrom = seq;
+        stream.ownTo = seq;
+        if (stream.acked === seq - 1) {
           stream.acked = seq;
           this.#dirty.add(stream);
         }

@@ -14,7 +14,6 @@ import type { TokenSigner } from '../auth/token.js';
 import type { Registry } from '../registry/registry.js';
 import type { ImNode } from '../registry/im-node.js';
 import type { LocalSessionMap } from '../session/local-session-map.js';
-import type { LocalSession } from '../session/local-session.js';
 import type { SessionDistributed } from '../session/session-distributed.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import { Delivery } from './delivery.js';
@@ -89,17 +88,20 @@ export class WorkerServer {
     const nodeId = new Promise<string>((resolve) => (this.#resolveNodeId = resolve));
     const delivery = new Delivery(options.inbox, options.limits, options.log, { nudgeIntervalMs: sweepIntervalMs(options.limits) });
     const groups = options.groups && { store: options.groups.store, delivery: new GroupDelivery(options.groups.store, options.groups.options, options.log) };
-    const nudge = (session: LocalSession): void => {
-      delivery.nudge(session);
-      groups?.delivery.nudge(session);
-    };
     const local: LocalPort = {
       nodeId,
       deliver: (uid, seq, body, epoch) => delivery.deliverLive(this.sessions.byUser(uid), seq, body, epoch),
       deliverGroup: (group, seq, body, sender) => groups?.delivery.deliver(group, seq, body, sender),
       nudge: (uids) => {
-        if (uids === undefined) for (const session of this.sessions) nudge(session);
-        else for (const uid of uids) for (const session of this.sessions.byUser(uid)) nudge(session);
+        if (uids !== undefined) {
+          for (const uid of uids) for (const session of this.sessions.byUser(uid)) delivery.nudge(session);
+          return;
+        }
+        // Group entries are broadcast, so only a nudge of everyone can be about them.
+        for (const session of this.sessions) {
+          delivery.nudge(session);
+          groups?.delivery.nudge(session);
+        }
       },
     };
     if (groups) {

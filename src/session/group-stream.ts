@@ -21,6 +21,9 @@ export class GroupStream {
   unackedSince = 0;
   /** Position last saved to the GroupStore. */
   saved = 0;
+  /** The last run of the device's own entries that were skipped (sent by it, answered by their responses): ownFrom..ownTo. */
+  ownFrom = 0;
+  ownTo = 0;
   /** The last seq the device may read: its user's departure (left, removed, dissolved); Infinity while a member. */
   until = Infinity;
 

@@ -14,7 +14,10 @@ import { CLUSTER_PEER_SECRET, CLUSTER_TOKEN_SECRET, CLUSTER_ZK_GATE_AUTH, TestCl
 import { CliProcess } from '../helpers/cli-process.js';
 import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
 import { RedisUserStore } from '../../src/users/redis-user-store.js';
-import { errSerializer } from '../../src/log.js';
+import { RedisGroupStore } from '../../src/groups/redis-group-store.js';
+import { RedisGroupNotifier } from '../../src/groups/redis-group-notifier.js';
+import type { GroupChange } from '../../src/groups/group-notifier.js';
+import { errSerializer, silentLogger } from '../../src/log.js';
 import type { GateLogin } from '../../src/client/gate-login.js';
 
 t.setTimeout(240_000);
@@ -87,6 +90,21 @@ t.test('an ACL user limited to the key prefix and the commands: two workers and 
     await c.connect();
     return c;
   };
+  // The gate's group API on this user: the group store's scripts and the notifier's PUBLISH.
+  const aliceLogin = await post<GateLogin>('/api/login', { username: 'alice', password: ACCOUNT_PASSWORD, deviceId: 'alice-web' });
+  const created = await fetch(new URL('/api/groups', gateUrl), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${aliceLogin.body.token}` },
+    body: JSON.stringify({ name: 'Launch', members: ['bob'] }),
+  });
+  t.equal(created.status, 201, 'the gate creates a group (RedisGroupStore, RedisGroupNotifier)');
+  const { group } = (await created.json()) as { group: { id: string } };
+  const added = await fetch(new URL(`/api/groups/${group.id}/members/remove`, gateUrl), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${aliceLogin.body.token}` },
+    body: JSON.stringify({ uids: ['bob'] }),
+  });
+  t.equal(added.status, 200, 'and changes it');
   // Direct logins place them on different workers: the message crosses a peer link.
   const alice = await cluster.client(w1, 'alice', 'alice-laptop');
   const bob = await cluster.client(w2, 'bob', 'bob-phone');
@@ -133,10 +151,12 @@ t.test('an ACL user limited to the key prefix and the commands: two workers and 
     ['FLUSHALL', () => app.flushall()],
     ['CONFIG GET', () => app.call('CONFIG', 'GET', 'requirepass')],
     ['ACL LIST', () => app.call('ACL', 'LIST')],
-    ['PUBLISH', () => app.call('PUBLISH', 'sb:channel', 'x')],
+    ['PUBLISH outside the channel prefix', () => app.call('PUBLISH', 'other-app:channel', 'x')],
+    ['SUBSCRIBE outside the channel prefix', () => app.call('SUBSCRIBE', 'other-app:channel')],
   ] as const) {
     t.equal(await refusal(call()), 'NOPERM', `${what}: NOPERM`);
   }
+  t.equal(await refusal(app.call('PUBLISH', 'sb:groups', 'not a change')), 'allowed', 'PUBLISH on its own channel is allowed');
   t.equal(await refusal(app.get('sb:{alice}:seq')), 'allowed', 'its own keys are allowed');
   t.equal(await admin.get('other-app:secret'), 'not yours', "the other application's key is untouched");
   const keys = await admin.keys('*');
@@ -147,6 +167,35 @@ t.test('an ACL user limited to the key prefix and the commands: two workers and 
   for (const w of cluster.workers) await w.stop();
   const printed = [...cluster.workers.map((w) => ({ name: w.name, text: JSON.stringify(w.lines) + w.tail() })), { name: 'gate', text: gate.stdout + gate.stderr }];
   t.same(leaks(printed, [APP_PASSWORD, ADMIN_PASSWORD]), [], 'no password in any log line');
+});
+
+t.test('the group store and the group notifier under the documented ACL user: create, add, append, read, notify', async (t) => {
+  const redis = await startRedis(t, [], { password: ADMIN_PASSWORD });
+  const admin = await client(t, redis.url);
+  t.equal(await admin.call('ACL', 'SETUSER', 'switchboard', ...SWITCHBOARD_ACL('sb:', APP_PASSWORD)), 'OK');
+  const url = urlOf(redis, 'switchboard', APP_PASSWORD);
+  const groups = new RedisGroupStore({ url, limits: { maxEntries: 3, dedupeEntries: 2 } });
+  t.teardown(() => groups.close());
+  const workerSide = new RedisGroupNotifier({ url, log: silentLogger() });
+  const gateSide = new RedisGroupNotifier({ url, log: silentLogger() });
+  t.teardown(() => workerSide.close());
+  t.teardown(() => gateSide.close());
+  const heard: GroupChange[] = [];
+  let missed = 0;
+  workerSide.subscribe({ change: (c) => heard.push(c), missed: () => void missed++ });
+  await until('the worker side is subscribed to sb:groups', async () => ((await admin.call('PUBSUB', 'NUMSUB', 'sb:groups')) as [string, number])[1] === 1);
+  const g = await groups.create('alice', 'G', ['bob']);
+  gateSide.publish({ group: g.id, seq: g.head, added: ['alice', 'bob'] });
+  const { seq } = await groups.addMembers(g.id, 'alice', ['carol']);
+  gateSide.publish({ group: g.id, seq: seq!, added: ['carol'] });
+  for (let i = 1; i <= 4; i++) await groups.append(g.id, 'bob', `m${i}`, Buffer.from(`hello ${i}`));
+  t.match(await groups.append(g.id, 'bob', 'm4', Buffer.from('again')), { duplicate: true }, 'a resent message is found');
+  t.equal((await groups.read(g.id, 'carol', 0, 10)).entries.length, 3, 'read, pruned to maxEntries');
+  await until('both changes heard', () => heard.length === 2);
+  t.same(heard, [{ group: g.id, seq: 1, added: ['alice', 'bob'] }, { group: g.id, seq: 2, added: ['carol'] }]);
+  await admin.call('CLIENT', 'KILL', 'TYPE', 'pubsub');
+  await until('missed() once the subscription is back under the ACL user', () => missed === 1);
+  t.same((await admin.call('ACL', 'LOG')) as unknown[], [], 'nothing was refused');
 });
 
 t.test('a custom --redis-prefix: the workers and the gate keep to it, under a user limited to it', async (t) => {

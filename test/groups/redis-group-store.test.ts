@@ -161,8 +161,11 @@ t.test('an ACL user with the documented commands and GROUP_REDIS_COMMANDS runs e
   const root = new Redis(server.url, { maxRetriesPerRequest: 1 });
   t.teardown(() => root.disconnect());
   const extras = GROUP_REDIS_COMMANDS.map((c) => `+${c}`);
-  t.equal(await root.call('ACL', 'SETUSER', 'switchboard', ...SWITCHBOARD_ACL('sb:', app), ...extras), 'OK');
-  t.equal(await root.call('ACL', 'SETUSER', 'without', ...SWITCHBOARD_ACL('sb:', app)), 'OK');
+  // The documented line holds the group commands (test/helpers/redis.ts): the other stores' part of it.
+  t.ok(extras.every((c) => SWITCHBOARD_ACL('sb:', app).includes(c)), 'the documented ACL holds every GROUP_REDIS_COMMANDS');
+  const others = (prefix: string) => SWITCHBOARD_ACL(prefix, app).filter((rule) => !extras.includes(rule));
+  t.equal(await root.call('ACL', 'SETUSER', 'switchboard', ...SWITCHBOARD_ACL('sb:', app)), 'OK');
+  t.equal(await root.call('ACL', 'SETUSER', 'without', ...others('sb:')), 'OK');
   const url = (user: string) => `redis://${user}:${app}@127.0.0.1:${server.port}`;
   const s = new RedisGroupStore({ url: url('switchboard'), limits: { maxEntries: 3, maxFormerMembers: 1, maxDeparted: 1, dedupeEntries: 2 } });
   t.teardown(() => s.close());
@@ -172,7 +175,7 @@ t.test('an ACL user with the documented commands and GROUP_REDIS_COMMANDS runs e
   t.teardown(() => without.close());
   await t.rejects(without.create('alice', 'G'), { code: 'SB_ERR_STORE_UNAVAILABLE', message: /NOPERM|can't run this command/ }, 'the other stores\' commands alone do not suffice');
   for (const missing of GROUP_REDIS_COMMANDS) {
-    t.equal(await root.call('ACL', 'SETUSER', `no-${missing}`, ...SWITCHBOARD_ACL('sb:', app), ...extras.filter((c) => c !== `+${missing}`)), 'OK');
+    t.equal(await root.call('ACL', 'SETUSER', `no-${missing}`, ...others('sb:'), ...extras.filter((c) => c !== `+${missing}`)), 'OK');
     const lacking = new RedisGroupStore({ url: url(`no-${missing}`), keyPrefix: `sb:${missing}:`, limits: { maxEntries: 3, maxFormerMembers: 1, maxDeparted: 1, dedupeEntries: 2 } });
     await t.rejects(everything(lacking), { code: 'SB_ERR_STORE_UNAVAILABLE' }, `${missing} is needed`);
     await lacking.close();

@@ -36,8 +36,9 @@ export async function requirePassword(redis: TestRedis, password: string): Promi
 }
 
 /**
- * What OPERATIONS.md tells operators to run, after `ACL SETUSER switchboard`: the key prefix
- * and the commands switchboard sends, nothing else. INFO is ioredis' ready check; EVAL and
+ * What OPERATIONS.md tells operators to run, after `ACL SETUSER switchboard`: the key prefix,
+ * the channel prefix (`&<prefix>*`: the group notifier's `<prefix>groups`) and the commands
+ * switchboard sends, nothing else. INFO is ioredis' ready check; EVAL and
  * EVALSHA run the stores' scripts (ACLs apply to the commands inside them too); the rest are
  * the stores' own commands and those their scripts call.
  */
@@ -47,6 +48,7 @@ export const SWITCHBOARD_ACL = (prefix: string, password: string): string[] => [
   'resetkeys',
   `~${prefix}*`,
   'resetchannels',
+  `&${prefix}*`,
   '-@all',
   '+info',
   '+ping',
@@ -72,4 +74,16 @@ export const SWITCHBOARD_ACL = (prefix: string, password: string): string[] => [
   '+zrange',
   '+zrangebyscore',
   '+zremrangebyrank',
+  // The group store (GROUP_REDIS_COMMANDS) and the group notifier (pub/sub on <prefix>groups).
+  '+hmget',
+  '+hincrby',
+  '+hexists',
+  '+zrem',
+  '+zscore',
+  '+zrangebylex',
+  '+lindex',
+  '+lpop',
+  '+rpush',
+  '+publish',
+  '+subscribe',
 ];

@@ -120,6 +120,8 @@ t.test('fixtures the hand decoder takes', async (t) => {
     ['request without a body', '08 05 10 01'],
     ['ack', '08 08  10 03  8201 02 08 05 -- ack { seq 5 }'],
     ['empty ack', '08 08 8201 00'],
+    ['ack of a group', '08 08  8201 11 08 05 12 0d 676b33763771326d786134627a -- ack { seq 5, group "gk3v7q2mxa4bz" }'],
+    ['ack of a group without seq', '08 08 8201 03 12 01 67'],
   ];
   for (const [label, fixture] of taken) {
     t.same(check(hex(fixture)), { taken: true }, label);
@@ -167,7 +169,10 @@ t.test('forms left to protobufjs, which decodes or refuses them as before', asyn
     ['msg_type above 32 bits', '08 05 32 06 28 8080808010'],
     ['msg_id above 64 bits', '08 05 32 0b 08 ffffffffffffffffff03'],
     ['ack seq 0 written out', '08 08 8201 02 08 00'],
-    ['ack with another field', '08 08 8201 02 10 01'],
+    ['ack with another field', '08 08 8201 02 18 01'],
+    ['ack group before seq', '08 08 8201 05 12 01 67 08 05'],
+    ['ack with an empty group written out', '08 08 8201 04 08 05 12 00'],
+    ['ack group with invalid UTF-8', '08 08 8201 05 08 05 12 01 ff'],
     ['invalid UTF-8 in to', '08 05 32 04 1a 02 c328'],
     ['invalid UTF-8 in session id', '08 05 1a 01 ff'],
     ['surrogate encoded in UTF-8', '08 05 32 05 1a 03 eda080'],
@@ -194,6 +199,7 @@ t.test('a known field with another wire type is refused by both decoders; an unk
     ['MessageRequest.stored_at as a string', '08 05 32 04 8a01 01 31'],
     ['MessageRequest.content as a fixed32', '08 05 32 05 35 01020304'],
     ['MessageAck.seq as a string', '08 08 8201 03 0a 01 05'],
+    ['MessageAck.group as a varint', '08 08 8201 04 08 05 10 01'],
     // What only protobufjs decodes: the same rule after it.
     ['Message.type as a string', '0a 01 05'],
     ['LoginRequest.uid as a varint', '22 02 08 01'],

@@ -9,6 +9,7 @@ import { startNode, type TestNode } from '../helpers/node.js';
 import { connect, connectLoggedIn } from '../helpers/raw-session.js';
 import { isType, seqOf, u64, type RawClient } from '../../testkit/raw-client.js';
 import { HeadType, ResultCode, type ImMessage } from '../../src/protocol/types.js';
+import { encodeMessageRequest } from '../../src/protocol/codec.js';
 
 const login = (t: Test, tn: TestNode, uid: string, deviceId = 'dev-1') => connectLoggedIn(t, tn.port, uid, tn.token(uid), deviceId, { acks: true, groups: true });
 
@@ -186,4 +187,40 @@ t.test('an unacknowledged group delivery is sent again after the ack timeout', a
   t.equal(seqOf(again), seqOf(first), 'resent with the same group seq');
   bob.groupAck(id, seqOf(again));
   t.ok(isType(HeadType.MESSAGE_REQUEST)(again));
+});
+
+t.test("the sending device's position covers its own messages: its next login replays none of them", async (t) => {
+  const tn = await startNode(t);
+  const id = await createGroup(tn, 'alice', ['bob']);
+  let alice = await login(t, tn, 'alice');
+  const bob = await login(t, tn, 'bob');
+  await groupDeliveries(alice, id, 1);
+  await groupDeliveries(bob, id, 1);
+  await alice.response(alice.groupChat(id, 'mine 1'));
+  await bob.response(bob.groupChat(id, 'from bob'));
+  const fromBob = await alice.next(isGroupDelivery(id));
+  await alice.response(alice.groupChat(id, 'mine 2'));
+  // Acknowledges bob's entry only: the device was never sent its own entry after it.
+  alice.groupAck(id, seqOf(fromBob));
+  await alice.roundTrip();
+  alice.destroy();
+  await bob.response(bob.groupChat(id, 'later'));
+  alice = await login(t, tn, 'alice');
+  t.same(summary(await groupDeliveries(alice, id, 1)), ['5:later'], 'only what came after its own last message');
+  await nothingMoreOf(t, alice, id, 'none of its own messages again');
+});
+
+t.test('a resend of a message stored but never fanned out (its worker died) reaches the members', async (t) => {
+  const tn = await startNode(t);
+  const id = await createGroup(tn, 'alice', ['bob']);
+  const alice = await login(t, tn, 'alice');
+  const bob = await login(t, tn, 'bob');
+  await groupDeliveries(bob, id, 1);
+  // Stored as a worker does it, then that worker is gone before forwarding it: nobody is told.
+  const body = encodeMessageRequest({ msgId: 99, from: 'alice', to: id, group: id, content: 'stored, never forwarded' });
+  await tn.node.groups.append(id, 'alice', '99', body);
+  await nothingMoreOf(t, bob, id, 'bob does not know about it yet');
+  const again = await alice.response(alice.groupChat(id, 'stored, never forwarded', { msgId: 99 }));
+  t.equal(again.messageResponse?.duplicate, true, 'the resend is a duplicate');
+  t.same(summary(await groupDeliveries(bob, id, 1)), ['2:stored, never forwarded'], 'and bob gets the stored copy');
 });

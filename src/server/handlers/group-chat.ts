@@ -48,7 +48,10 @@ export function handleGroupChat(ctx: ServerContext, conn: Connection, session: L
   groups.store.append(group, session.uid, uint64String(request.msgId), body).then(
     (result) => {
       conn.sendFrame(storedResponseFrame(sequence, sessionId, result.seq, result.duplicate));
-      if (!result.duplicate) ctx.router.deliverGroup(group, result.seq, body, session);
+      // A resend found its first copy stored: the worker that stored it may have died before
+      // forwarding it, so the group's sessions that lack it are told to read it (not sent this
+      // body: a resend's content is not what was stored).
+      ctx.router.deliverGroup(group, result.seq, result.duplicate ? undefined : body, session);
       conn.endTask();
     },
     (err: unknown) => {

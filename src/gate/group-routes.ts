@@ -1,0 +1,202 @@
+// The gate's group management API (PROTOCOL.md "Group management over HTTP"): every route takes
+// `Authorization: Bearer <token>` and the token's uid acts. The store decides whether the actor
+// may (in the same atomic step as the change); this file checks the token, the shape of the
+// request, that added members have accounts, and tells the workers of every change that
+// appended an event (GroupNotifier), so that their sessions see it live.
+
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { TokenSigner } from '../auth/token.js';
+import { normalizeUsername } from '../auth/password.js';
+import { SwitchboardError } from '../errors.js';
+import type { UserStore } from '../users/user-store.js';
+import type { GroupNotifier } from '../groups/group-notifier.js';
+import { checkGroupId, groupLimits, type GroupLimits, type GroupMeta, type GroupStore } from '../groups/group-store.js';
+
+export interface GroupRoutesOptions {
+  store: GroupStore;
+  notifier: GroupNotifier;
+  /** The store's limits (the same values): bound the request bodies and pages. */
+  limits?: Partial<GroupLimits>;
+  signer: TokenSigner;
+  /** Members added must have an account here. */
+  users: UserStore;
+}
+
+/** A page holds this many entries when `limit` is not given. */
+const DEFAULT_PAGE = 100;
+/** Unknown uids named in a refusal's message, at most (the caller's own input, nothing else). */
+const NAMED_UNKNOWN = 10;
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The uid of the request's verified bearer token (group routes). */
+    groupActor: string;
+  }
+}
+
+interface IdParams {
+  id: string;
+}
+
+interface PageQuery {
+  after?: string;
+  limit?: string;
+}
+
+export function groupRoutes(app: FastifyInstance, options: GroupRoutesOptions): void {
+  const { store, notifier, signer, users } = options;
+  const limits = groupLimits(options.limits);
+  const uid = { type: 'string', minLength: 1, maxLength: limits.maxUidLength } as const;
+  const uids = { type: 'array', minItems: 1, maxItems: limits.maxUidsPerCall, items: uid } as const;
+  const meta = { type: 'object', maxProperties: limits.maxMetaKeys, additionalProperties: { type: 'string' } } as const;
+  const name = { type: 'string', minLength: 1, maxLength: limits.maxNameLength * 2 } as const;
+  // A member list is larger than the gate's bodyLimit (4 KiB, made for credentials): its own
+  // bound, what the largest valid list takes as JSON (every character escaped as \uXXXX).
+  const listBodyLimit = 1024 + limits.maxUidsPerCall * (limits.maxUidLength * 6 + 3) + limits.maxMetaBytes * 6 + limits.maxNameLength * 12;
+  const params = { type: 'object', required: ['id'], properties: { id: { type: 'string' } } } as const;
+  const page = {
+    type: 'object',
+    additionalProperties: false,
+    properties: { after: { type: 'string', maxLength: 256 }, limit: { type: 'string', pattern: '^[0-9]{1,7}$' } },
+  } as const;
+  const object = <P extends Record<string, unknown>, R extends readonly string[]>(properties: P, required: R) =>
+    ({ type: 'object', additionalProperties: false, required, properties }) as const;
+  const pageOf = (q: PageQuery) => ({ after: q.after === '' ? undefined : q.after, limit: q.limit === undefined ? DEFAULT_PAGE : Math.max(1, Math.min(Number(q.limit), limits.maxPageSize)) });
+  const seqOf = (seq: number | undefined) => ({ seq: seq ?? null });
+
+  /** Accounts of the uids to add, by their normalised names; SB_ERR_UNKNOWN_RECIPIENT naming the caller's unknown ones. */
+  const existing = async (given: readonly string[]): Promise<string[]> => {
+    const names = given.map((u) => ({ given: u, uid: normalizeUsername(u) }));
+    const found = await Promise.all(names.map(async (n) => n.uid !== undefined && (await users.exists(n.uid))));
+    const unknown = names.filter((_, i) => !found[i]).map((n) => n.given);
+    if (unknown.length > 0) {
+      const shown = unknown.slice(0, NAMED_UNKNOWN).map((u) => JSON.stringify(u)).join(', ');
+      throw new SwitchboardError('SB_ERR_UNKNOWN_RECIPIENT', `${unknown.length === 1 ? 'this uid has' : `${unknown.length} uids have`} no account: ${shown}${unknown.length > NAMED_UNKNOWN ? ', ...' : ''}`);
+    }
+    return [...new Set(names.map((n) => n.uid!))];
+  };
+
+  const changed = (request: FastifyRequest, group: string, seq: number | undefined, what: string, added?: string[]) => {
+    if (seq === undefined) return;
+    notifier.publish({ group, seq, ...(added && added.length > 0 ? { added } : {}) });
+    request.log.info({ uid: request.groupActor, group, seq, change: what }, 'group changed');
+  };
+
+  // Routes in a scope of their own: the token hook runs before the body is even parsed, so an
+  // unauthenticated request costs no validation and learns nothing about the body's rules.
+  void app.register(async (scope) => {
+    scope.decorateRequest('groupActor', '');
+    scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+      try {
+        request.groupActor = signer.verify(bearer(request.headers.authorization)).uid;
+      } catch (err) {
+        reply.header('www-authenticate', 'Bearer');
+        throw err;
+      }
+    });
+
+    scope.post<{ Body: { name: string; members?: string[]; meta?: GroupMeta } }>(
+      '/api/groups',
+      { bodyLimit: listBodyLimit, schema: { body: object({ name, members: { ...uids, minItems: 0 }, meta }, ['name'] as const) } },
+      async (request, reply) => {
+        const actor = request.groupActor;
+        const members = (await existing(request.body.members ?? [])).filter((m) => m !== actor);
+        const group = await store.create(actor, request.body.name, members, request.body.meta ?? {});
+        changed(request, group.id, group.head, 'created', [actor, ...members]);
+        reply.code(201);
+        return { group };
+      },
+    );
+
+    scope.get<{ Querystring: PageQuery }>('/api/groups', { schema: { querystring: page } }, async (request) => {
+      const { groups, next } = await store.groupsOf(request.groupActor, pageOf(request.query));
+      return { groups, next: next ?? null };
+    });
+
+    scope.get<{ Params: IdParams }>('/api/groups/:id', { schema: { params } }, async (request) => {
+      const group = await store.get(checkGroupId(request.params.id), request.groupActor);
+      return { group: { ...group, role: group.role ?? null, left: group.left ?? null } };
+    });
+
+    scope.patch<{ Params: IdParams; Body: { name?: string; meta?: GroupMeta } }>(
+      '/api/groups/:id',
+      { bodyLimit: listBodyLimit, schema: { params, body: { ...object({ name, meta }, [] as const), minProperties: 1 } } },
+      async (request) => {
+        const id = checkGroupId(request.params.id);
+        const seq = await store.update(id, request.groupActor, request.body);
+        changed(request, id, seq, 'updated');
+        return seqOf(seq);
+      },
+    );
+
+    scope.delete<{ Params: IdParams }>('/api/groups/:id', { schema: { params } }, async (request) => {
+      const id = checkGroupId(request.params.id);
+      const seq = await store.dissolve(id, request.groupActor);
+      changed(request, id, seq, 'dissolved');
+      return seqOf(seq);
+    });
+
+    scope.get<{ Params: IdParams; Querystring: PageQuery }>('/api/groups/:id/members', { schema: { params, querystring: page } }, async (request) => {
+      const { members, next } = await store.members(checkGroupId(request.params.id), request.groupActor, pageOf(request.query));
+      return { members, next: next ?? null };
+    });
+
+    scope.post<{ Params: IdParams; Body: { uids: string[] } }>(
+      '/api/groups/:id/members',
+      { bodyLimit: listBodyLimit, schema: { params, body: object({ uids }, ['uids'] as const) } },
+      async (request) => {
+        const id = checkGroupId(request.params.id);
+        // The store refuses a stranger before anything is looked up there; the account check
+        // comes first all the same, so that an add is all or nothing.
+        const result = await store.addMembers(id, request.groupActor, await existing(request.body.uids));
+        changed(request, id, result.seq, 'added', result.uids);
+        return { seq: result.seq ?? null, uids: result.uids };
+      },
+    );
+
+    scope.post<{ Params: IdParams; Body: { uids: string[] } }>(
+      '/api/groups/:id/members/remove',
+      { bodyLimit: listBodyLimit, schema: { params, body: object({ uids }, ['uids'] as const) } },
+      async (request) => {
+        const id = checkGroupId(request.params.id);
+        const result = await store.removeMembers(id, request.groupActor, request.body.uids.map((u) => normalizeUsername(u) ?? u));
+        changed(request, id, result.seq, 'removed');
+        return { seq: result.seq ?? null, uids: result.uids };
+      },
+    );
+
+    scope.post<{ Params: IdParams }>('/api/groups/:id/leave', { schema: { params } }, async (request) => {
+      const id = checkGroupId(request.params.id);
+      const seq = await store.leave(id, request.groupActor);
+      changed(request, id, seq, 'left');
+      return seqOf(seq);
+    });
+
+    scope.put<{ Params: IdParams & { uid: string }; Body: { role: 'admin' | 'member' } }>(
+      '/api/groups/:id/members/:uid/role',
+      { schema: { params: { ...params, required: ['id', 'uid'], properties: { ...params.properties, uid } }, body: object({ role: { type: 'string', enum: ['admin', 'member'] } }, ['role'] as const) } },
+      async (request) => {
+        const id = checkGroupId(request.params.id);
+        const member = normalizeUsername(request.params.uid) ?? request.params.uid;
+        const result = await store.setRole(id, request.groupActor, member, request.body.role);
+        changed(request, id, result.seq, 'role');
+        return seqOf(result.seq);
+      },
+    );
+
+    scope.post<{ Params: IdParams; Body: { uid: string } }>('/api/groups/:id/transfer', { schema: { params, body: object({ uid }, ['uid'] as const) } }, async (request) => {
+      const id = checkGroupId(request.params.id);
+      const result = await store.transfer(id, request.groupActor, normalizeUsername(request.body.uid) ?? request.body.uid);
+      changed(request, id, result.seq, 'transferred');
+      return seqOf(result.seq);
+    });
+  });
+}
+
+/** The token of an `Authorization: Bearer <token>` header. */
+function bearer(header: string | undefined): string {
+  if (header === undefined || header === '') throw new SwitchboardError('SB_ERR_NO_TOKEN', 'the request carries no Authorization: Bearer <token>');
+  const match = /^Bearer +(\S+) *$/i.exec(header);
+  if (!match) throw new SwitchboardError('SB_ERR_TOKEN_INVALID', 'the Authorization header is not "Bearer <token>"');
+  return match[1]!;
+}
