@@ -1,15 +1,23 @@
 // The SDK's groups against a real node (embedded mode, in-memory stores) over real sockets: two
 // members' clients, the group made in the node's GroupStore and announced on its GroupNotifier
-// as the gate does (the gate's group API is tested apart: test/client/gate-groups.test.ts).
+// as the gate does; last, the whole way: the gate's accounts, logins and group API (GateGroups).
 // Messages and events reach the other member once, in group order; the sender never sees its
 // own; reconnects and resends after lost acks show nothing twice; refusals come with their codes.
 
 import t, { type Test } from 'tap';
 import { ImClient, type GroupEventMessage, type GroupMessage, type ImClientOptions } from '../../src/client/im-client.js';
 import { HeadType } from '../../src/protocol/types.js';
-import { startNode, type TestNode } from '../helpers/node.js';
+import { TEST_SECRET, startNode, type TestNode } from '../helpers/node.js';
 import { sleep, until } from '../../testkit/wait.js';
 import { FrameProxy } from './frame-proxy.js';
+import { GateGroups } from '../../src/client/gate-groups.js';
+import { gateEndpoint, registerThroughGate } from '../../src/client/gate-login.js';
+import { createSwitchboard } from '../../src/node.js';
+import { DEFAULT_LIMITS } from '../../src/config.js';
+import { DEFAULT_HEALTH_SETTINGS } from '../../src/server/store-health.js';
+import { DEFAULT_INBOX_LIMITS } from '../../src/inbox/inbox-store.js';
+import { DEFAULT_GATE_LIMITS } from '../../src/gate/web-gate.js';
+import { silentLogger } from '../../src/log.js';
 
 interface Member {
   client: ImClient;
@@ -150,4 +158,54 @@ t.test('refusals by code: not a member, no such group, not a group id; a client 
   await t.rejects(plain.client.sendToGroup(id, 'x'), { code: 'SB_ERR_BAD_REQUEST' });
   await sleep(100);
   t.same(plain.shown, [], 'a device without groups gets nothing of them');
+});
+
+t.test('the whole way: accounts and logins at the gate, the group made and changed with GateGroups, spoken in over the SDK', async (t) => {
+  const switchboard = createSwitchboard({
+    secret: TEST_SECRET,
+    log: silentLogger(),
+    worker: { host: '127.0.0.1', port: 0, limits: { ...DEFAULT_LIMITS, closeGraceMs: 200 }, health: DEFAULT_HEALTH_SETTINGS, inboxLimits: DEFAULT_INBOX_LIMITS, memoryInboxBytes: 16 * 1024 * 1024, checkRecipients: true },
+    gate: { host: '127.0.0.1', port: 0, limits: DEFAULT_GATE_LIMITS, registration: true, trustProxy: [] },
+  });
+  t.teardown(() => switchboard.stop());
+  const { gate } = await switchboard.start();
+  const gateUrl = `http://127.0.0.1:${gate!.port}`;
+  const password = 'a password long enough';
+  for (const user of ['alice', 'bob', 'carol']) await registerThroughGate(gateUrl, user, password);
+
+  const through = (uid: string) => {
+    let token = '';
+    const client = new ImClient({ uid, deviceId: 'phone', groups: true, retryStrategy: () => 30, endpoint: gateEndpoint(gateUrl, { username: uid, password, deviceId: 'phone' }, (login) => (token = login.token)) });
+    const shown: string[] = [];
+    client.on('groupMessage', (m) => shown.push(`${m.seq}:${m.from}:${m.content}`));
+    client.on('groupEvent', (e) => shown.push(`${e.seq}:*${e.event.type}:${(e.event.uids ?? []).join(',')}`));
+    t.teardown(() => client.close());
+    return { client, shown, api: new GateGroups(gateUrl, () => token) };
+  };
+  const alice = through('alice');
+  const bob = through('bob');
+  await Promise.all([alice.client.connect(), bob.client.connect()]);
+
+  const team = await alice.api.createGroup('team', ['Bob']);
+  t.match(team, { name: 'team', owner: 'alice', memberCount: 2, head: 1 });
+  await until('both told of it', () => alice.shown.length === 1 && bob.shown.length === 1);
+  t.same(bob.shown, ['1:*created:bob'], 'live, with the name folded as the gate folds it');
+  t.same(await bob.api.listGroups(), { groups: [{ id: team.id, role: 'member' }], next: undefined });
+
+  t.equal((await alice.client.sendToGroup(team.id, 'hello bob')).seq, 2);
+  t.same(await alice.api.addMembers(team.id, ['carol']), { seq: 3, uids: ['carol'] });
+  await t.rejects(bob.api.addMembers(team.id, ['alice']), { code: 'SB_ERR_GROUP_FORBIDDEN', status: 403 }, 'a member is not an admin');
+  await t.rejects(alice.api.addMembers(team.id, ['nobody']), { code: 'SB_ERR_UNKNOWN_RECIPIENT' }, 'no such account');
+  t.same((await bob.api.members(team.id)).members.map((m) => `${m.uid}:${m.role}`), ['alice:owner', 'bob:member', 'carol:member']);
+  t.same(await bob.api.leave(team.id), { seq: 4 });
+  await until('alice sees bob go', () => alice.shown.length === 3);
+  t.same(alice.shown, ['1:*created:bob', '3:*added:carol', '4:*left:'], 'not her own message');
+  await until('bob sees his own leaving', () => bob.shown.length === 4);
+  t.same(bob.shown, ['1:*created:bob', '2:alice:hello bob', '3:*added:carol', '4:*left:']);
+  await t.rejects(bob.client.sendToGroup(team.id, 'still here?'), { code: 'SB_ERR_GROUP_NOT_MEMBER' });
+  await t.rejects(bob.api.members(team.id), { code: 'SB_ERR_GROUP_NOT_MEMBER' });
+  t.same(await alice.api.dissolve(team.id), { seq: 5 });
+  await t.rejects(alice.client.sendToGroup(team.id, 'anyone?'), { code: 'SB_ERR_GROUP_DISSOLVED' });
+  await until('the end, told', () => alice.shown.length === 4);
+  t.equal(alice.shown.at(-1), '5:*dissolved:');
 });
