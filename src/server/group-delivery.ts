@@ -27,7 +27,7 @@ import type { Logger } from '../log.js';
 import { isSwitchboardError } from '../errors.js';
 import { deliveryFrame } from '../protocol/chat-frames.js';
 import { encodeMessageRequest } from '../protocol/codec.js';
-import { decodeGroupEvent, type GroupEntry, type GroupStore } from '../groups/group-store.js';
+import { decodeGroupEvent, type GroupEntry, type GroupEvent, type GroupStore } from '../groups/group-store.js';
 import type { GroupChange } from '../groups/group-notifier.js';
 import { GroupStream } from '../session/group-stream.js';
 import type { LocalSession } from '../session/local-session.js';
@@ -58,6 +58,8 @@ interface FanoutJob {
   sender: LocalSession | undefined;
   streams: GroupStream[];
   next: number;
+  /** A membership event: the streams of users it ends the membership of stop after it. */
+  event: GroupEvent | undefined;
 }
 
 export class GroupDelivery {
@@ -140,14 +142,17 @@ export class GroupDelivery {
       for (const stream of streams) if (stream.session !== sender) this.#behind(stream, seq);
       return;
     }
-    const job: FanoutJob = { group, seq, frame: deliveryFrame(body, seq), sender, streams: [...streams], next: 0 };
+    this.#fanout({ group, seq, frame: deliveryFrame(body, seq), sender, streams: [...streams], next: 0, event: undefined });
+  }
+
+  #fanout(job: FanoutJob): void {
     if (this.#queue.length === 0 && job.streams.length <= this.#o.fanoutSlice) {
       this.#run(job, job.streams.length);
       return;
     }
     if (this.#queuedWrites + job.streams.length > this.#o.maxQueuedWrites) {
       // Too much waiting already: the entry is not held here; its streams read it from the log.
-      for (const stream of job.streams) this.#behind(stream, seq);
+      for (const stream of job.streams) this.#behind(stream, job.seq);
       return;
     }
     this.#queue.push(job);
@@ -167,7 +172,36 @@ export class GroupDelivery {
         this.#add(stream);
       }
     }
-    for (const stream of this.#byGroup.get(change.group) ?? []) this.#behind(stream, change.seq);
+    const streams = this.#byGroup.get(change.group);
+    if (streams === undefined) return;
+    // The event is read once for the worker, then fanned out like a message; until it is,
+    // the streams know it exists (so the sweep reads it if this fails).
+    let reader: GroupStream | undefined;
+    for (const stream of streams) {
+      if (change.seq > stream.known) stream.known = change.seq;
+      if (reader === undefined && stream.until === Infinity) reader = stream;
+    }
+    if (reader !== undefined) void this.#readChange(change, reader.session.uid);
+  }
+
+  /** Reads event `change.seq` (as `uid`, who can) and fans it out; on any trouble every stream reads it itself. */
+  async #readChange(change: GroupChange, uid: string): Promise<void> {
+    const { group, seq } = change;
+    let entry: GroupEntry | undefined;
+    let event: GroupEvent | undefined;
+    try {
+      entry = (await this.#store.read(group, uid, seq - 1, 1)).entries[0];
+      if (entry?.kind === 'event') event = decodeGroupEvent(entry.body);
+    } catch (err) {
+      this.#log.debug({ err, group, seq }, 'group change read failed: its streams read it');
+    }
+    const streams = this.#byGroup.get(group);
+    if (streams === undefined) return;
+    if (entry === undefined || entry.seq !== seq || event === undefined) {
+      for (const stream of streams) this.#behind(stream, seq);
+      return;
+    }
+    this.#fanout({ group, seq, frame: deliveryFrame(entryBody(group, entry), seq), sender: undefined, streams: [...streams], next: 0, event });
   }
 
   /** Deliveries of these sessions may have been lost (a peer link or the notifier was down): read every group again. */
@@ -323,12 +357,13 @@ export class GroupDelivery {
 
   /** Writes `job` to up to `budget` more of its streams. */
   #run(job: FanoutJob, budget: number): void {
-    const { streams, seq, frame, sender } = job;
+    const { streams, seq, frame, sender, event } = job;
     const end = Math.min(streams.length, job.next + budget);
     for (let i = job.next; i < end; i++) {
       const stream = streams[i]!;
       const session = stream.session;
       if (seq > stream.known) stream.known = seq;
+      if (event !== undefined && stream.sent === seq - 1 && departsBy(event, session.uid)) stream.until = seq;
       // Past its user's departure; the store would not show it either.
       if (!stream.ready || !session.ready || seq > stream.until) continue;
       if (stream.pumping) {
@@ -434,6 +469,10 @@ function departs(entry: GroupEntry, uid: string): boolean {
   } catch {
     return false;
   }
+  return departsBy(event, uid);
+}
+
+function departsBy(event: GroupEvent, uid: string): boolean {
   if (event.type === 'dissolved') return true;
   if (event.type === 'left') return event.actor === uid;
   if (event.type === 'removed') return event.uids?.includes(uid) === true;

@@ -10,6 +10,7 @@ import { connect, connectLoggedIn } from '../helpers/raw-session.js';
 import { isType, seqOf, u64, type RawClient } from '../../testkit/raw-client.js';
 import { HeadType, ResultCode, type ImMessage } from '../../src/protocol/types.js';
 import { encodeMessageRequest } from '../../src/protocol/codec.js';
+import { MemoryGroupStore } from '../../src/groups/memory-group-store.js';
 
 const login = (t: Test, tn: TestNode, uid: string, deviceId = 'dev-1') => connectLoggedIn(t, tn.port, uid, tn.token(uid), deviceId, { acks: true, groups: true });
 
@@ -223,4 +224,25 @@ t.test('a resend of a message stored but never fanned out (its worker died) reac
   const again = await alice.response(alice.groupChat(id, 'stored, never forwarded', { msgId: 99 }));
   t.equal(again.messageResponse?.duplicate, true, 'the resend is a duplicate');
   t.same(summary(await groupDeliveries(bob, id, 1)), ['2:stored, never forwarded'], 'and bob gets the stored copy');
+});
+
+t.test("a membership change costs the worker one read of the group's log, not one per member device", async (t) => {
+  const store = new MemoryGroupStore();
+  let reads = 0;
+  const read = store.read.bind(store);
+  store.read = (...args) => {
+    reads++;
+    return read(...args);
+  };
+  const tn = await startNode(t, { maxConnectionsPerIp: 0 }, { groups: store });
+  const members = Array.from({ length: 20 }, (_, i) => `m${i}`);
+  const id = await createGroup(tn, 'alice', members);
+  const clients = await Promise.all(members.map((m) => login(t, tn, m)));
+  await Promise.all(clients.map((c) => groupDeliveries(c, id, 1)));
+  reads = 0;
+  const seq = await tn.node.groups.update(id, 'alice', { name: 'renamed' });
+  tn.node.groupNotifier.publish({ group: id, seq });
+  const got = await Promise.all(clients.map((c) => groupDeliveries(c, id, 1)));
+  t.ok(got.every((g) => JSON.parse(g[0]!.messageRequest!.event!).name === 'renamed'), 'every member device gets the event');
+  t.equal(reads, 1, 'read once for the 20 devices');
 });
