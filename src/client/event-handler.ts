@@ -367,8 +367,6 @@ export class EventHandler implements TransportHandlers {
     client.stopTimer();
     client.startTimer();
     this.#pending.flushUnsent((frame) => this.#transport.write(frame));
-    // Positions that moved while the connection was down (own messages answered before it went).
-    this.#scheduleGroupAcks();
     client.emit('login', client.sessionId);
     client.loggedIn();
   }
@@ -483,7 +481,7 @@ export class EventHandler implements TransportHandlers {
     this.#groupAckScheduled = true;
     process.nextTick(() => {
       this.#groupAckScheduled = false;
-      // Not logged in: they wait for the next login, which writes them (see #onLoginResponse).
+      // Not logged in: they wait, and go with the next acks (the login's replay brings some).
       if (this.#client.status !== 'ready') return;
       for (const [group, seq] of this.#groupPositions.takeAcks()) {
         this.#transport.write(encodeMessageFrame({ type: HeadType.MESSAGE_ACK, sessionId: this.#client.sessionId, ack: { seq, group } }));

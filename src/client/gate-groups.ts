@@ -1,4 +1,4 @@
-// The gate's group API (PROTOCOL.md §0, "Groups") for a logged-in user: create a group, list
+// The gate's group API (PROTOCOL.md §13) for a logged-in user: create a group, list
 // one's groups, read one and its members, change its membership, leave, dissolve. Each call
 // carries the token of a gate login (Authorization: Bearer); a refusal rejects with a GateError
 // of the gate's code (SB_ERR_GROUP_FORBIDDEN, SB_ERR_GROUP_NOT_MEMBER, SB_ERR_TOKEN_EXPIRED ...),

@@ -211,9 +211,12 @@ export class ImClient extends EventEmitter<ImClientEvents> {
    * (SB_ERR_GROUP_NOT_FOUND, SB_ERR_GROUP_NOT_MEMBER, SB_ERR_GROUP_DISSOLVED, SB_ERR_BAD_GROUP,
    * SB_ERR_MESSAGE_TOO_LARGE, SB_ERR_RATE_LIMITED, SB_ERR_STORE_UNAVAILABLE) or a client one,
    * as send() does; resent after a lost answer with the same msgId, as send() is. The message is
-   * processed as this device's own: a replay of it after a reconnect is not shown.
+   * processed as this device's own: a replay of it after a reconnect is not shown. Needs the
+   * `groups` option (SB_ERR_BAD_REQUEST otherwise, as the server would answer).
    */
   async sendToGroup(group: string, content: string, options: SendOptions = {}): Promise<GroupSendResult> {
+    // The server's refusal, without the round trip.
+    if (!this.#events.groups) throw new SwitchboardError('SB_ERR_BAD_REQUEST', 'group messages need a client made with groups: true');
     // `to` left empty: a server without groups refuses it (no recipient) instead of taking the
     // group id for a user's.
     const { msgId, request } = this.#chatRequest('', content, options);

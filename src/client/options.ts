@@ -68,8 +68,9 @@ export interface ImClientOptions {
   savePosition?: (seq: number, epoch: number) => void;
   /**
    * Take group deliveries ('groupMessage', 'groupEvent'), acknowledged per group (the login's
-   * `groups`). Implies `acks` (`acks: false` with it is refused, SB_ERR_CONFIG). Default false:
-   * the server sends this device nothing of its groups; sendToGroup() works either way.
+   * `groups`). Implies `acks` (`acks: false` with it is refused, SB_ERR_CONFIG); sendToGroup()
+   * needs it (the server takes group messages only from a login with groups). Default false:
+   * the server sends this device nothing of its groups, as to an original client.
    */
   groups?: boolean;
   /**

@@ -7,6 +7,7 @@
 import t, { type Test } from 'tap';
 import { ImClient, type IncomingMessage } from '../../src/client/im-client.js';
 import { SwitchboardError } from '../../src/errors.js';
+import { gateEndpoint, registerThroughGate } from '../../src/client/gate-login.js';
 import { askNewPassword, formatTime, shownTime } from '../../src/cli/commands/chat.js';
 import { CliProcess } from '../helpers/cli-process.js';
 import { startNode, type TestNode } from '../helpers/node.js';
@@ -132,6 +133,77 @@ t.test('through the gate: --register with a taken name says so; with its own pas
   t.match(carol.stdout, /^\* connection lost: SB_ERR_IDLE_TIMEOUT .*; reconnecting in /m);
   t.match(carol.stdout, /^\* reconnect failed: SB_ERR_RATE_LIMITED too many requests; retry later; reconnecting in \d+ s$/m);
   t.ok(carol.alive, 'still trying, as it should after a 429');
+});
+
+t.test('groups with a token: "#<id> text" is stored in the group, deliveries and events print with the group\'s name, /groups says it needs --gate', async (t) => {
+  const n = await startNode(t, {}, { secret: SECRET });
+  const group = await n.node.groups.create('bob', 'team', ['alice']);
+  n.node.groupNotifier.publish({ group: group.id, seq: 1, added: ['bob', 'alice'] });
+  const bob = new ImClient({ host: '127.0.0.1', port: n.port, uid: 'bob', deviceId: 'bob-phone', token: n.token('bob'), groups: true, retryStrategy: false });
+  const heard: string[] = [];
+  bob.on('groupMessage', (m) => heard.push(`${m.from}: ${m.content}`));
+  t.teardown(() => bob.close());
+  await bob.connect();
+
+  const alice = chat(t, n, 'alice');
+  // The created event (the sync of a device new to the group) names it.
+  await alice.waitFor('the created event', () => alice.stdout.includes('[#team] * bob created the group "team" with alice'));
+  alice.child.stdin.write(`#${group.id} hello team\n#team by its name\n`);
+  await alice.waitFor('both stored', () => (alice.stdout.match(/^✓ stored \(#team #\d+\)$/gm)?.length ?? 0) === 2);
+  t.match(alice.stdout, /^✓ stored \(#team #2\)$/m, "the group's seq");
+  await until('bob has both', () => heard.length === 2);
+  t.same(heard, ['alice: hello team', 'alice: by its name']);
+
+  await bob.sendToGroup(group.id, 'hi alice');
+  await alice.waitFor('the delivery', () => alice.stdout.includes('[#team] bob: hi alice'));
+  const added = await n.node.groups.addMembers(group.id, 'bob', ['carol']);
+  n.node.groupNotifier.publish({ group: group.id, seq: added.seq!, added: added.uids });
+  await alice.waitFor('the event', () => alice.stdout.includes('[#team] * bob added carol'));
+
+  alice.child.stdin.end('/groups\n#nosuch hi\n');
+  t.equal((await alice.exit(EXIT_MS)).code, 1, 'refused lines: exit 1');
+  t.match(alice.stdout, /^\* \/groups refused: SB_ERR_BAD_REQUEST \/groups needs --gate/m);
+  t.match(alice.stdout, /^\* not sent to #nosuch: SB_ERR_BAD_GROUP no group named "nosuch" known: use its id/m);
+  t.notMatch(alice.stdout, /alice: hello team/, 'her own messages are not printed back');
+});
+
+t.test('groups through the gate: /create, #name, /groups, /members, /add, /remove, /leave as typed, the other member told live', async (t) => {
+  const node = new CliProcess(t, 'start', ['start', '--port', '0', '--gate-port', '0', '--dev', '--secret', SECRET, '--log-level', 'info']);
+  const gateUrl = `http://127.0.0.1:${String((await node.waitForLog({ msg: 'gate listening' })).port)}`;
+  const password = 'a password long enough';
+  for (const username of ['bob', 'carol']) await registerThroughGate(gateUrl, username, password);
+  const bob = new ImClient({ uid: 'bob', deviceId: 'phone', groups: true, retryStrategy: false, endpoint: gateEndpoint(gateUrl, { username: 'bob', password, deviceId: 'phone' }) });
+  const heard: string[] = [];
+  bob.on('groupMessage', (m) => heard.push(`${m.from}: ${m.content}`));
+  bob.on('groupEvent', (e) => heard.push(`* ${e.actor} ${e.event.type} ${(e.event.uids ?? []).join(',')}`));
+  t.teardown(() => bob.close());
+  await bob.connect();
+
+  const alice = new CliProcess(t, 'chat --gate alice', ['chat', '--gate', gateUrl, '--user', 'alice', '--register', '--password', password]);
+  await alice.waitFor('logged in', () => alice.stdout.includes('logged in as alice'));
+  alice.child.stdin.write('/create team Bob\n#team hello bob\n/groups\n/members team\n');
+  await alice.waitFor('the members', () => alice.stdout.includes('* bob  member'));
+  t.match(alice.stdout, /^\* created #team \((g[a-z2-7]{12})\) with 2 members$/m);
+  const id = /created #team \((g[a-z2-7]{12})\)/.exec(alice.stdout)![1]!;
+  t.match(alice.stdout, /^✓ stored \(#team #2\)$/m);
+  t.match(alice.stdout, new RegExp(`^\\* ${id}  #team  owner$`, 'm'), '/groups: id, name, role');
+  t.match(alice.stdout, /^\* #team: 2 members\n\* alice  owner\n\* bob  member$/m);
+  await until('bob heard both', () => heard.length === 2);
+  t.same(heard, ['* alice created bob', 'alice: hello bob']);
+
+  alice.child.stdin.write('/add team carol\n/add team nobody\n/remove team carol\n');
+  await alice.waitFor('the removal', () => alice.stdout.includes('* #team: removed carol'));
+  t.match(alice.stdout, /^\* #team: added carol$/m);
+  t.match(alice.stdout, /^\* \/add refused: SB_ERR_UNKNOWN_RECIPIENT /m);
+  await until('bob heard the changes', () => heard.length === 4);
+  t.same(heard.slice(2), ['* alice added carol', '* alice removed carol']);
+  await alice.waitFor('its own events printed', () => alice.stdout.includes('[#team] * alice removed carol'));
+
+  await bob.sendToGroup(id, 'bye');
+  await alice.waitFor('the delivery', () => alice.stdout.includes('[#team] bob: bye'));
+  alice.child.stdin.end('/leave team\n');
+  t.equal((await alice.exit(EXIT_MS)).code, 1, 'a refused line (the unknown user, the owner leaving): exit 1');
+  t.match(alice.stdout, /^\* \/leave refused: SB_ERR_GROUP_OWNER_CANNOT_LEAVE /m);
 });
 
 t.test('the logic behind the terminal: the password asked twice, the time shown', async (t) => {

@@ -1,13 +1,16 @@
-// `switchboard chat`: a terminal client. `@bob hello` sends, incoming messages print as they
-// arrive, `/quit` or the end of input logs out once what was sent is stored. With --gate it logs
-// in with a password through the HTTP gate (registering first with --register) and goes to the
-// worker the gate names. Input may be piped: lines read before the login are queued and sent,
+// `switchboard chat`: a terminal client. `@bob hello` sends, `#team hello` sends to a group,
+// incoming messages print as they arrive, `/quit` or the end of input logs out once what was sent
+// is stored. With --gate it logs in with a password through the HTTP gate (registering first with
+// --register), goes to the worker the gate names, and manages groups through the gate's group
+// API with the login's token (/groups, /create, /add, /remove, /members, /leave: chat-groups.ts). Input may be piped: lines read before the login are queued and sent,
 // and output that is not a terminal gets plain lines (no prompt, no escape codes).
 
 import readline from 'node:readline';
 import { TokenSigner, DEV_SECRET } from '../../auth/token.js';
 import { ImClient, defaultRetryStrategy, type ImClientOptions, type IncomingMessage } from '../../client/im-client.js';
 import { gateEndpoint, gateFailure, registerThroughGate } from '../../client/gate-login.js';
+import { GateGroups } from '../../client/gate-groups.js';
+import { CHAT_HELP, GroupCommands, GroupDirectory, formatGroupEvent, formatGroupMessage, parseChatLine } from './chat-groups.js';
 import { SwitchboardError, isSwitchboardError } from '../../errors.js';
 import { PORT, parseOptions, usage, type OptionSpecs, type OptionValues } from '../options.js';
 import { SECRET_OPTION } from '../common.js';
@@ -25,7 +28,10 @@ const OPTIONS = {
   ...SECRET_OPTION,
 } as const satisfies OptionSpecs;
 
-const SUMMARY = 'Chat: "@bob hello" sends to bob, "/quit" or the end of input logs out. Input may be piped.';
+const SUMMARY = `Chat: "@bob hello" sends to bob, "#team hello" to a group, "/quit" or the end of input logs out. Input may be piped.
+Typed in the chat:
+${CHAT_HELP.map((line) => `  ${line}`).join('\n')}
+Group commands (/groups ...) need --gate.`;
 
 /** Sends written and not yet answered: the SDK's queue (1000) stays well below its bound. */
 const MAX_IN_FLIGHT = 100;
@@ -62,8 +68,11 @@ export async function chatCommand(argv: string[]): Promise<void> {
     throw err;
   }
   const { uid, taken } = login;
-  const { client, ended } = chatClient(login, deviceId, out);
-  const sender = new Sender(client, lines, out, o.gate ? (name) => normalizeUsername(name) ?? name : (name) => name);
+  const directory = new GroupDirectory();
+  const { client, ended } = chatClient(login, deviceId, out, directory);
+  const userName = o.gate ? (name: string) => normalizeUsername(name) ?? name : (name: string) => name;
+  const commands = new GroupCommands(login.groups, directory, userName);
+  const sender = new Sender(client, lines, out, userName, commands);
   try {
     await client.connect().catch((err: unknown) => {
       if (taken && isSwitchboardError(err) && err.code === 'SB_ERR_LOGIN_FAILED') {
@@ -91,6 +100,8 @@ interface ChatLogin {
   uid: string;
   /** --register found the name taken: a refused login means it is someone else's account. */
   taken: boolean;
+  /** With --gate: the gate's group API, with the token of the latest gate login. */
+  groups?: GateGroups;
 }
 
 /**
@@ -116,26 +127,34 @@ async function chatLogin(o: ChatValues, user: string, typedPassword: string | un
       out.line(`* the name ${uid} is taken: logging in to it with this password`);
     }
   }
-  return { where: { endpoint: gateEndpoint(o.gate, { username: user, password, deviceId: o.device }) }, uid, taken };
+  let token = '';
+  const endpoint = gateEndpoint(o.gate, { username: user, password, deviceId: o.device }, (login) => (token = login.token));
+  return { where: { endpoint }, uid, taken, groups: new GateGroups(o.gate, () => token) };
 }
 
 /**
  * The chat's client, its events shown as lines. `ended` rejects once the client closed for good
  * after the login (a replaced session, a refusal on reconnect), with the reason said plainly.
  */
-function chatClient({ where, uid }: ChatLogin, deviceId: string, out: ChatOutput): { client: ImClient; ended: Promise<never> } {
+function chatClient({ where, uid }: ChatLogin, deviceId: string, out: ChatOutput, directory: GroupDirectory): { client: ImClient; ended: Promise<never> } {
   let loggedIn = false;
   const backoff = defaultRetryStrategy();
   const client = new ImClient({
     ...where,
     uid,
     deviceId,
+    groups: true,
     // The first connect fails at once, with its reason: a wrong port or a gate that is down is
     // not worth a wait. Once logged in, a lost connection is retried for as long as it takes.
     retryStrategy: (attempt) => (loggedIn ? backoff(attempt) : null),
   });
 
   client.on('message', (m) => out.line(`[${formatTime(shownTime(m, Date.now()))}] ${m.from}: ${m.content}`));
+  client.on('groupMessage', (m) => out.line(formatGroupMessage(m, directory.name(m.group))));
+  client.on('groupEvent', (e) => {
+    directory.heard(e);
+    out.line(formatGroupEvent(e, directory.name(e.group)));
+  });
   client.on('login', () => {
     out.line(`* logged in as ${uid} (device ${deviceId})`);
     loggedIn = true;
@@ -221,49 +240,97 @@ class Sender {
     readonly lines: LineQueue,
     readonly out: ChatOutput,
     readonly recipient: (name: string) => string,
+    readonly groups: GroupCommands,
   ) {}
 
-  /** Resolves once input ended (or /quit) and every message sent was answered. */
+  /**
+   * Resolves once input ended (or /quit) and every message sent was answered. Messages go out
+   * with a bounded number in flight; a command waits for the messages before it to be answered
+   * (a /leave comes after what was said to the group), and the next line waits for the command.
+   */
   async run(): Promise<void> {
     for (;;) {
       const line = await this.lines.next();
       if (line === undefined) break;
-      const text = line.trim();
-      if (text === '/quit') break;
-      if (text === '') {
-        this.out.prompt();
-        continue;
+      const parsed = parseChatLine(line);
+      switch (parsed.kind) {
+        case 'quit':
+          await this.#drain(0);
+          return;
+        case 'empty':
+          this.out.prompt();
+          break;
+        case 'help':
+          for (const help of CHAT_HELP) this.out.line(`* ${help}`);
+          break;
+        case 'bad':
+          this.#fail('SB_ERR_BAD_REQUEST', `* not sent: ${parsed.reason}`);
+          break;
+        case 'direct':
+          await this.#drain(MAX_IN_FLIGHT - 1);
+          this.#send(this.recipient(parsed.to), parsed.text);
+          break;
+        case 'group': {
+          await this.#drain(MAX_IN_FLIGHT - 1);
+          let group: string;
+          try {
+            group = await this.groups.resolve(parsed.group);
+          } catch (err) {
+            this.#failWith(err, `* not sent to #${parsed.group}`);
+            break;
+          }
+          this.#sendToGroup(group, parsed.text);
+          break;
+        }
+        case 'command':
+          await this.#drain(0);
+          try {
+            for (const out of await this.groups.run(parsed.name, parsed.args)) this.out.line(out);
+          } catch (err) {
+            this.#failWith(err, `* /${parsed.name} refused`);
+          }
+          break;
       }
-      const match = /^@(\S+)\s+(.+)$/.exec(text);
-      if (!match) {
-        this.#fail('SB_ERR_BAD_REQUEST', `* not sent: type "@user message" to send, "/quit" to leave`);
-        continue;
-      }
-      while (this.#inFlight >= MAX_IN_FLIGHT) await new Promise<void>((resolve) => (this.#slot = resolve));
-      this.#send(this.recipient(match[1]!), match[2]!);
     }
-    while (this.#inFlight > 0) await new Promise<void>((resolve) => (this.#slot = resolve));
+    await this.#drain(0);
+  }
+
+  /** Waits until at most `n` messages are in flight. */
+  async #drain(n: number): Promise<void> {
+    while (this.#inFlight > n) await new Promise<void>((resolve) => (this.#slot = resolve));
   }
 
   // Through the gate the names are switchboard accounts: `@Alice` is alice, as the gate folds
   // names. With a token the server decides (it folds them where it checks accounts).
   #send(to: string, content: string): void {
+    this.#track(this.client.send(to, content), to, to);
+  }
+
+  #sendToGroup(group: string, content: string): void {
+    const label = `#${this.groups.directory.name(group) ?? group}`;
+    this.#track(this.client.sendToGroup(group, content), label, label);
+  }
+
+  /** Counts a message in flight until answered: `✓ stored (bob #3)`, or why not. */
+  #track(sent: Promise<{ seq: number }>, label: string, to: string): void {
     this.#inFlight++;
-    this.client.send(to, content).then(
+    sent.then(
       (r) => {
         this.stored++;
-        this.out.line(`✓ stored (${to} #${r.seq})`);
+        this.out.line(`✓ stored (${label} #${r.seq})`);
       },
-      (err: unknown) => {
-        const code = isSwitchboardError(err) ? err.code : 'SB_ERR_INTERNAL';
-        this.#fail(code, `* not sent to ${to}: ${isSwitchboardError(err) ? `${err.code} ${err.message}` : String(err)}`);
-      },
+      (err: unknown) => this.#failWith(err, `* not sent to ${to}`),
     ).finally(() => {
       this.#inFlight--;
       const slot = this.#slot;
       this.#slot = undefined;
       slot?.();
     });
+  }
+
+  #failWith(err: unknown, what: string): void {
+    const code = isSwitchboardError(err) ? err.code : 'SB_ERR_INTERNAL';
+    this.#fail(code, `${what}: ${isSwitchboardError(err) ? `${err.code} ${err.message}` : String(err)}`);
   }
 
   #fail(code: SwitchboardError['code'], line: string): void {
