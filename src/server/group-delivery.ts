@@ -29,8 +29,7 @@ import { deliveryFrame } from '../protocol/chat-frames.js';
 import { encodeMessageRequest } from '../protocol/codec.js';
 import { decodeGroupEvent, type GroupEntry, type GroupEvent, type GroupStore } from '../groups/group-store.js';
 import type { GroupChange } from '../groups/group-notifier.js';
-import { GroupStream } from '../session/group-stream.js';
-import type { LocalSession } from '../session/local-session.js';
+import { GroupStream, type LocalSession } from '../session/local-session.js';
 
 export interface GroupDeliveryOptions {
   /** Entries read from a group's log per batch. */
