@@ -244,6 +244,8 @@ export const GATE_OPTIONS = {
   'rate-ip': { ...count(1), group: 'gate', description: 'login and registration requests per client address per minute (IPv6: per /64)', default: DEFAULT_GATE_LIMITS.perIp.max },
   'rate-user-ip': { ...count(1), group: 'gate', description: 'failed logins per user name and client address per 15 minutes', default: DEFAULT_GATE_LIMITS.perUserIp.max },
   'rate-user': { ...count(1), group: 'gate', description: 'failed logins per user name per hour, from addresses it has not logged in from within 30 days', default: DEFAULT_GATE_LIMITS.perUser.max },
+  'rate-group-changes': { ...count(1), group: 'gate', description: 'group changes (create, update, dissolve, add, remove, leave, role, transfer) per user per minute', default: DEFAULT_GATE_LIMITS.groupChanges.max },
+  'rate-group-reads': { ...count(1), group: 'gate', description: 'group reads (GET /api/groups...) per user per minute', default: DEFAULT_GATE_LIMITS.groupReads.max },
   'trust-proxy': { type: 'string', group: 'gate', description: 'proxies whose X-Forwarded-For names the client: comma-separated addresses, CIDRs, loopback, linklocal, uniquelocal; unset: none' },
 } as const satisfies OptionSpecs;
 
@@ -255,6 +257,8 @@ export function gateLimitsFrom(v: OptionValues<typeof GATE_OPTIONS>, dev: boolea
     perIp: { ...DEFAULT_GATE_LIMITS.perIp, max: v['rate-ip'] },
     perUserIp: { ...DEFAULT_GATE_LIMITS.perUserIp, max: v['rate-user-ip'] },
     perUser: { ...DEFAULT_GATE_LIMITS.perUser, max: v['rate-user'] },
+    groupChanges: { ...DEFAULT_GATE_LIMITS.groupChanges, max: v['rate-group-changes'] },
+    groupReads: { ...DEFAULT_GATE_LIMITS.groupReads, max: v['rate-group-reads'] },
   };
 }
 

@@ -2,7 +2,9 @@
 // `Authorization: Bearer <token>` and the token's uid acts. The store decides whether the actor
 // may (in the same atomic step as the change); this file checks the token, the shape of the
 // request, that added members have accounts, and tells the workers of every change that
-// appended an event (GroupNotifier), so that their sessions see it live.
+// appended an event (GroupNotifier), so that their sessions see it live. Each user's requests
+// are rate limited, changes and reads apart, in the gate's RateLimitStore (shared by every gate
+// on one Redis): a change costs an append and a read on every worker with a member online.
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TokenSigner } from '../auth/token.js';
@@ -10,6 +12,7 @@ import { normalizeUsername } from '../auth/password.js';
 import { SwitchboardError } from '../errors.js';
 import type { UserStore } from '../users/user-store.js';
 import type { GroupNotifier } from '../groups/group-notifier.js';
+import type { RateLimit, RateLimitStore } from './rate-limit-store.js';
 import { checkGroupId, groupLimits, type GroupLimits, type GroupMeta, type GroupStore } from '../groups/group-store.js';
 
 export interface GroupRoutesOptions {
@@ -20,6 +23,16 @@ export interface GroupRoutesOptions {
   signer: TokenSigner;
   /** Members added must have an account here. */
   users: UserStore;
+  rates: GroupRates;
+}
+
+/** Per-user limits of the group routes: a request over its window's max is refused with 429. */
+export interface GroupRates {
+  store: RateLimitStore;
+  /** Every request that may change a group (all but GET and HEAD), whatever it answers. */
+  changes: RateLimit;
+  /** GET and HEAD requests. */
+  reads: RateLimit;
 }
 
 /** A page holds this many entries when `limit` is not given. */
@@ -44,7 +57,7 @@ interface PageQuery {
 }
 
 export function groupRoutes(app: FastifyInstance, options: GroupRoutesOptions): void {
-  const { store, notifier, signer, users } = options;
+  const { store, notifier, signer, users, rates } = options;
   const limits = groupLimits(options.limits);
   const uid = { type: 'string', minLength: 1, maxLength: limits.maxUidLength } as const;
   const uids = { type: 'array', minItems: 1, maxItems: limits.maxUidsPerCall, items: uid } as const;
@@ -82,8 +95,23 @@ export function groupRoutes(app: FastifyInstance, options: GroupRoutesOptions): 
     request.log.info({ uid: request.groupActor, group, seq, change: what }, 'group changed');
   };
 
+  /**
+   * Counts the request on its user's window (changes or reads): a refusal keeps its count, so a
+   * flood past the limit changes nothing until the window ends. Logged once per window.
+   */
+  const admit = async (request: FastifyRequest, reply: FastifyReply) => {
+    const read = request.method === 'GET' || request.method === 'HEAD';
+    const limit = read ? rates.reads : rates.changes;
+    const window = await rates.store.add(`${read ? 'group-read' : 'group-change'}:${request.groupActor}`, 1, limit.windowMs);
+    if (window.count <= limit.max) return;
+    if (window.count === limit.max + 1) request.log.info({ uid: request.groupActor, read, max: limit.max, windowMs: limit.windowMs }, 'group requests rate limited');
+    reply.header('retry-after', Math.max(1, Math.ceil(window.resetMs / 1000)));
+    throw new SwitchboardError('SB_ERR_RATE_LIMITED', `more than ${limit.max} group ${read ? 'reads' : 'changes'} within ${limit.windowMs / 1000} s; retry later`);
+  };
+
   // Routes in a scope of their own: the token hook runs before the body is even parsed, so an
-  // unauthenticated request costs no validation and learns nothing about the body's rules.
+  // unauthenticated request costs no validation and learns nothing about the body's rules, and a
+  // request over its rate limit is refused before the body is read.
   void app.register(async (scope) => {
     scope.decorateRequest('groupActor', '');
     scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
@@ -93,6 +121,7 @@ export function groupRoutes(app: FastifyInstance, options: GroupRoutesOptions): 
         reply.header('www-authenticate', 'Bearer');
         throw err;
       }
+      await admit(request, reply);
     });
 
     scope.post<{ Body: { name: string; members?: string[]; meta?: GroupMeta } }>(

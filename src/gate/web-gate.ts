@@ -14,7 +14,7 @@ import type { UserStore } from '../users/user-store.js';
 import { checkPassword, checkUsername, type PasswordHasher } from '../auth/password.js';
 import { chooseWorker } from './im-load-balance.js';
 import { LoginLimiter, type LoginLimits, type LoginOutcome } from './login-limiter.js';
-import type { RateLimitStore } from './rate-limit-store.js';
+import type { RateLimit, RateLimitStore } from './rate-limit-store.js';
 import { MemoryRateLimitStore } from './memory-rate-limit-store.js';
 import type { WorkerProbe } from './worker-probe.js';
 import type { GroupLimits, GroupStore } from '../groups/group-store.js';
@@ -33,6 +33,10 @@ export interface GateLimits extends LoginLimits {
   requestTimeoutMs: number;
   /** Password hashes computed at once (each takes ~0.4 s and 128 MiB at OWASP parameters). */
   maxConcurrentHashes: number;
+  /** Group changes per user (group-routes.ts): every one is an event every member's worker reads. */
+  groupChanges: RateLimit;
+  /** Group reads per user. */
+  groupReads: RateLimit;
 }
 
 export const DEFAULT_GATE_LIMITS: Readonly<GateLimits> = Object.freeze({
@@ -44,6 +48,8 @@ export const DEFAULT_GATE_LIMITS: Readonly<GateLimits> = Object.freeze({
   bodyLimit: 4096,
   requestTimeoutMs: 10_000,
   maxConcurrentHashes: 4,
+  groupChanges: Object.freeze({ max: 60, windowMs: 60_000 }),
+  groupReads: Object.freeze({ max: 600, windowMs: 60_000 }),
 });
 
 /**
@@ -67,7 +73,7 @@ export interface WebGateOptions {
   online?: () => Promise<{ users: number; sessions: number }>;
   registration: boolean;
   limits: GateLimits;
-  /** Where the rate-limit counts live; default in memory (this gate alone). Closed by the caller. */
+  /** Where the rate-limit counts (logins and groups) live; default in memory (this gate alone). Closed by the caller. */
   rateLimits?: RateLimitStore;
   /**
    * Proxies whose X-Forwarded-For names the client: addresses, CIDRs, or `loopback`,
@@ -121,6 +127,7 @@ function publicWorker(w: ImNode) {
 export class WebGate {
   readonly app: FastifyInstance;
   readonly #o: WebGateOptions;
+  readonly #rateLimits: RateLimitStore;
   readonly #limiter: LoginLimiter;
   /** Verified against for unknown users, so a wrong username costs as long as a wrong password. */
   #decoy: Promise<string> | undefined;
@@ -128,7 +135,8 @@ export class WebGate {
 
   constructor(options: WebGateOptions) {
     this.#o = options;
-    this.#limiter = new LoginLimiter(options.rateLimits ?? new MemoryRateLimitStore(), options.limits);
+    this.#rateLimits = options.rateLimits ?? new MemoryRateLimitStore();
+    this.#limiter = new LoginLimiter(this.#rateLimits, options.limits);
     const timeoutMs = options.limits.requestTimeoutMs;
     this.app = Fastify({
       loggerInstance: options.log as unknown as FastifyBaseLogger,
@@ -172,7 +180,10 @@ export class WebGate {
 
   #routes(): void {
     const app = this.app;
-    if (this.#o.groups) groupRoutes(app, { ...this.#o.groups, signer: this.#o.signer, users: this.#o.users });
+    if (this.#o.groups) {
+      const { groupChanges: changes, groupReads: reads } = this.#o.limits;
+      groupRoutes(app, { ...this.#o.groups, signer: this.#o.signer, users: this.#o.users, rates: { store: this.#rateLimits, changes, reads } });
+    }
     app.get('/healthz', async () => ({ ok: true, workers: this.#o.registry.workers().length }));
 
     app.get('/api/workers', async () => ({
