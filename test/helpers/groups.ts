@@ -7,7 +7,6 @@ import type { Test } from 'tap';
 import type { GroupEventMessage, GroupMessage } from '../../src/client/im-client.js';
 import { RedisGroupNotifier } from '../../src/groups/redis-group-notifier.js';
 import { RedisGroupStore } from '../../src/groups/redis-group-store.js';
-import type { GroupEventType } from '../../src/groups/group-store.js';
 import { silentLogger } from '../../src/log.js';
 import { DEFAULT_WAIT_MS, until } from '../../testkit/wait.js';
 import type { ClientOptions, TestClient, TestCluster, WorkerProcess } from './cluster.js';
@@ -115,6 +114,3 @@ export class GroupAdmin {
     await until(`${uid}/${deviceId} saved a position ≥ ${seq} in ${group}`, async () => ((await this.store.cursor(group, uid, deviceId)) ?? 0) >= seq);
   }
 }
-
-/** The type of an event delivery summary ('#removed' → 'removed'), for readable assertions. */
-export const eventType = (s: Shown): GroupEventType | undefined => s.event?.type;
