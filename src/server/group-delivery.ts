@@ -48,6 +48,9 @@ export interface GroupDeliveryOptions {
   loginConcurrency?: number;
 }
 
+/** Event frames kept for replays (each at most a frame: 64 x 1 MiB at worst, a few KiB usually). */
+const EVENT_FRAMES_KEPT = 64;
+
 /** An entry on its way to a group's local streams. */
 interface FanoutJob {
   group: string;
@@ -74,6 +77,12 @@ export class GroupDelivery {
   readonly #dirty = new Set<GroupStream>();
   /** Streams the sweep looks at: deliveries unacknowledged, or entries known but not sent. */
   readonly #watched = new Set<GroupStream>();
+  /**
+   * Delivery frames of recently read events, by group and seq: every member device replaying a
+   * group reads the same events (a 500-uid `added` is 33 KiB to re-encode). At most
+   * EVENT_FRAMES_KEPT, the oldest forgotten first.
+   */
+  readonly #eventFrames = new Map<string, Buffer>();
 
   constructor(store: GroupStore, options: GroupDeliveryOptions, log: Logger) {
     this.#store = store;
@@ -426,7 +435,7 @@ export class GroupDelivery {
           }
           if (entry.seq <= stream.sent) continue;
           if (entry.kind === 'event' && departs(entry, session.uid)) stream.until = entry.seq;
-          this.#write(stream, entry.seq, deliveryFrame(entryBody(group, entry), entry.seq));
+          this.#write(stream, entry.seq, this.#frameOf(group, entry));
           if (session.released) return;
         }
         if (read.entries.length === 0) {
@@ -450,6 +459,18 @@ export class GroupDelivery {
     }
   }
 
+  #frameOf(group: string, entry: GroupEntry): Buffer {
+    if (entry.kind === 'message') return deliveryFrame(entry.body, entry.seq);
+    const key = `${group}:${entry.seq}`;
+    let frame = this.#eventFrames.get(key);
+    if (frame === undefined) {
+      frame = deliveryFrame(entryBody(group, entry), entry.seq);
+      if (this.#eventFrames.size >= EVENT_FRAMES_KEPT) this.#eventFrames.delete(this.#eventFrames.keys().next().value!);
+      this.#eventFrames.set(key, frame);
+    }
+    return frame;
+  }
+
   #save(stream: GroupStream): void {
     if (stream.acked <= stream.saved) return;
     stream.saved = stream.acked;
@@ -460,8 +481,14 @@ export class GroupDelivery {
   }
 }
 
+/** How the events that can end a membership start (eventJson writes the type first). */
+const DEPARTING = ['removed', 'left', 'dissolved'].map((type) => Buffer.from(`{"type":"${type}"`));
+
 /** Whether event `entry` ends `uid`'s membership (its last readable entry). */
 function departs(entry: GroupEntry, uid: string): boolean {
+  // Most events are not departures: those (an `added` of 500 uids, say) are not parsed per device.
+  const body = entry.body;
+  if (!DEPARTING.some((prefix) => body.length >= prefix.length && body.compare(prefix, 0, prefix.length, 0, prefix.length) === 0)) return false;
   let event;
   try {
     event = decodeGroupEvent(entry.body);
