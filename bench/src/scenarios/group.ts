@@ -243,7 +243,11 @@ function judge(g: GroupRun, chat: RunReport | undefined, many: RunReport | undef
     if (!run || !chatRate) continue;
     const ratio = run.metrics.deliveredPerSec! / chatRate;
     run.metrics.ratioToChat = ratio;
-    verdict(run, ratio >= want, `group deliveries/s ≥ ${want} × the 1:1 delivered/s (${o.inbox} inbox): ${fmt.rate(run.metrics.deliveredPerSec!)} / ${fmt.rate(chatRate)} = ${fmt.ratio(ratio)}`);
+    const what = `group deliveries/s ≥ ${want} × the 1:1 delivered/s (${o.inbox} inbox): ${fmt.rate(run.metrics.deliveredPerSec!)} / ${fmt.rate(chatRate)} = ${fmt.ratio(ratio)}`;
+    // The throughput target is the many-groups run's; the large group's run measures the
+    // event loop while one fan-out at a time happens (its rate is bound by that latency).
+    if (run === many) verdict(run, ratio >= want, what);
+    else run.notes.push(`${what} (not judged: the throughput target is for the many-groups run)`);
   }
   if (large?.metrics.loopDelayP99Ms !== undefined) {
     const p99 = large.metrics.loopDelayP99Ms;
