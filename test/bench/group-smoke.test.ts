@@ -72,8 +72,9 @@ t.test('memory: 1:1 baseline, many groups over two drivers, a large group with a
   t.equal(large.metrics.controlLost, 0);
   for (const run of [runOf(report, 'groups'), large]) {
     t.equal(run.metrics.ratioToChat, run.metrics.deliveredPerSec! / chat.metrics.deliveredPerSec!);
-    t.match(run.notes.join(' '), /target group deliveries\/s ≥ 1.5 × the 1:1 delivered\/s \(memory inbox\): .* (met|MISSED)/);
   }
+  t.match(runOf(report, 'groups').notes.join(' '), /target group deliveries\/s ≥ 1.5 × the 1:1 delivered\/s \(memory inbox\): .* (met|MISSED)/, 'the throughput target is judged on the many-groups run');
+  t.match(large.notes.join(' '), /group deliveries\/s ≥ 1.5 × .*not judged: the throughput target is for the many-groups run/, 'and only reported for the large group');
   t.match(large.notes.join(' '), /event-loop delay p99 ≤ 20 ms .*not judged/, 'the delay target is judged at 5000 members only');
   t.same(report.warnings.filter((w) => w.includes('lost=')), [], 'no loss warning');
 });
