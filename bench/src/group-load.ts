@@ -16,7 +16,7 @@ import { Latency } from './latency.js';
 import { LoadClock, drain, openLoop } from './timeline.js';
 import { emptyScan, leadingNumber, scanMessage, type Scanned } from './wire-scan.js';
 import { ackFrame, groupAckFrame, groupMessageFrame, loginRequestFrame, messageRequestFrame } from './client-frames.js';
-import { Marks, type Endpoint, type MeasuredLoad } from './chat-load.js';
+import { Marks, type ChatSecond, type Endpoint, type MeasuredLoad } from './chat-load.js';
 import type { Accounting } from './report.js';
 
 /** A group of the run, as created by the coordinator. */
@@ -51,18 +51,8 @@ export interface GroupLoadOptions {
   onSecond?: (second: GroupSecond) => void;
 }
 
-/** One second of a group run, as a driver saw it. */
-export interface GroupSecond {
-  t: number;
-  phase: 'warmup' | 'measure' | 'drain';
-  sent: number;
-  delivered: number;
-  acked: number;
-  errors: number;
-  connections: number;
-  /** Delivery latency of this second, encoded. */
-  latency: string;
-}
+/** One second of a group run, as a driver saw it: the chat load's shape. */
+export type GroupSecond = ChatSecond;
 
 /** The accounting of a group run: `received`, `lost` and `dup` count member deliveries, `sent` and `acked` messages. */
 export interface GroupAccounting extends Accounting {

@@ -41,24 +41,13 @@ export interface IncomingMessage {
   fromNick: string;
 }
 
-/** A message of a group (a delivery with `group` set), to a client logged in with `groups`. */
-export interface GroupMessage {
+/**
+ * A message of a group (a delivery with `group` set), to a client logged in with `groups`: the
+ * fields of a 1:1 message, but `seq` is the group's (one order for every member's every
+ * device) and the group stands where the recipient would.
+ */
+export interface GroupMessage extends Omit<IncomingMessage, 'to'> {
   group: string;
-  /** The group's sequence of the message: one order for every member's every device. */
-  seq: number;
-  from: string;
-  content: string;
-  /** The sender's message id, as a decimal string (uint64). */
-  msgId: string;
-  /** The sender's clock (ms): not to be trusted for display. */
-  time: number;
-  /** When the server stored the message (ms, the server's clock); undefined when not sent. */
-  storedAt: number | undefined;
-  msgType: number;
-  json: string;
-  url: string;
-  property: string;
-  fromNick: string;
 }
 
 /** A membership change of a group ("alice added bob"), an entry of the group's stream as messages are. */
