@@ -16,6 +16,11 @@
 // order. The queue is bounded (`maxQueuedWrites`): past it, an entry is not queued but its
 // streams learn that it exists and read it from the log.
 //
+// The sending device gets no copy: its response carries the seq. The live path knows the
+// sender; a read of the log knows only the user, so an entry of the device's user found while
+// the device has appends unanswered waits for their responses (appendStarted / appendEnded),
+// which tell whether it is the device's own.
+//
 // Membership: a session's streams are made at login from the user's groups and recent
 // departures; a member added later gets a stream when the gate's change reaches this worker
 // (GroupNotifier `added`), starting at the `added` event. A member removed (or who left, or
@@ -212,6 +217,60 @@ export class GroupDelivery {
     this.#fanout({ group, seq, frame: deliveryFrame(entryBody(group, entry), seq), sender: undefined, streams: [...streams], next: 0, event });
   }
 
+  /**
+   * The device is about to append to `group`: until appendEnded, an entry of its user that a
+   * read finds is held back (it may be this append's, which the device must get no copy of).
+   * Returns the append's issue number, or 0 when the device has no stream there.
+   */
+  appendStarted(session: LocalSession, group: string): number {
+    const stream = session.groups?.get(group);
+    if (stream === undefined) return 0;
+    const issue = ++stream.appendsIssued;
+    stream.appending.add(issue);
+    return issue;
+  }
+
+  /** Append `issue` was answered: stored as `seq`, or refused (undefined). A read it held continues. */
+  appendEnded(session: LocalSession, group: string, issue: number, seq: number | undefined): void {
+    const stream = session.groups?.get(group);
+    if (stream === undefined || !stream.appending.delete(issue)) return;
+    if (seq !== undefined && seq > stream.sent) stream.answered.push(seq);
+    if (stream.heldFor !== 0 && !this.#appendingUpTo(stream, stream.heldFor)) {
+      stream.heldFor = 0;
+      if (stream.pumping) stream.repump = true;
+      else void this.#pump(stream);
+    }
+  }
+
+  /** Whether an append issued up to `issue` is unanswered. */
+  #appendingUpTo(stream: GroupStream, issue: number): boolean {
+    for (const i of stream.appending) if (i <= issue) return true;
+    return false;
+  }
+
+  /** Whether `seq` is one of the device's own entries its responses carried (forgetting those up to it). */
+  #takeAnswered(stream: GroupStream, seq: number): boolean {
+    const answered = stream.answered;
+    if (answered.length === 0) return false;
+    const own = answered.includes(seq);
+    stream.answered = answered.filter((s) => s > seq);
+    return own;
+  }
+
+  /**
+   * The device's own entry `seq` (its response carried the seq): not written, counted as
+   * acknowledged with the entries before it (the device never acknowledges what it was not sent).
+   */
+  #skipOwn(stream: GroupStream, seq: number): void {
+    stream.sent = seq;
+    if (stream.ownTo !== seq - 1) stream.ownFrom = seq;
+    stream.ownTo = seq;
+    if (stream.acked === seq - 1) {
+      stream.acked = seq;
+      this.#dirty.add(stream);
+    }
+  }
+
   /** Deliveries of these sessions may have been lost (a peer link or the notifier was down): read every group again. */
   nudge(session: LocalSession): void {
     for (const stream of session.groups?.values() ?? []) {
@@ -384,15 +443,9 @@ export class GroupDelivery {
         continue;
       }
       if (session === sender) {
-        // Its device has the seq from the response: skipped, and counted as acknowledged with
-        // the entries before it (the device never acknowledges what it was not sent).
-        stream.sent = seq;
-        if (stream.ownTo !== seq - 1) stream.ownFrom = seq;
-        stream.ownTo = seq;
-        if (stream.acked === seq - 1) {
-          stream.acked = seq;
-          this.#dirty.add(stream);
-        }
+        // Its device has the seq from the response.
+        this.#takeAnswered(stream, seq);
+        this.#skipOwn(stream, seq);
         continue;
       }
       this.#write(stream, seq, frame);
@@ -413,6 +466,8 @@ export class GroupDelivery {
   }
 
   async #pump(stream: GroupStream): Promise<void> {
+    // Held at an entry that may be the device's own: appendEnded continues.
+    if (stream.heldFor !== 0) return;
     const session = stream.session;
     stream.pumping = true;
     stream.repump = false;
@@ -420,6 +475,8 @@ export class GroupDelivery {
     try {
       for (;;) {
         const knownBefore = stream.known;
+        // Only appends issued before the read can be in it.
+        const issuedBefore = stream.appendsIssued;
         const read = await this.#store.read(group, session.uid, stream.sent, this.#o.batchSize);
         if (session.released || session.groups?.get(group) !== stream) return;
         if (read.head > stream.known) stream.known = read.head;
@@ -434,6 +491,17 @@ export class GroupDelivery {
             if (session.released) return;
           }
           if (entry.seq <= stream.sent) continue;
+          if (entry.kind === 'message' && entry.sender === session.uid) {
+            if (this.#takeAnswered(stream, entry.seq)) {
+              this.#skipOwn(stream, entry.seq);
+              continue;
+            }
+            // Maybe this device's, its response not out yet: written (or skipped) once it is.
+            if (this.#appendingUpTo(stream, issuedBefore)) {
+              stream.heldFor = issuedBefore;
+              return;
+            }
+          }
           if (entry.kind === 'event' && departs(entry, session.uid)) stream.until = entry.seq;
           this.#write(stream, entry.seq, this.#frameOf(group, entry));
           if (session.released) return;

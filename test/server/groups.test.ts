@@ -246,3 +246,34 @@ t.test("a membership change costs the worker one read of the group's log, not on
   t.ok(got.every((g) => JSON.parse(g[0]!.messageRequest!.event!).name === 'renamed'), 'every member device gets the event');
   t.equal(reads, 1, 'read once for the 20 devices');
 });
+
+t.test("a read of the log that finds the sender's entry before its response is out holds it back: the sender gets no copy", async (t) => {
+  const store = new MemoryGroupStore();
+  // alice's append is stored at once but answered only when the test says so: meanwhile bob's
+  // next entry reaches her stream as a gap, and the read that fills it finds her own entry.
+  let answer: (() => void) | undefined;
+  const append = store.append.bind(store);
+  store.append = async (group, sender, msgId, body) => {
+    const result = await append(group, sender, msgId, body);
+    if (sender === 'alice') await new Promise<void>((resolve) => (answer = resolve));
+    return result;
+  };
+  const tn = await startNode(t, {}, { groups: store });
+  const id = await createGroup(tn, 'alice', ['bob']);
+  const alice = await login(t, tn, 'alice');
+  const bob = await login(t, tn, 'bob');
+  await groupDeliveries(alice, id, 1);
+  await groupDeliveries(bob, id, 1);
+
+  const mine = alice.groupChat(id, 'mine');
+  while (answer === undefined) await alice.roundTrip();
+  await bob.response(bob.groupChat(id, 'from bob'));
+  await alice.roundTrip();
+  t.same(alice.takeDeliveries().filter(isGroupDelivery(id)).map(seqOf), [], "alice is sent neither her entry nor bob's after it before her response");
+  answer();
+  const response = await alice.response(mine);
+  t.equal(u64(response.messageResponse?.seq), '2', 'her response carries seq 2');
+  t.same(summary(await groupDeliveries(alice, id, 1)), ['3:from bob'], "then bob's entry, after it");
+  await nothingMoreOf(t, alice, id, 'and never a copy of her own');
+  t.same(summary(await groupDeliveries(bob, id, 1)), ['2:mine'], 'bob gets hers');
+});

@@ -45,9 +45,11 @@ export function handleGroupChat(ctx: ServerContext, conn: Connection, session: L
     return;
   }
   conn.startTask();
+  const issue = groups.delivery.appendStarted(session, group);
   groups.store.append(group, session.uid, uint64String(request.msgId), body).then(
     (result) => {
       conn.sendFrame(storedResponseFrame(sequence, sessionId, result.seq, result.duplicate));
+      groups.delivery.appendEnded(session, group, issue, result.seq);
       // A resend found its first copy stored: the worker that stored it may have died before
       // forwarding it, so the group's sessions that lack it are told to read it (not sent this
       // body: a resend's content is not what was stored).
@@ -55,6 +57,7 @@ export function handleGroupChat(ctx: ServerContext, conn: Connection, session: L
       conn.endTask();
     },
     (err: unknown) => {
+      groups.delivery.appendEnded(session, group, issue, undefined);
       if (isSwitchboardError(err) && ANSWERS.has(err.code)) {
         refuse({ code: err.code, reason: err.message });
       } else {
