@@ -56,6 +56,16 @@ export interface GroupDeliveryOptions {
 /** Event frames kept for replays (each at most a frame: 64 x 1 MiB at worst, a few KiB usually). */
 const EVENT_FRAMES_KEPT = 64;
 
+/**
+ * Own entries remembered per stream above its acknowledged position (GroupStream.own). A device
+ * that sends more than this many between acknowledgements may be sent a copy of the oldest ones
+ * by a resend (the SDK drops them: it keeps its own seqs too).
+ */
+const OWN_KEPT = 256;
+
+/** Sessions whose groups a resync lists at once. */
+const RESYNC_CONCURRENCY = 8;
+
 /** An entry on its way to a group's local streams. */
 interface FanoutJob {
   group: string;
@@ -88,6 +98,8 @@ export class GroupDelivery {
    * EVENT_FRAMES_KEPT, the oldest forgotten first.
    */
   readonly #eventFrames = new Map<string, Buffer>();
+  /** Issue numbers of appends (appendStarted), one sequence for the worker so that none is reused by a later stream. */
+  #appendsIssued = 0;
 
   constructor(store: GroupStore, options: GroupDeliveryOptions, log: Logger) {
     this.#store = store;
@@ -110,13 +122,7 @@ export class GroupDelivery {
     session.groups = groups;
     const { uid, deviceId } = session;
     const departed = await this.#store.departedOf(uid);
-    const member: string[] = [];
-    let after: string | undefined;
-    do {
-      const page = await this.#store.groupsOf(uid, { after, limit: this.#o.maxGroupsPerUser });
-      for (const g of page.groups) member.push(g.id);
-      after = page.next;
-    } while (after !== undefined && member.length < this.#o.maxGroupsPerUser);
+    const member = await this.#groupsOf(uid);
     // Released meanwhile: nothing may be indexed any more (release() has run).
     if (session.released) return;
     // Indexed before the positions are read, so an entry stored meanwhile is in the bounds read
@@ -129,6 +135,60 @@ export class GroupDelivery {
       stream.until = d.seq;
       pending.push(this.#add(stream));
     }
+    await this.#positionAll(pending, deviceId);
+  }
+
+  /**
+   * The notifier may have lost changes: every session's groups are listed again and streams made
+   * for those it lacks (an `added` it never heard of), and every stream reads its log. A few
+   * sessions at a time (RESYNC_CONCURRENCY); resolves when all are done.
+   */
+  async resync(sessions: Iterable<LocalSession>): Promise<void> {
+    const queue = [...sessions].filter((s) => s.groups !== undefined && !s.released);
+    const worker = async (): Promise<void> => {
+      for (let session = queue.pop(); session; session = queue.pop()) {
+        this.nudge(session);
+        try {
+          await this.#resyncOne(session);
+        } catch (err) {
+          this.#log.warn({ err, uid: session.uid, deviceId: session.deviceId }, 'group resync failed: missing groups come with the next login');
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(RESYNC_CONCURRENCY, queue.length) }, worker));
+  }
+
+  async #resyncOne(session: LocalSession): Promise<void> {
+    const member = await this.#groupsOf(session.uid);
+    const groups = session.groups;
+    if (session.released || groups === undefined) return;
+    const pending = member.filter((id) => !groups.has(id)).map((id) => this.#add(new GroupStream(session, id)));
+    if (pending.length === 0) return;
+    try {
+      await this.#positionAll([...pending], session.deviceId);
+    } finally {
+      for (const stream of pending) {
+        if (!stream.ready) this.#drop(stream);
+        // The sweep starts its reads (once the session is ready, if it is not yet).
+        else this.#watched.add(stream);
+      }
+    }
+  }
+
+  /** The ids of the groups `uid` is a member of, at most maxGroupsPerUser. */
+  async #groupsOf(uid: string): Promise<string[]> {
+    const member: string[] = [];
+    let after: string | undefined;
+    do {
+      const page = await this.#store.groupsOf(uid, { after, limit: this.#o.maxGroupsPerUser });
+      for (const g of page.groups) member.push(g.id);
+      after = page.next;
+    } while (after !== undefined && member.length < this.#o.maxGroupsPerUser);
+    return member;
+  }
+
+  /** Finds where each of `pending`'s replays starts, loginConcurrency at a time (consumes `pending`). */
+  async #positionAll(pending: GroupStream[], deviceId: string): Promise<void> {
     const worker = async (): Promise<void> => {
       for (let stream = pending.pop(); stream; stream = pending.pop()) await this.#position(stream, deviceId);
     };
@@ -175,14 +235,22 @@ export class GroupDelivery {
 
   /** A change made at the gate (GroupNotifier): streams of the group read its log; added members' sessions join. */
   changed(change: GroupChange, sessionsOf: (uid: string) => readonly LocalSession[]): void {
+    const created: GroupStream[] = [];
     for (const uid of change.added ?? []) {
       for (const session of sessionsOf(uid)) {
-        if (session.groups === undefined || session.released || session.groups.has(change.group)) continue;
+        if (session.groups === undefined || session.released) continue;
+        const existing = session.groups.get(change.group);
+        if (existing !== undefined) {
+          // Back after a departure its stream still reads up to: it reads on (the store shows it
+          // nothing between the departure and this event).
+          if (existing.until < change.seq) existing.until = Infinity;
+          continue;
+        }
         const stream = new GroupStream(session, change.group);
         // Its first entry is the `added` event itself.
         stream.sent = stream.acked = stream.saved = change.seq - 1;
         stream.ready = true;
-        this.#add(stream);
+        created.push(this.#add(stream));
       }
     }
     const streams = this.#byGroup.get(change.group);
@@ -194,16 +262,23 @@ export class GroupDelivery {
       if (change.seq > stream.known) stream.known = change.seq;
       if (reader === undefined && stream.until === Infinity) reader = stream;
     }
-    if (reader !== undefined) void this.#readChange(change, reader.session.uid);
+    if (reader !== undefined) void this.#readChange(change, reader.session.uid, created);
   }
 
-  /** Reads event `change.seq` (as `uid`, who can) and fans it out; on any trouble every stream reads it itself. */
-  async #readChange(change: GroupChange, uid: string): Promise<void> {
+  /**
+   * Reads event `change.seq` (as `uid`, who can) and fans it out; on any trouble every stream
+   * reads it itself. `created`: streams made by the change, which may have missed entries after
+   * it that arrived before the change did.
+   */
+  async #readChange(change: GroupChange, uid: string, created: readonly GroupStream[]): Promise<void> {
     const { group, seq } = change;
     let entry: GroupEntry | undefined;
     let event: GroupEvent | undefined;
+    let head = seq;
     try {
-      entry = (await this.#store.read(group, uid, seq - 1, 1)).entries[0];
+      const read = await this.#store.read(group, uid, seq - 1, 1);
+      entry = read.entries[0];
+      head = read.head;
       if (entry?.kind === 'event') event = decodeGroupEvent(entry.body);
     } catch (err) {
       this.#log.debug({ err, group, seq }, 'group change read failed: its streams read it');
@@ -215,6 +290,7 @@ export class GroupDelivery {
       return;
     }
     this.#fanout({ group, seq, frame: deliveryFrame(entryBody(group, entry), seq), sender: undefined, streams: [...streams], next: 0, event });
+    if (head > seq) for (const stream of created) this.#behind(stream, head);
   }
 
   /**
@@ -225,7 +301,7 @@ export class GroupDelivery {
   appendStarted(session: LocalSession, group: string): number {
     const stream = session.groups?.get(group);
     if (stream === undefined) return 0;
-    const issue = ++stream.appendsIssued;
+    const issue = ++this.#appendsIssued;
     stream.appending.add(issue);
     return issue;
   }
@@ -234,7 +310,7 @@ export class GroupDelivery {
   appendEnded(session: LocalSession, group: string, issue: number, seq: number | undefined): void {
     const stream = session.groups?.get(group);
     if (stream === undefined || !stream.appending.delete(issue)) return;
-    if (seq !== undefined && seq > stream.sent) stream.answered.push(seq);
+    if (seq !== undefined) this.#remember(stream, seq);
     if (stream.heldFor !== 0 && !this.#appendingUpTo(stream, stream.heldFor)) {
       stream.heldFor = 0;
       if (stream.pumping) stream.repump = true;
@@ -248,13 +324,12 @@ export class GroupDelivery {
     return false;
   }
 
-  /** Whether `seq` is one of the device's own entries its responses carried (forgetting those up to it). */
-  #takeAnswered(stream: GroupStream, seq: number): boolean {
-    const answered = stream.answered;
-    if (answered.length === 0) return false;
-    const own = answered.includes(seq);
-    stream.answered = answered.filter((s) => s > seq);
-    return own;
+  /** `seq` is the device's own entry: remembered while above its acknowledged position (at most OWN_KEPT). */
+  #remember(stream: GroupStream, seq: number): void {
+    const own = stream.own;
+    if (seq <= stream.acked || own.has(seq)) return;
+    if (own.size >= OWN_KEPT) own.delete(Math.min(...own));
+    own.add(seq);
   }
 
   /**
@@ -263,12 +338,17 @@ export class GroupDelivery {
    */
   #skipOwn(stream: GroupStream, seq: number): void {
     stream.sent = seq;
-    if (stream.ownTo !== seq - 1) stream.ownFrom = seq;
-    stream.ownTo = seq;
-    if (stream.acked === seq - 1) {
-      stream.acked = seq;
-      this.#dirty.add(stream);
-    }
+    if (stream.acked === seq - 1) this.#acked(stream, seq);
+    else this.#remember(stream, seq);
+  }
+
+  /** The device has `upTo` (and its own entries right after it): the position moves, to be saved. */
+  #acked(stream: GroupStream, upTo: number): void {
+    const own = stream.own;
+    while (upTo < stream.sent && own.has(upTo + 1)) upTo++;
+    stream.acked = upTo;
+    for (const seq of own) if (seq <= upTo) own.delete(seq);
+    this.#dirty.add(stream);
   }
 
   /** Deliveries of these sessions may have been lost (a peer link or the notifier was down): read every group again. */
@@ -284,13 +364,10 @@ export class GroupDelivery {
   acknowledge(session: LocalSession, group: string, seq: number): void {
     const stream = session.groups?.get(group);
     if (stream === undefined) return;
-    let upTo = Math.min(seq, stream.sent);
-    // The device's own entries right after what it acknowledged count as acknowledged too.
-    if (upTo + 1 >= stream.ownFrom && upTo < stream.ownTo) upTo = stream.ownTo;
+    const upTo = Math.min(seq, stream.sent);
     if (upTo <= stream.acked) return;
-    stream.acked = upTo;
-    stream.unackedSince = upTo < stream.sent ? Date.now() : 0;
-    this.#dirty.add(stream);
+    this.#acked(stream, upTo);
+    stream.unackedSince = stream.acked < stream.sent ? Date.now() : 0;
   }
 
   /** Periodic: resends what was not acknowledged in time, retries failed reads, saves positions. */
@@ -444,7 +521,6 @@ export class GroupDelivery {
       }
       if (session === sender) {
         // Its device has the seq from the response.
-        this.#takeAnswered(stream, seq);
         this.#skipOwn(stream, seq);
         continue;
       }
@@ -476,7 +552,7 @@ export class GroupDelivery {
       for (;;) {
         const knownBefore = stream.known;
         // Only appends issued before the read can be in it.
-        const issuedBefore = stream.appendsIssued;
+        const issuedBefore = this.#appendsIssued;
         const read = await this.#store.read(group, session.uid, stream.sent, this.#o.batchSize);
         if (session.released || session.groups?.get(group) !== stream) return;
         if (read.head > stream.known) stream.known = read.head;
@@ -492,7 +568,7 @@ export class GroupDelivery {
           }
           if (entry.seq <= stream.sent) continue;
           if (entry.kind === 'message' && entry.sender === session.uid) {
-            if (this.#takeAnswered(stream, entry.seq)) {
+            if (stream.own.has(entry.seq)) {
               this.#skipOwn(stream, entry.seq);
               continue;
             }
@@ -502,7 +578,14 @@ export class GroupDelivery {
               return;
             }
           }
-          if (entry.kind === 'event' && departs(entry, session.uid)) stream.until = entry.seq;
+          if (entry.kind === 'event') {
+            if (stream.until === Infinity) {
+              if (departs(entry, session.uid)) stream.until = entry.seq;
+            } else if (rejoins(entry, session.uid)) {
+              // Added back after the departure it was reading up to.
+              stream.until = Infinity;
+            }
+          }
           this.#write(stream, entry.seq, this.#frameOf(group, entry));
           if (session.released) return;
         }
@@ -551,6 +634,7 @@ export class GroupDelivery {
 
 /** How the events that can end a membership start (eventJson writes the type first). */
 const DEPARTING = ['removed', 'left', 'dissolved'].map((type) => Buffer.from(`{"type":"${type}"`));
+const ADDED = Buffer.from('{"type":"added"');
 
 /** Whether event `entry` ends `uid`'s membership (its last readable entry). */
 function departs(entry: GroupEntry, uid: string): boolean {
@@ -564,6 +648,18 @@ function departs(entry: GroupEntry, uid: string): boolean {
     return false;
   }
   return departsBy(event, uid);
+}
+
+/** Whether `entry` is an `added` event of `uid` (only asked of a stream past its user's departure: rare). */
+function rejoins(entry: GroupEntry, uid: string): boolean {
+  const body = entry.body;
+  if (body.length < ADDED.length || body.compare(ADDED, 0, ADDED.length, 0, ADDED.length) !== 0) return false;
+  try {
+    const event = decodeGroupEvent(entry.body);
+    return event.type === 'added' && event.uids?.includes(uid) === true;
+  } catch {
+    return false;
+  }
 }
 
 function departsBy(event: GroupEvent, uid: string): boolean {

@@ -107,9 +107,7 @@ export class WorkerServer {
     if (groups) {
       this.#unsubscribeGroups = options.groups!.notifier.subscribe({
         change: (change) => groups.delivery.changed(change, (uid) => this.sessions.byUser(uid)),
-        missed: () => {
-          for (const session of this.sessions) groups.delivery.nudge(session);
-        },
+        missed: () => void groups.delivery.resync(this.sessions),
       });
     }
     this.local = local;

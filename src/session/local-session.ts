@@ -110,21 +110,20 @@ export class GroupStream {
   unackedSince = 0;
   /** Position last saved to the GroupStore. */
   saved = 0;
-  /** The last run of the device's own entries that were skipped (sent by it, answered by their responses): ownFrom..ownTo. */
-  ownFrom = 0;
-  ownTo = 0;
   /** The last seq the device may read: its user's departure (left, removed, dissolved); Infinity while a member. */
   until = Infinity;
   /**
-   * The device's appends to this group not answered yet, by issue number (at most the
-   * connection's tasks). An entry of its user read from the log may be one of them: it is not
-   * written before their responses tell (the device gets no copy of its own message).
+   * The device's appends to this group not answered yet, by issue number (GroupDelivery's, at
+   * most the connection's tasks). An entry of its user read from the log may be one of them: it
+   * is not written before their responses tell (the device gets no copy of its own message).
    */
   readonly appending = new Set<number>();
-  /** Appends issued so far (their issue numbers). */
-  appendsIssued = 0;
-  /** Seqs of the device's own entries its responses carried that `sent` has not passed yet. */
-  answered: number[] = [];
+  /**
+   * Seqs of the device's own entries (its responses carried them) above `acked`: skipped by every
+   * read, a resend's too, and counted as acknowledged with the entries before them. At most
+   * GroupDelivery's OWN_KEPT, the lowest forgotten first.
+   */
+  readonly own = new Set<number>();
   /** The read stopped at an entry that may be one of the appends issued up to this number; 0 when not held. */
   heldFor = 0;
 

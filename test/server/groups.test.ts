@@ -11,6 +11,7 @@ import { isType, seqOf, u64, type RawClient } from '../../testkit/raw-client.js'
 import { HeadType, ResultCode, type ImMessage } from '../../src/protocol/types.js';
 import { encodeMessageRequest } from '../../src/protocol/codec.js';
 import { MemoryGroupStore } from '../../src/groups/memory-group-store.js';
+import { MemoryGroupNotifier, type GroupChange, type GroupNotifierListener } from '../../src/groups/group-notifier.js';
 
 const login = (t: Test, tn: TestNode, uid: string, deviceId = 'dev-1') => connectLoggedIn(t, tn.port, uid, tn.token(uid), deviceId, { acks: true, groups: true });
 
@@ -276,4 +277,89 @@ t.test("a read of the log that finds the sender's entry before its response is o
   t.same(summary(await groupDeliveries(alice, id, 1)), ['3:from bob'], "then bob's entry, after it");
   await nothingMoreOf(t, alice, id, 'and never a copy of her own');
   t.same(summary(await groupDeliveries(bob, id, 1)), ['2:mine'], 'bob gets hers');
+});
+
+t.test('removed, then added back before its old stream was swept: the member gets its new `added` event and what follows, live', async (t) => {
+  const tn = await startNode(t);
+  const id = await createGroup(tn, 'alice', ['bob']);
+  const alice = await login(t, tn, 'alice');
+  const bob = await login(t, tn, 'bob');
+  await groupDeliveries(alice, id, 1);
+  await groupDeliveries(bob, id, 1);
+  const removed = await tn.node.groups.removeMembers(id, 'alice', ['bob']);
+  tn.node.groupNotifier.publish({ group: id, seq: removed.seq! });
+  t.same(summary(await groupDeliveries(bob, id, 1)), ['2:removed'], 'bob gets (and acknowledges) his removal');
+  // Before the sweep drops his stream (which reads up to the removal), he is added back.
+  const added = await tn.node.groups.addMembers(id, 'alice', ['bob']);
+  tn.node.groupNotifier.publish({ group: id, seq: added.seq!, added: added.uids });
+  await alice.response(alice.groupChat(id, 'welcome back'));
+  t.same(summary(await groupDeliveries(bob, id, 2)), ['3:added', '4:welcome back'], 'bob gets his new added event and the message after it');
+  await alice.response(alice.groupChat(id, 'later'));
+  t.same(summary(await groupDeliveries(bob, id, 1)), ['5:later'], 'and the group goes on reaching him live');
+});
+
+t.test('an entry that reaches the worker before the `added` change reaches the added member', async (t) => {
+  const tn = await startNode(t);
+  const id = await createGroup(tn, 'alice', []);
+  const carol = await login(t, tn, 'carol');
+  const added = await tn.node.groups.addMembers(id, 'alice', ['carol']);
+  // alice, on another worker, sends right away: stored as seq 3 and forwarded here before the change arrives.
+  const body = encodeMessageRequest({ msgId: 5, from: 'alice', to: id, group: id, content: 'hi carol', storedAt: Date.now() });
+  const stored = await tn.node.groups.append(id, 'alice', '5', body);
+  tn.node.server.local.deliverGroup(id, stored.seq, body);
+  tn.node.groupNotifier.publish({ group: id, seq: added.seq!, added: added.uids });
+  t.same(summary(await groupDeliveries(carol, id, 2)), ['2:added', '3:hi carol'], 'carol gets her added event and the message after it');
+});
+
+/** A notifier whose subscription can be down: changes published meanwhile are lost, and missed() is reported when it is back. */
+class LossyNotifier extends MemoryGroupNotifier {
+  down = false;
+  readonly #listeners: GroupNotifierListener[] = [];
+  override publish(change: GroupChange): void {
+    if (!this.down) super.publish(change);
+  }
+  override subscribe(listener: GroupNotifierListener): () => void {
+    this.#listeners.push(listener);
+    return super.subscribe(listener);
+  }
+  back(): void {
+    this.down = false;
+    for (const l of this.#listeners) l.missed();
+  }
+}
+
+t.test('a member added while the notifier was down gets the group once it reports the changes missed', async (t) => {
+  const notifier = new LossyNotifier();
+  const tn = await startNode(t, {}, { groupNotifier: notifier });
+  const id = await createGroup(tn, 'alice', []);
+  const alice = await login(t, tn, 'alice');
+  const carol = await login(t, tn, 'carol');
+  await groupDeliveries(alice, id, 1);
+  notifier.down = true;
+  const added = await tn.node.groups.addMembers(id, 'alice', ['carol']);
+  notifier.publish({ group: id, seq: added.seq!, added: added.uids });
+  notifier.back();
+  t.same(summary(await groupDeliveries(alice, id, 1)), ['2:added'], 'alice, a member already, reads the event');
+  t.same(summary(await groupDeliveries(carol, id, 1)), ['2:added'], 'carol, online, gets her added event');
+  await alice.response(alice.groupChat(id, 'hi carol'));
+  t.same(summary(await groupDeliveries(carol, id, 1)), ['3:hi carol'], 'and the group live from then on');
+});
+
+t.test('a resend after the ack timeout skips the device its own messages too', async (t) => {
+  const tn = await startNode(t, { ackTimeoutMs: 200 });
+  const id = await createGroup(tn, 'alice', ['bob']);
+  const alice = await login(t, tn, 'alice');
+  const bob = await login(t, tn, 'bob');
+  await groupDeliveries(alice, id, 1);
+  await groupDeliveries(bob, id, 1);
+  await bob.response(bob.groupChat(id, 'from bob'));
+  t.same(summary([await alice.next(isGroupDelivery(id))]), ['2:from bob'], 'alice is sent bob\'s message and does not acknowledge it');
+  t.equal(u64((await alice.response(alice.groupChat(id, 'mine'))).messageResponse?.seq), '3', 'then sends her own, seq 3');
+  t.same(summary([await alice.next(isGroupDelivery(id))]), ['2:from bob'], 'the ack timeout sends 2 again');
+  await nothingMoreOf(t, alice, id, 'and not her own 3');
+  alice.groupAck(id, 2);
+  await alice.roundTrip();
+  await alice.response(alice.groupChat(id, 'mine again'));
+  await bob.response(bob.groupChat(id, 'after'));
+  t.same(summary(await groupDeliveries(alice, id, 1)), ['5:after'], 'her ack of 2 covered her own 3 and 4: the next delivery is 5');
 });
