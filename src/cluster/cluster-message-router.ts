@@ -11,6 +11,10 @@
 // meanwhile (links closed, frames dropped, its sessions purged): once SessionDistributed has
 // published its sessions again, it treats them all as new logins, announcing them again and
 // scheduling the same rechecks.
+//
+// Group entries are broadcast to the workers a worker links to; one that does not know this
+// worker yet (just registered, or registered again) sends it nothing. So the rechecks of the
+// sessions opened within a recheck window of the (re-)registration read their groups too.
 
 import type { Logger } from '../log.js';
 import { encodeMessageFrame } from '../protocol/codec.js';
@@ -41,7 +45,9 @@ export class ClusterMessageRouter implements MessageRouter {
    * Users whose local sessions re-read their inbox at `at`: one queue per delay, so each is in
    * time order as it is appended to (no sort per login).
    */
-  readonly #rechecks: { uid: string; at: number }[][] = [[], []];
+  readonly #rechecks: { uid: string; at: number; groups: boolean }[][] = [[], []];
+  /** When this worker last registered (or registered again): what the group rechecks are counted from. */
+  #registeredAt = Date.now();
   /** Sessions announced by this worker (opened and not closed): what a re-registration re-announces. */
   readonly #open = new Set<LocalSession>();
   readonly #timer: NodeJS.Timeout;
@@ -52,6 +58,7 @@ export class ClusterMessageRouter implements MessageRouter {
     this.#timer = setInterval(() => this.#runRechecks(), RECHECK_TICK_MS);
     this.#timer.unref();
     this.#unsubscribe = options.directory.onRepublished(() => this.#registeredAgain());
+    void options.local.nodeId.then(() => (this.#registeredAt = Date.now()));
   }
 
   deliver(uid: string, seq: number, body: Uint8Array, epoch: number): void {
@@ -102,15 +109,17 @@ export class ClusterMessageRouter implements MessageRouter {
   /** Announces the users' sessions and schedules their inbox re-reads (see the module comment). */
   #opened(uids: Iterable<string>): void {
     const now = Date.now();
+    const groups = now - this.#registeredAt <= this.#o.routeCacheTtlMs + 1000;
     for (const uid of uids) {
       this.#announce(NotificationType.SESSION_ON, uid);
-      this.#rechecks[0]!.push({ uid, at: now + 1000 });
-      this.#rechecks[1]!.push({ uid, at: now + this.#o.routeCacheTtlMs + 1000 });
+      this.#rechecks[0]!.push({ uid, at: now + 1000, groups });
+      this.#rechecks[1]!.push({ uid, at: now + this.#o.routeCacheTtlMs + 1000, groups });
     }
   }
 
   #registeredAgain(): void {
     const uids = new Set([...this.#open].map((s) => s.uid));
+    this.#registeredAt = Date.now();
     this.#o.log.info({ users: uids.size }, 'registered again: sessions announced anew');
     this.#opened(uids);
   }
@@ -122,11 +131,14 @@ export class ClusterMessageRouter implements MessageRouter {
   #runRechecks(): void {
     const now = Date.now();
     const uids = new Set<string>();
+    const withGroups = new Set<string>();
     for (const queue of this.#rechecks) {
       let due = 0;
       while (due < queue.length && queue[due]!.at <= now) due++;
-      for (const r of queue.splice(0, due)) uids.add(r.uid);
+      for (const r of queue.splice(0, due)) (r.groups ? withGroups : uids).add(r.uid);
     }
+    for (const uid of withGroups) uids.delete(uid);
     if (uids.size > 0) this.#o.local.nudge([...uids]);
+    if (withGroups.size > 0) this.#o.local.nudge([...withGroups], true);
   }
 }

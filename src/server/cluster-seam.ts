@@ -35,8 +35,11 @@ export interface LocalPort {
   deliver(uid: string, seq: number, body: Uint8Array, epoch: number): void;
   /** Delivers group entry `seq` to this worker's sessions of the group's members (without `body`: they read it). */
   deliverGroup(group: string, seq: number, body: Uint8Array | undefined, sender?: LocalSession): void;
-  /** Makes this worker's sessions of these users (of everyone, when undefined) read their inbox and their groups. */
-  nudge(uids?: readonly string[]): void;
+  /**
+   * Makes this worker's sessions of these users read their inbox, and their groups too when
+   * `groups`; undefined uids: every session, inbox and groups.
+   */
+  nudge(uids?: readonly string[], groups?: boolean): void;
   /** Resolves this worker's node id once registered. */
   readonly nodeId: Promise<string>;
 }

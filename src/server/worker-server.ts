@@ -92,9 +92,14 @@ export class WorkerServer {
       nodeId,
       deliver: (uid, seq, body, epoch) => delivery.deliverLive(this.sessions.byUser(uid), seq, body, epoch),
       deliverGroup: (group, seq, body, sender) => groups?.delivery.deliver(group, seq, body, sender),
-      nudge: (uids) => {
+      nudge: (uids, withGroups = false) => {
         if (uids !== undefined) {
-          for (const uid of uids) for (const session of this.sessions.byUser(uid)) delivery.nudge(session);
+          for (const uid of uids) {
+            for (const session of this.sessions.byUser(uid)) {
+              delivery.nudge(session);
+              if (withGroups) groups?.delivery.nudge(session);
+            }
+          }
           return;
         }
         // Group entries are broadcast, so only a nudge of everyone can be about them.

@@ -9,13 +9,16 @@
 // the outage has cached "nowhere", and only the re-registered worker announcing its sessions
 // again can make it forward before the TTL is over. Its first inbox re-read (1 s after the
 // re-registration) is what delivers the messages stored during the outage; the next one comes
-// only a TTL later, so what arrives after the first one arrived by forwarding.
+// only a TTL later, so what arrives after the first one arrived by forwarding. The same re-read
+// makes the group devices there read their groups: a group entry sent during the outage was
+// broadcast to the workers its worker linked to, which x was not.
 
 import t from 'tap';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 import { ZooKeeperProxy } from '../helpers/zookeeper-proxy.js';
 import { sleep, until } from '../../testkit/wait.js';
 import { LOGIN_RECHECKS_MS, ZK_SESSION_TIMEOUT_MS, startCluster, type WorkerProcess } from '../helpers/cluster.js';
+import { GroupAdmin, groupDevice } from '../helpers/groups.js';
 
 const zk = await startZooKeeper(t);
 
@@ -35,6 +38,10 @@ t.test('a worker whose ZooKeeper session expired registers again and routing rec
   const toXena = xena.got;
   const toAlice = alice.got;
   const sessionId = xena.sessionId;
+  const group = await new GroupAdmin(t, cluster.redis.url).create('alice', ['yves']);
+  const aliceGroups = await groupDevice(cluster, a, 'alice', 'alice-groups');
+  const yves = await groupDevice(cluster, x, 'yves', 'yves-groups');
+  await yves.got.atLeast(group, 1);
   // Past the first re-read after login (the second one is a TTL away).
   await sleep(LOGIN_RECHECKS_MS);
   const first = await alice.send('xena', 'before');
@@ -53,7 +60,7 @@ t.test('a worker whose ZooKeeper session expired registers again and routing rec
     t.pass(`${w.name} saw ${x.name} leave when its session expired`);
   }
   const purge = await a.waitForLog({ msg: 'purged sessions of a departed worker', peer: x.nodeId }, { from: markA });
-  t.equal(purge.purged, 1, `the lowest survivor ${a.name} purged xena's session`);
+  t.equal(purge.purged, 2, `the lowest survivor ${a.name} purged xena's and yves's sessions`);
   t.same(await cluster.sessionsOf('xena'), [], 'xena has no session in Redis while the cluster thinks her worker is gone');
   // The cut-off worker keeps its session refresh timer (500 ms here) but must not write back
   // what the others purged: they would route to a worker they no longer link to.
@@ -70,6 +77,7 @@ t.test('a worker whose ZooKeeper session expired registers again and routing rec
     [first.seq + 1, first.seq + 2],
     'messages sent meanwhile are acknowledged (stored in her inbox)',
   );
+  const groupDuring = await aliceGroups.client.sendToGroup(group, 'group during');
 
   proxy.heal();
   await x.waitForLog({ msg: 'zookeeper status', from: 'suspended', to: 'expired' }, { from: markX });
@@ -102,6 +110,13 @@ t.test('a worker whose ZooKeeper session expired registers again and routing rec
     ],
     'the messages stored during the outage reached her without a new login',
   );
+  t.same(
+    (await yves.got.atLeast(group, 2, 10_000)).map((s) => `${s.seq}:${s.what}`),
+    ['1:#created', `${groupDuring.seq}:group during`],
+    'yves, on the same worker, gets the group entry sent during the outage before any later entry could show the gap',
+  );
+  await aliceGroups.client.sendToGroup(group, 'group after');
+  t.equal((await yves.got.atLeast(group, 3)).at(-1)?.what, 'group after', 'and group entries live again');
 
   const fromA = await alice.send('xena', 'after from a');
   const fromB = await bob.send('xena', 'after from b');
