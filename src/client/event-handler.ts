@@ -10,7 +10,7 @@ import type { EventEmitter } from 'node:events';
 import { SwitchboardError, isErrorCode, type ErrorCode } from '../errors.js';
 import type { GroupEvent } from '../groups/group-store.js';
 import type { Logger } from '../log.js';
-import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
+import { decodeMessage, encodeMessageFrame, uint64Number } from '../protocol/codec.js';
 import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage } from '../protocol/types.js';
 import { GroupPositions } from './group-positions.js';
 import type { ClientSettings, Endpoint, ImClientOptions } from './options.js';
@@ -313,7 +313,7 @@ export class EventHandler implements TransportHandlers {
   #onLoginResponse(message: ImMessage): void {
     const client = this.#client;
     const body = message.loginResponse;
-    if (Number(message.sequence) !== this.#loginSequence) return;
+    if (uint64Number(message.sequence) !== this.#loginSequence) return;
     if (!body?.result) {
       const err = serverError(body?.errorCode, body?.info, 'login refused', 'SB_ERR_CLIENT_LOGIN_FAILED');
       this.#log.warn({ code: err.code, reason: err.message }, 'login refused');
@@ -330,8 +330,8 @@ export class EventHandler implements TransportHandlers {
     this.#transport.loggedIn();
     const serverHeartbeat = body.heartbeatIntervalMs ?? 0;
     if (serverHeartbeat > 0 && this.#explicitHeartbeat === undefined) this.#heartbeatMs = serverHeartbeat;
-    const syncFrom = Number(body.syncFrom ?? 0);
-    const epoch = Number(body.inboxEpoch ?? 0);
+    const syncFrom = uint64Number(body.syncFrom);
+    const epoch = uint64Number(body.inboxEpoch);
     const requested = this.#lastSeq ?? 0;
     const previousEpoch = this.#inboxEpoch;
     // The replay starts after syncFrom, whatever we asked for: past a gap it is higher, and
@@ -367,7 +367,7 @@ export class EventHandler implements TransportHandlers {
       this.#onGroupIncoming(m.group, m);
       return;
     }
-    const seq = Number(m.seq ?? 0);
+    const seq = uint64Number(m.seq);
     if (seq > 0) {
       // A resend of something already processed: acknowledge again, show nothing.
       if (this.#lastSeq !== undefined && seq <= this.#lastSeq) {
@@ -381,8 +381,8 @@ export class EventHandler implements TransportHandlers {
       to: m.to ?? '',
       content: m.content ?? '',
       msgId: String(m.msgId ?? 0),
-      time: Number(m.time ?? 0),
-      storedAt: m.storedAt ? Number(m.storedAt) : undefined,
+      time: uint64Number(m.time),
+      storedAt: m.storedAt ? uint64Number(m.storedAt) : undefined,
       msgType: m.msgType ?? 0,
       json: m.json ?? '',
       url: m.url ?? '',
@@ -413,7 +413,7 @@ export class EventHandler implements TransportHandlers {
    * message), else emitted; either way acknowledged per group once the listeners returned.
    */
   #onGroupIncoming(group: string, m: NonNullable<ImMessage['messageRequest']>): void {
-    const seq = Number(m.seq ?? 0);
+    const seq = uint64Number(m.seq);
     const positions = this.#groupPositions;
     if (seq > 0 && positions.seen(group, seq)) {
       // Own messages above the position move it; below it, the ack may have been lost: again.
@@ -422,7 +422,7 @@ export class EventHandler implements TransportHandlers {
       this.#scheduleGroupAcks();
       return;
     }
-    const storedAt = m.storedAt ? Number(m.storedAt) : undefined;
+    const storedAt = m.storedAt ? uint64Number(m.storedAt) : undefined;
     if (m.event) {
       const event = parseGroupEvent(m.event);
       if (event) this.#client.emit('groupEvent', { group, seq, event, actor: m.from || event.actor, storedAt });
@@ -434,7 +434,7 @@ export class EventHandler implements TransportHandlers {
         from: m.from ?? '',
         content: m.content ?? '',
         msgId: String(m.msgId ?? 0),
-        time: Number(m.time ?? 0),
+        time: uint64Number(m.time),
         storedAt,
         msgType: m.msgType ?? 0,
         json: m.json ?? '',

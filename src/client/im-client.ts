@@ -17,7 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { SwitchboardError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
-import { encodeMessageFrame, storedRequestBody } from '../protocol/codec.js';
+import { encodeMessageFrame, storedRequestBody, uint64Number } from '../protocol/codec.js';
 import { DELIVERY_OVERHEAD, deliveryFits } from '../protocol/chat-frames.js';
 import { HEADER_LENGTH } from '../protocol/frame.js';
 import { HeadType, type ImMessage, type MessageRequest } from '../protocol/types.js';
@@ -202,7 +202,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     const response = await this.#request(HeadType.MESSAGE_REQUEST, { messageRequest: request }, this.#events.acks);
     const body = response.messageResponse;
     if (!body?.result) throw serverError(body?.errorCode, body?.info, 'message refused');
-    return { msgId, sequence: Number(response.sequence), seq: Number(body.seq ?? 0), duplicate: body.duplicate === true };
+    return { msgId, sequence: uint64Number(response.sequence), seq: uint64Number(body.seq), duplicate: body.duplicate === true };
   }
 
   /**
@@ -226,9 +226,9 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     const response = await this.#request(HeadType.MESSAGE_REQUEST, { messageRequest: request }, this.#events.acks);
     const body = response.messageResponse;
     if (!body?.result) throw serverError(body?.errorCode, body?.info, 'group message refused');
-    const seq = Number(body.seq ?? 0);
+    const seq = uint64Number(body.seq);
     if (seq > 0) this.#events.sentToGroup(group, seq);
-    return { msgId, sequence: Number(response.sequence), seq, duplicate: body.duplicate === true };
+    return { msgId, sequence: uint64Number(response.sequence), seq, duplicate: body.duplicate === true };
   }
 
   #chatRequest(to: string, content: string, options: SendOptions): { msgId: string; request: MessageRequest } {

@@ -5,6 +5,7 @@
 // server: requests that may be sent again (an ack client's chat messages, which the server
 // deduplicates by msg_id) wait for the next connection, the others fail.
 
+import { uint64Number } from '../protocol/codec.js';
 import { SwitchboardError } from '../errors.js';
 import type { ImMessage } from '../protocol/types.js';
 
@@ -52,7 +53,7 @@ export class PendingRequests {
 
   /** The server's answer: settles the request of its sequence, if one waits. */
   settle(message: ImMessage): void {
-    const sequence = Number(message.sequence);
+    const sequence = uint64Number(message.sequence);
     const pending = this.#pending.get(sequence);
     if (!pending) return;
     this.#pending.delete(sequence);

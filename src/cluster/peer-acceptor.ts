@@ -5,6 +5,7 @@
 // SESSION_ON / SESSION_OFF and heartbeats. Anything else closes the connection with a code.
 // One link per peer: a newer authenticated link from the same worker replaces the older.
 
+import { uint64Number } from '../protocol/codec.js';
 import { SwitchboardError } from '../errors.js';
 import { HeadType, NotificationType, type ImMessage } from '../protocol/types.js';
 import type { Registry } from '../registry/registry.js';
@@ -162,13 +163,13 @@ export class PeerAcceptor {
       case HeadType.PEER_DELIVER: {
         const d = message.peerDeliver;
         // Without an epoch (0: a worker of an older version) no session takes it as is: they read their inbox.
-        if (d?.uid && d.body) this.#options.local.deliver(d.uid, Number(d.seq ?? 0), d.body, Number(d.epoch ?? 0));
+        if (d?.uid && d.body) this.#options.local.deliver(d.uid, uint64Number(d.seq), d.body, uint64Number(d.epoch));
         return;
       }
       case HeadType.PEER_GROUP: {
         const g = message.peerGroup;
         // Without a body: the entry exists, its sessions read it from the log.
-        if (g?.group && isGroupId(g.group)) this.#options.local.deliverGroup(g.group, Number(g.seq ?? 0), g.body?.length ? g.body : undefined);
+        if (g?.group && isGroupId(g.group)) this.#options.local.deliverGroup(g.group, uint64Number(g.seq), g.body?.length ? g.body : undefined);
         return;
       }
       case HeadType.PEER_NUDGE: {

@@ -15,7 +15,7 @@ import type { Logger } from '../log.js';
 import type { Registry } from '../registry/registry.js';
 import type { ImNode } from '../registry/im-node.js';
 import { FrameDecoder } from '../protocol/frame.js';
-import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
+import { decodeMessage, encodeMessageFrame, uint64Number } from '../protocol/codec.js';
 import { HeadType } from '../protocol/types.js';
 
 export interface ProbeSettings {
@@ -149,7 +149,7 @@ export class WorkerProbe {
     const decoder = new FrameDecoder(
       (body) => {
         const message = decodeMessage(body);
-        if (message.type === HeadType.HEART_BEAT && Number(message.sequence) === sequence) this.#finish(id, target, probe, undefined);
+        if (message.type === HeadType.HEART_BEAT && uint64Number(message.sequence) === sequence) this.#finish(id, target, probe, undefined);
       },
       { maxFrameLength: MAX_ECHO_LENGTH },
     );

@@ -4,7 +4,7 @@
 import t from 'tap';
 import fc from 'fast-check';
 import Long from 'long';
-import { decodeMessage, encodeMessage, encodeMessageFrame, messageType, uint64String } from '../../src/protocol/codec.js';
+import { decodeMessage, encodeMessage, encodeMessageFrame, messageType, uint64Number, uint64String } from '../../src/protocol/codec.js';
 import { FrameDecoder, HEADER_LENGTH } from '../../src/protocol/frame.js';
 import { closingNotification, loginResponse, logoutResponse, messageResponse, notification, resultCodeFor } from '../../src/protocol/messages.js';
 import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, ResultCode, type ImMessage } from '../../src/protocol/types.js';
@@ -390,4 +390,14 @@ t.test('uint64String is exact across the whole range', async (t) => {
   fc.assert(fc.property(fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), (v) => uint64String(Long.fromString(v.toString(), true)) === v.toString()));
   t.equal(uint64String(42), '42');
   t.equal(uint64String(undefined), '0');
+});
+
+t.test('uint64Number is the number Number() of the Long gives, without its decimal detour', async (t) => {
+  for (const v of ['0', '1', '2147483648', '4294967295', '4294967296', '1764478800000000', '9007199254740991']) {
+    t.equal(uint64Number(Long.fromString(v, true)), Number(v), v);
+  }
+  fc.assert(fc.property(fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), (v) => uint64Number(Long.fromString(v.toString(), true)) === Number(v)));
+  t.equal(uint64Number(42), 42);
+  t.equal(uint64Number(undefined), 0);
+  t.equal(uint64Number(null), 0);
 });

@@ -3,6 +3,7 @@
 // decide where its inbox replay starts. Any refusal is a LoginResponse with a code and a
 // reason, then the close.
 
+import { uint64Number } from '../../protocol/codec.js';
 import { randomUUID } from 'node:crypto';
 import { SwitchboardError, isSwitchboardError } from '../../errors.js';
 import { loginResponse, type Failure, type SyncStart } from '../../protocol/messages.js';
@@ -68,8 +69,8 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   ctx.sessionsChanged();
 
   const requested: SyncRequest = {
-    seq: Object.hasOwn(request!, 'lastSeq') && request!.lastSeq != null ? Number(request!.lastSeq) : undefined,
-    epoch: request!.inboxEpoch != null ? Number(request!.inboxEpoch) : undefined,
+    seq: Object.hasOwn(request!, 'lastSeq') && request!.lastSeq != null ? uint64Number(request!.lastSeq) : undefined,
+    epoch: request!.inboxEpoch != null ? uint64Number(request!.inboxEpoch) : undefined,
   };
   let sync: SyncStart;
   try {
