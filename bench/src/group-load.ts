@@ -1,7 +1,8 @@
 // The group chat load one driver process generates for `bench group`: its share of the run's
 // groups, every member a connection logged in with `groups` and `acks`, the first few members of
 // each group sending to it. Closed loop: each sender keeps `window` messages in flight, a message
-// being done once every other member received it. Members acknowledge cumulatively per group
+// being done once every other member received it; or open loop (`rate`): each sender sends at a
+// fixed rate whatever the deliveries, latency counted from when each message was due. Members acknowledge cumulatively per group
 // once per read (MESSAGE_ACK with the group), as the SDK does, and dedupe by group seq; every
 // message the server answered with success is accounted for at every other member: received
 // once, lost, or received under a second seq (a duplicate). Optionally a 1:1 control pair sends
@@ -38,6 +39,8 @@ export interface GroupLoadOptions {
   msgIdBase: number;
   /** Messages each sender keeps in flight (not yet received by every other member). */
   window: number;
+  /** Open loop instead: messages per second each sender sends (at most RING in flight). */
+  rate?: number;
   warmupMs: number;
   durationMs: number;
   payloadBytes: number;
@@ -213,6 +216,7 @@ class GroupRun {
   readonly controlLatency = new Latency();
   readonly scan: Scanned = emptyScan();
   #controlTimer: NodeJS.Timeout | undefined;
+  #groupTimer: NodeJS.Timeout | undefined;
   #dialed = 0;
 
   constructor(o: GroupLoadOptions) {
@@ -332,7 +336,7 @@ class GroupRun {
       this.secondLatency.add(latency);
       if (this.measuring()) this.deliveryLatency.add(latency);
       // A seq seen before is a resend of the same delivery: it completes nothing.
-      if (first && --sender.remaining[k % RING]! === 0 && this.running) this.#send(sender);
+      if (first && --sender.remaining[k % RING]! === 0 && this.running && this.o.rate === undefined) this.#send(sender);
     };
     member.conn.afterRead = () => {
       if (member.highest <= member.acked) return;
@@ -361,13 +365,22 @@ class GroupRun {
       this.fail(scan.errorCode || 'SB_ERR_UNKNOWN');
       // Refused: never delivered, so its slot in the window is free again.
       sender.remaining[k % RING] = 0;
-      if (this.running) this.#send(sender);
+      if (this.running && this.o.rate === undefined) this.#send(sender);
     }
   }
 
   #send(sender: Sender): void {
-    const k = ++sender.sent;
-    const at = performance.now();
+    this.#sendK(sender, ++sender.sent, performance.now());
+  }
+
+  /** Message `k` of `sender`, stamped `at` (when it was due, in the open loop). */
+  #sendK(sender: Sender, k: number, at: number): void {
+    if (sender.remaining[k % RING]! > 0) {
+      // RING messages still in flight: its slot is taken; this one is not sent (nor owed).
+      this.fail('TOO_MANY_IN_FLIGHT');
+      sender.answered++;
+      return;
+    }
     sender.sendTimes[k % RING] = at;
     sender.remaining[k % RING] = sender.member.group.members.length - 1;
     this.sentTotal++;
@@ -406,7 +419,15 @@ class GroupRun {
 
   start(): void {
     this.clock = new LoadClock<GroupSecond['phase']>('warmup', this.#reporter());
-    for (const sender of this.senders) for (let i = 0; i < this.o.window; i++) this.#send(sender);
+    const rate = this.o.rate;
+    if (rate === undefined) {
+      for (const sender of this.senders) for (let i = 0; i < this.o.window; i++) this.#send(sender);
+    } else {
+      // Senders spread over one interval, so that groups' messages do not all fall due at once.
+      const interval = 1000 / rate;
+      const slot = new Map(this.senders.map((s, i) => [s, (i * interval) / this.senders.length]));
+      this.#groupTimer = openLoop(this.senders, { t0: performance.now(), interval, offset: (s) => slot.get(s)! }, (sender, k, dueAt) => this.#sendK(sender, k, dueAt));
+    }
     const pair = this.control;
     if (pair) {
       const interval = 1000 / this.o.control!.rate;
@@ -420,6 +441,7 @@ class GroupRun {
   stopSending(): void {
     this.running = false;
     clearInterval(this.#controlTimer);
+    clearInterval(this.#groupTimer);
   }
 
   /** Sends not yet answered, or messages not yet at every other member. */

@@ -100,6 +100,7 @@ function groupOptions(o: BenchOptions, c: RunContext) {
     largeGroup: o['large-group'],
     senders: o['group-senders'],
     groupWindow: o['group-window'],
+    groupRate: o['group-rate'],
     window: o.window,
     controlRate: o['control-rate'],
     payloadBytes: o.payload,

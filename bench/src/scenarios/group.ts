@@ -28,6 +28,8 @@ export interface GroupScenarioOptions extends ScenarioOptions {
   senders: number;
   /** Messages each sender keeps in flight (not yet at every other member). */
   groupWindow: number;
+  /** Open loop: msg/s each sender sends (0: the closed loop of groupWindow). */
+  groupRate: number;
   /** The 1:1 baseline's window per pair (chat's --window). */
   window: number;
   /** The control pair's rate beside the large group, msg/s. */
@@ -141,6 +143,7 @@ async function groupRun(g: GroupRun, label: string, count: number, size: number,
         groups: shares[index]!,
         msgIdBase,
         window: o.groupWindow,
+        ...(o.groupRate > 0 ? { rate: o.groupRate } : {}),
         warmupMs: o.warmupS * 1000,
         durationMs: o.durationS * 1000,
         payloadBytes: o.payloadBytes,
@@ -161,7 +164,7 @@ async function groupRun(g: GroupRun, label: string, count: number, size: number,
   report.metrics.createMs = createMs;
   report.notes.push(
     `${count} group${count > 1 ? 's' : ''} of ${size} members (created in ${(createMs / 1000).toFixed(1)} s: a create and adds of at most ${MAX_UIDS_PER_CALL} uids each), ` +
-      `${o.senders} sender${o.senders > 1 ? 's' : ''} per group, ${o.groupWindow} message${o.groupWindow > 1 ? 's' : ''} in flight per sender; ` +
+      `${o.senders} sender${o.senders > 1 ? 's' : ''} per group, ${pacing(o)}; ` +
       `a message is ${size - 1} deliveries; ${fmt.rate(report.metrics.messagesPerSec!)} group messages/s`,
   );
   addLoopDelay(report, target, Math.min(...results.map((r) => r.measuredFrom)), Math.max(...results.map((r) => r.measuredTo)));
@@ -262,13 +265,19 @@ function judge(g: GroupRun, chat: RunReport | undefined, many: RunReport | undef
   }
 }
 
+/** How the senders pace themselves: closed loop (a window) or open loop (a rate). */
+function pacing(o: GroupScenarioOptions): string {
+  if (o.groupRate > 0) return `open loop: ${o.groupRate} msg/s per sender`;
+  return `${o.groupWindow} message${o.groupWindow > 1 ? 's' : ''} in flight per sender`;
+}
+
 function report(g: GroupRun): BenchReport {
   const { o, runs, warnings, target } = g;
   return {
     scenario: 'group',
     title:
       `group chat beside 1:1 chat: ${o.groups} groups × ${o.groupSize} members${o.largeGroup ? ` and one of ${o.largeGroup}` : ''}, ${o.senders} sender(s) per group, ` +
-      `window ${o.groupWindow}, ${o.payloadBytes}-byte payload, ${o.durationS} s after ${o.warmupS} s warm-up, ${o.inbox} inbox`,
+      `${pacing(o)}, ${o.payloadBytes}-byte payload, ${o.durationS} s after ${o.warmupS} s warm-up, ${o.inbox} inbox`,
     date: new Date().toISOString(),
     command: o.command,
     machine: machineInfo(),

@@ -39,6 +39,7 @@ export const BENCH_OPTIONS = {
   'large-group': { ...count(0, 10_000), group: 'load', description: 'group: members of the one large group (0 skips that run; the event-loop delay target is for 5000)', default: 500 },
   'group-senders': { ...count(1, 1000), group: 'load', description: 'group: members of each group that send', default: 2 },
   'group-window': { ...count(1, 256), group: 'load', description: 'group: messages each sender keeps in flight (until every other member has it)', default: 4 },
+  'group-rate': { type: 'number', min: 0, group: 'load', description: 'group: open loop, msg/s each sender sends whatever the deliveries (0: the closed loop of --group-window)', default: 0 },
   'control-rate': { type: 'number', min: 0, group: 'load', description: 'group: msg/s of the 1:1 control pair beside the large group (0: none)', default: 100 },
   'drain-ms': { ...ms(0), group: 'load', description: 'after the run, wait this long at most for outstanding deliveries', default: 5000 },
   json: { type: 'string', group: 'reports', description: 'write the report as JSON to this file' },
