@@ -363,3 +363,24 @@ t.test('a resend after the ack timeout skips the device its own messages too', a
   await bob.response(bob.groupChat(id, 'after'));
   t.same(summary(await groupDeliveries(alice, id, 1)), ['5:after'], 'her ack of 2 covered her own 3 and 4: the next delivery is 5');
 });
+
+t.test("a device that sends without acknowledging keeps at most 256 of its own seqs remembered", async (t) => {
+  const tn = await startNode(t, { ackTimeoutMs: 60_000 });
+  const id = await createGroup(tn, 'alice', ['bob']);
+  const alice = await login(t, tn, 'alice');
+  const bob = await login(t, tn, 'bob');
+  await groupDeliveries(alice, id, 1);
+  await groupDeliveries(bob, id, 1);
+  await bob.response(bob.groupChat(id, 'from bob'));
+  await alice.next(isGroupDelivery(id));
+  // Never acknowledging bob's 2, each of her own entries after it must be remembered to be skipped.
+  for (let i = 0; i < 300; i++) await alice.response(alice.groupChat(id, `mine ${i}`));
+  const stream = tn.node.server.sessions.byUser('alice')[0]!.groups!.get(id)!;
+  t.equal(stream.own.size, 256, 'the 300 own seqs are bounded to the latest 256');
+  t.equal(Math.min(...stream.own), 302 - 255, 'the oldest forgotten first');
+  alice.groupAck(id, 2);
+  await alice.roundTrip();
+  t.equal(stream.acked, 2, "her ack of 2 cannot cover her own 3.. once 3's seq is forgotten");
+  t.equal(stream.own.size, 256, 'so the rest stay remembered');
+  await nothingMoreOf(t, alice, id, 'and none of her own is sent to her');
+});
