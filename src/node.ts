@@ -234,6 +234,8 @@ export interface GateConfig {
   limits: GateLimits;
   registration: boolean;
   trustProxy: readonly string[];
+  /** Members added to a group must have an account (default); false: any uid, as written (users live outside switchboard). */
+  checkMembers?: boolean;
   /** A cluster's gate: how it probes the workers; default DEFAULT_PROBE_SETTINGS. */
   probe?: ProbeSettings;
 }
@@ -492,7 +494,7 @@ function embeddedGate(config: SwitchboardConfig, g: GateConfig, worker: WorkerPa
     registration: g.registration,
     limits: g.limits,
     trustProxy: g.trustProxy,
-    groups,
+    groups: { ...groups, checkMembers: g.checkMembers },
     log: config.log.child({ component: 'gate' }),
   });
   return { gate, start: () => gate.listen(), stop: () => gate.close() };
@@ -527,7 +529,7 @@ function clusterGate(config: SwitchboardConfig, g: GateConfig, groups: Groups, o
     rateLimits,
     trustProxy: g.trustProxy,
     probe,
-    groups,
+    groups: { ...groups, checkMembers: g.checkMembers },
     log: log.child({ component: 'gate' }),
   });
   return {

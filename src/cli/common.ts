@@ -98,7 +98,7 @@ export const RECIPIENT_OPTIONS = {
   'allow-unknown-recipients': {
     type: 'boolean',
     group: 'stores',
-    description: 'accept any recipient id, unchecked and as written (users live outside switchboard); default: recipients must have an account, names in lower case',
+    description: 'accept any user id as a message recipient or group member, unchecked and as written (users live outside switchboard); default: they must have an account, names in lower case',
   },
 } as const satisfies OptionSpecs;
 

@@ -21,8 +21,11 @@ export interface GroupRoutesOptions {
   /** The store's limits (the same values): bound the request bodies and pages. */
   limits?: Partial<GroupLimits>;
   signer: TokenSigner;
-  /** Members added must have an account here. */
-  users: UserStore;
+  /**
+   * Members added must have an account here (names normalised as at registration); undefined:
+   * any uid, unchecked and as written (users live outside switchboard: --allow-unknown-recipients).
+   */
+  users: UserStore | undefined;
   rates: GroupRates;
 }
 
@@ -79,6 +82,8 @@ export function groupRoutes(app: FastifyInstance, options: GroupRoutesOptions): 
 
   /** Accounts of the uids to add, by their normalised names; SB_ERR_UNKNOWN_RECIPIENT naming the caller's unknown ones. */
   const existing = async (given: readonly string[]): Promise<string[]> => {
+    // The store refuses what is not a uid.
+    if (users === undefined) return [...new Set(given)];
     const names = given.map((u) => ({ given: u, uid: normalizeUsername(u) }));
     const found = await Promise.all(names.map(async (n) => n.uid !== undefined && (await users.exists(n.uid))));
     const unknown = names.filter((_, i) => !found[i]).map((n) => n.given);

@@ -86,7 +86,7 @@ export interface WebGateOptions {
    * The groups and how their changes reach the workers: the group routes (group-routes.ts).
    * Unset: the gate has no group routes. Closed by the caller.
    */
-  groups?: { store: GroupStore; notifier: GroupNotifier; limits?: Partial<GroupLimits> };
+  groups?: { store: GroupStore; notifier: GroupNotifier; limits?: Partial<GroupLimits>; checkMembers?: boolean };
   log: Logger;
 }
 
@@ -182,7 +182,8 @@ export class WebGate {
     const app = this.app;
     if (this.#o.groups) {
       const { groupChanges: changes, groupReads: reads } = this.#o.limits;
-      groupRoutes(app, { ...this.#o.groups, signer: this.#o.signer, users: this.#o.users, rates: { store: this.#rateLimits, changes, reads } });
+      const { checkMembers = true, ...groups } = this.#o.groups;
+      groupRoutes(app, { ...groups, signer: this.#o.signer, users: checkMembers ? this.#o.users : undefined, rates: { store: this.#rateLimits, changes, reads } });
     }
     app.get('/healthz', async () => ({ ok: true, workers: this.#o.registry.workers().length }));
 

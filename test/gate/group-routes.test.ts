@@ -49,7 +49,7 @@ interface Response<T = Record<string, unknown>> {
 }
 
 /** A gate on `make`'s stores with USERS registered, and a listener recording what is published. */
-async function gateOn(t: Test, make: MakeStores, limits: Partial<GroupLimits> = {}) {
+async function gateOn(t: Test, make: MakeStores, limits: Partial<GroupLimits> = {}, checkMembers = true) {
   const stores = await make(t, limits);
   for (const username of USERS) await stores.users.create({ username, passwordHash: 'unused', createdAt: Date.now() });
   const signer = new TokenSigner(TEST_SECRET);
@@ -62,7 +62,7 @@ async function gateOn(t: Test, make: MakeStores, limits: Partial<GroupLimits> = 
     hasher: new PasswordHasher({ N: 2 ** 14, r: 8, p: 1 }),
     registration: true,
     limits: DEFAULT_GATE_LIMITS,
-    groups: { store: stores.groups, notifier: stores.notifier, limits },
+    groups: { store: stores.groups, notifier: stores.notifier, limits, checkMembers },
     log: silentLogger(),
   });
   t.teardown(() => gate.close());
@@ -263,6 +263,24 @@ function suite(t: Test, make: MakeStores): void {
     t.same(await heard(0), [], 'nothing published');
   });
 
+  t.test('a gate whose users live outside switchboard (--allow-unknown-recipients) adds any uid, as written', async (t) => {
+    const { call, heard, create } = await gateOn(t, make, {}, false);
+    const g = await create('alice', ['Ghost']);
+    t.same((await call<{ members: { uid: string }[] }>('alice', 'GET', `/api/groups/${g.id}/members`)).body.members.map((m) => m.uid), ['Ghost', 'alice'], 'no account needed, and the uid is not folded');
+    const add = await call<{ seq: number; uids: string[] }>('alice', 'POST', `/api/groups/${g.id}/members`, { uids: ['ext-42', 'ext-42', 'bob'] });
+    t.equal(add.status, 200);
+    t.same(add.body.uids, ['ext-42', 'bob'], 'repeats named once');
+    t.same(await heard(1), [{ group: g.id, seq: add.body.seq, added: ['ext-42', 'bob'] }], 'published as any add');
+    for (const [what, uid, code] of [
+      ['empty', '', 'SB_ERR_BAD_REQUEST'],
+      ['over 64 characters', 'x'.repeat(65), 'SB_ERR_BAD_REQUEST'],
+      ['a control character', 'eve\u0000', 'SB_ERR_BAD_GROUP'],
+    ] as const) {
+      t.match(refused(await call('alice', 'POST', `/api/groups/${g.id}/members`, { uids: [uid] }), 400, code), { status: 400, code }, `a uid that is not one is still refused: ${what}`);
+    }
+    t.match(refused(await call('mallory', 'POST', `/api/groups/${g.id}/members`, { uids: ['mallory'] }), 403, 'SB_ERR_GROUP_NOT_MEMBER'), { status: 403 }, 'and only admins add');
+  });
+
   t.test('attacks: forged group ids', async (t) => {
     const { call } = await gateOn(t, make);
     for (const [what, id, status] of [
@@ -411,3 +429,19 @@ for (const withRedis of [false, true]) {
     t.equal((await post('/api/groups', { name: 'x' })).status, 401, 'no token, no group');
   });
 }
+
+t.test("the composition root's gate with checkMembers false (start/gate --allow-unknown-recipients) adds a uid without an account", async (t) => {
+  const switchboard = createSwitchboard({
+    secret: TEST_SECRET,
+    log: silentLogger(),
+    worker: { ...WORKER, checkRecipients: false },
+    gate: { host: '127.0.0.1', port: 0, limits: DEFAULT_GATE_LIMITS, registration: true, trustProxy: [], checkMembers: false },
+  });
+  t.teardown(() => switchboard.stop());
+  const { gate } = await switchboard.start();
+  const token = new TokenSigner(TEST_SECRET).mint({ uid: 'ext-alice', ttlMs: 60_000 });
+  const r = await fetch(`http://127.0.0.1:${gate!.port}/api/groups`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ name: 'x', members: ['ext-bob'] }) });
+  t.equal(r.status, 201, 'neither the owner nor the member has an account');
+  const id = ((await r.json()) as { group: { id: string } }).group.id;
+  t.same((await switchboard.node!.groups.members(id, 'ext-bob', { limit: 10 })).members.map((m) => m.uid), ['ext-alice', 'ext-bob']);
+});

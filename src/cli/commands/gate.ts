@@ -13,6 +13,7 @@ import {
   LOG_OPTION,
   NETWORK_OPTIONS,
   PROBE_OPTIONS,
+  RECIPIENT_OPTIONS,
   REDIS_OPTION,
   REDIS_PREFIX_OPTION,
   REDIS_TIMEOUT_OPTION,
@@ -50,6 +51,7 @@ const OPTIONS = {
     legacyEnv: 'SWITCHBOARD_ZK_AUTH',
   },
   ...GROUP_OPTIONS,
+  ...RECIPIENT_OPTIONS,
   ...GATE_OPTIONS,
   ...PROBE_OPTIONS,
   ...LOG_OPTION,
@@ -85,7 +87,7 @@ export async function gateCommand(argv: string[]): Promise<void> {
     redis: { url: o.redis!, keyPrefix, timeoutMs },
     groupLimits: groupLimitsFrom(o),
     zookeeper: { connect: o.zk!, root: o['zk-root'], auth },
-    gate: { host: o.host, port: o.port, limits, registration: !o['no-registration'], trustProxy, probe },
+    gate: { host: o.host, port: o.port, limits, registration: !o['no-registration'], trustProxy, probe, checkMembers: !o['allow-unknown-recipients'] },
   });
   await switchboard.start((err) => addressInUse(err, [{ port: o.port, what: 'gate port', flag: 'port', env: envOf('port', OPTIONS.port) }]));
   await new Promise<void>((resolve) => {

@@ -175,7 +175,7 @@ function serveConfig(command: 'start' | 'worker', o: ServeValues, log: Logger): 
       cluster: o.zk ? { settings: clusterSettingsFrom(o, clusterSecret!), sessionTtlMs: o['session-ttl-ms'] } : undefined,
     },
     // `start` is a complete system: the gate runs in the same process, on the same stores.
-    gate: gateLimits && { host: o.host, port: o['gate-port'], limits: gateLimits, registration: !o['no-registration'], trustProxy },
+    gate: gateLimits && { host: o.host, port: o['gate-port'], limits: gateLimits, registration: !o['no-registration'], trustProxy, checkMembers: !o['allow-unknown-recipients'] },
   };
 }
 
