@@ -1,13 +1,14 @@
 // What `bench group` needs from its target besides the workers: a way to create groups, and the
-// worker's event-loop delay over a span of the run. Groups are created as the gate's API will
-// create them (issue 13): a create names at most MAX_UIDS_PER_CALL members, the rest are added
-// in slices of that size. Until that API is on main, the target is the interim group node
-// (group-node.ts), driven over its stdin; the delay comes from the probe preloaded into it
-// (loop-delay-probe.ts).
+// worker's event-loop delay over a span of the run. Groups are created through the gate's group
+// API (PROTOCOL.md §13) with the SDK's GateGroups, as the owner (a token minted with the
+// target's secret; the node runs with --allow-unknown-recipients, so members need no account):
+// a create names at most MAX_UIDS_PER_CALL members, the rest are added in slices of that size.
+// The delay comes from the probe preloaded into the node (loop-delay-probe.ts).
 
+import { TokenSigner } from '../../src/auth/token.js';
+import { GateGroups } from '../../src/client/gate-groups.js';
 import type { SwitchboardProcess } from '../../testkit/switchboard-process.js';
 import { Latency, type LatencyReport } from './latency.js';
-import type { GroupOp } from './group-node.js';
 
 /** The most uids one create or add names (GroupLimits.maxUidsPerCall, the gate's request bound). */
 export const MAX_UIDS_PER_CALL = 500;
@@ -18,50 +19,27 @@ export interface CreatedGroup {
   head: number;
 }
 
-/** What one create or add answered: the group, and the seq of the event it appended. */
-interface OpResult {
-  group: string;
-  seq: number;
-}
+/** Creates groups over a gate's HTTP API. */
+export class GroupAdmin {
+  readonly #gateUrl: string;
+  readonly #signer: TokenSigner;
 
-export interface GroupAdmin {
-  /** Creates a group owned by `owner` with `members` (the owner among them or not), in slices. */
-  createGroup(owner: string, name: string, members: readonly string[]): Promise<CreatedGroup>;
-}
-
-/** Calls of a group admin, one at a time per group: the create, then each slice of members. */
-export async function createGroup(call: (op: DistributiveOmit<GroupOp, 'n'>) => Promise<OpResult>, owner: string, name: string, members: readonly string[]): Promise<CreatedGroup> {
-  const others = members.filter((m) => m !== owner);
-  const { group, seq } = await call({ op: 'create', owner, name, members: others.slice(0, MAX_UIDS_PER_CALL) });
-  let head = seq;
-  for (let at = MAX_UIDS_PER_CALL; at < others.length; at += MAX_UIDS_PER_CALL) {
-    head = (await call({ op: 'add', group, actor: owner, uids: others.slice(at, at + MAX_UIDS_PER_CALL) })).seq;
-  }
-  return { id: group, head };
-}
-
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
-
-/** The interim group node's admin: requests on its stdin, answers among its log lines. */
-export class StdinGroupAdmin implements GroupAdmin {
-  readonly #server: SwitchboardProcess;
-  #n = 0;
-
-  constructor(server: SwitchboardProcess) {
-    this.#server = server;
+  constructor(gateUrl: string, secret: string) {
+    this.#gateUrl = gateUrl;
+    this.#signer = new TokenSigner(secret);
   }
 
-  createGroup(owner: string, name: string, members: readonly string[]): Promise<CreatedGroup> {
-    return createGroup((op) => this.#call(op), owner, name, members);
-  }
-
-  async #call(op: DistributiveOmit<GroupOp, 'n'>): Promise<OpResult> {
-    const n = ++this.#n;
-    const answered = this.#server.waitForLog({ msg: 'bench group op', n }, { timeoutMs: 60_000 });
-    this.#server.write(`${JSON.stringify({ n, ...op })}\n`);
-    const line = await answered;
-    if (typeof line.error === 'string') throw new Error(`group ${op.op} refused: ${line.error}`);
-    return { group: String(line.group), seq: Number(line.seq) };
+  /** Creates a group owned by `owner` with `members` (the owner among them or not): a create, then adds in slices. */
+  async createGroup(owner: string, name: string, members: readonly string[]): Promise<CreatedGroup> {
+    const api = new GateGroups(this.#gateUrl, this.#signer.mint({ uid: owner, ttlMs: 600_000 }));
+    const others = members.filter((m) => m !== owner);
+    const group = await api.createGroup(name, others.slice(0, MAX_UIDS_PER_CALL));
+    let head = group.head;
+    for (let at = MAX_UIDS_PER_CALL; at < others.length; at += MAX_UIDS_PER_CALL) {
+      const { seq } = await api.addMembers(group.id, others.slice(at, at + MAX_UIDS_PER_CALL));
+      if (seq !== undefined) head = seq;
+    }
+    return { id: group.id, head };
   }
 }
 

@@ -38,8 +38,6 @@ export interface ServerOptions {
   script?: string;
   /** Extra node arguments; BENCH_SERVER_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") adds to them. */
   nodeArgs?: string[];
-  /** Pipe stdin (the interim group node takes its requests there). */
-  stdin?: boolean;
 }
 
 /**
@@ -49,7 +47,7 @@ export interface ServerOptions {
  */
 export function spawnServer(o: ServerOptions): SwitchboardProcess {
   const nodeArgs = [...(o.nodeArgs ?? []), ...(process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
-  return new SwitchboardProcess(o.name, o.args, { nodeArgs, ...(o.script ? { script: o.script } : {}), env: 'inherit', record: false, ...(o.stdin ? { stdin: true } : {}) });
+  return new SwitchboardProcess(o.name, o.args, { nodeArgs, ...(o.script ? { script: o.script } : {}), env: 'inherit', record: false });
 }
 
 /** Waits (however long it takes, unless the process exits) for the log line `msg` and its port. */

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { digestId } from '../../src/registry/cluster-acl.js';
 import { listeningPort, siblingModule, spawnServer, started, startGateProcess, startWorkerProcess, type ProcessSampler, type ServerOptions, type Started } from './processes.js';
-import { LoopDelayReader, StdinGroupAdmin, type GroupAdmin } from './group-admin.js';
+import { GroupAdmin, LoopDelayReader } from './group-admin.js';
 import { startRedisServer, startZooKeeperServer, type RedisServer, type ZooKeeperServer } from '../../testkit/services.js';
 import { sleep } from '../../testkit/wait.js';
 
@@ -30,9 +30,8 @@ export interface TargetOptions {
   /** Extra flags for the gate (and the embedded node). */
   gateArgs?: string[];
   /**
-   * embedded: a node whose groups the bench creates (groupAdmin) and whose event-loop delay it
-   * reads (loopDelay). Until the gate's group API is on main this is the interim group node
-   * (group-node.ts: the worker of `start`, no gate), with the delay probe preloaded.
+   * embedded: the node's groups are created through its gate (groupAdmin) and its event-loop
+   * delay is read from the probe preloaded into it (loopDelay, loop-delay-probe.ts).
    */
   groups?: boolean;
   sampler?: ProcessSampler;
@@ -92,7 +91,7 @@ export const BENCH_WORKER_ARGS: readonly string[] = Object.freeze([
 
 export async function startTarget(o: TargetOptions): Promise<RunningTarget> {
   if (o.kind === 'external') return externalTarget(o);
-  if (o.groups && o.kind !== 'embedded') throw new Error('bench group runs on --target embedded (--inbox memory or redis) until the gate\'s group API is on main');
+  if (o.groups && o.kind !== 'embedded') throw new Error('bench group runs on --target embedded (--inbox memory or redis): the event-loop delay probe is preloaded into that node');
   const stops: (() => Promise<void>)[] = [];
   const stop = async () => {
     for (const fn of stops.reverse()) await fn().catch(() => {});
@@ -123,58 +122,40 @@ async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: 
     o.sampler?.add('redis', 'redis', redis.process.pid);
     extra.push('--redis', redis.url);
   }
-  if (o.groups) return groupNode(o, extra, stops, stop);
+  // The bench's group owners create and fill their groups at once: the gate's per-user limit out of reach too.
+  if (o.groups) extra.push('--rate-group-changes', OUT_OF_REACH);
   // `start` logs "worker listening" and then "gate listening": both are waited for from the start.
   const options: ServerOptions = {
     name: 'node',
     role: 'node',
+    ...(o.groups ? { nodeArgs: probeArgs() } : {}),
     args: ['start', '--port', '0', '--gate-port', '0', '--secret', o.secret, '--log-level', 'info', ...extra, ...BENCH_WORKER_ARGS, ...(o.workerArgs ?? []), ...(o.gateArgs ?? [])],
   };
   const server = spawnServer(options);
   const stopServer = started(options, server, 0).stop;
   stops.push(stopServer);
+  const loopDelay = o.groups ? new LoopDelayReader(server) : undefined;
   const [port, gatePort] = await Promise.all([listeningPort(server, 'worker listening'), listeningPort(server, 'gate listening')]);
   const node = started(options, server, port);
   o.sampler?.add('node', 'node', node.child.pid);
-  const inbox = o.inbox === 'redis' ? `redis inbox, fsync ${o.fsync ?? 'none'}` : 'memory inbox';
+  const inbox = o.inbox === 'redis' ? `redis inbox${o.groups ? ' and groups' : ''}, fsync ${o.fsync ?? 'none'}` : `memory inbox${o.groups ? ' and groups' : ''}`;
+  const gateUrl = `http://${LOOPBACK}:${gatePort}`;
   return {
     kind: 'embedded',
     label: `embedded (${inbox})`,
     secret: o.secret,
     workers: [{ name: 'node', host: LOOPBACK, port: node.port, process: node }],
-    gateUrl: `http://${LOOPBACK}:${gatePort}`,
+    gateUrl,
+    ...(o.groups ? { groupAdmin: new GroupAdmin(gateUrl, o.secret), loopDelay } : {}),
     stop,
   };
 }
 
-/** The interim group node (group-node.ts) with the event-loop delay probe (loop-delay-probe.ts) preloaded. */
-async function groupNode(o: TargetOptions, extra: string[], stops: (() => Promise<void>)[], stop: () => Promise<void>): Promise<RunningTarget> {
-  const loader = siblingModule('group-node');
-  const script = loader.pop()!;
-  const probe = siblingModule('loop-delay-probe').pop()!;
-  const options: ServerOptions = {
-    name: 'node',
-    role: 'node',
-    script,
-    nodeArgs: [...loader, '--import', probe],
-    stdin: true,
-    args: ['--port', '0', '--secret', o.secret, '--log-level', 'info', ...extra, ...BENCH_WORKER_ARGS, ...(o.workerArgs ?? [])],
-  };
-  const server = spawnServer(options);
-  stops.push(started(options, server, 0).stop);
-  const loopDelay = new LoopDelayReader(server);
-  const node = started(options, server, await listeningPort(server, 'worker listening'));
-  o.sampler?.add('node', 'node', node.child.pid);
-  const inbox = o.inbox === 'redis' ? `redis inbox and groups, fsync ${o.fsync ?? 'none'}` : 'memory inbox and groups';
-  return {
-    kind: 'embedded',
-    label: `embedded worker (${inbox})`,
-    secret: o.secret,
-    workers: [{ name: 'node', host: LOOPBACK, port: node.port, process: node }],
-    groupAdmin: new StdinGroupAdmin(server),
-    loopDelay,
-    stop,
-  };
+/** Node arguments that preload the event-loop delay probe (and, run from source, its loader). */
+function probeArgs(): string[] {
+  const loader = siblingModule('loop-delay-probe');
+  const probe = loader.pop()!;
+  return [...loader, '--import', probe];
 }
 
 async function cluster(o: TargetOptions, stops: (() => Promise<void>)[], stop: () => Promise<void>): Promise<RunningTarget> {
