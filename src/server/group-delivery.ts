@@ -63,6 +63,13 @@ const EVENT_FRAMES_KEPT = 64;
  */
 const OWN_KEPT = 256;
 
+/**
+ * Reads of group logs at once, for the whole worker: a resend after the ack timeout, a nudge of
+ * everyone after a peer link came back or a fan-out past its queue makes every stream of a
+ * large group read at the same moment; they take turns instead.
+ */
+const READS_AT_ONCE = 64;
+
 /** Positions the sweep saves per turn of the event loop; the rest go on the next turns. */
 const SAVE_SLICE = 512;
 
@@ -101,6 +108,13 @@ export class GroupDelivery {
    * EVENT_FRAMES_KEPT, the oldest forgotten first.
    */
   readonly #eventFrames = new Map<string, Buffer>();
+  /** Reads of group logs under way (#pump), at most READS_AT_ONCE; the others wait in #slotWaiters. */
+  #reading = 0;
+  readonly #slotWaiters: (() => void)[] = [];
+  /** Deliveries written from reads this turn: at most fanoutSlice, the rest on the next turn (#nextTurn). */
+  #readWrites = 0;
+  #turn: Promise<void> | undefined;
+  #turnStarts: (() => void) | undefined;
   /** The sweep's saves are under way (#saveSlice). */
   #saving = false;
   /** Issue numbers of appends (appendStarted), one sequence for the worker so that none is reused by a later stream. */
@@ -567,7 +581,11 @@ export class GroupDelivery {
     stream.pumping = true;
     stream.repump = false;
     const { group } = stream;
+    let slot = false;
     try {
+      await this.#readSlot();
+      slot = true;
+      if (session.released || session.groups?.get(group) !== stream) return;
       for (;;) {
         const knownBefore = stream.known;
         // Only appends issued before the read can be in it.
@@ -584,6 +602,10 @@ export class GroupDelivery {
           if (session.outbound.congested) {
             await session.outbound.drained();
             if (session.released) return;
+          }
+          if (this.#readWrites >= this.#o.fanoutSlice) {
+            await this.#nextTurn();
+            if (session.released || session.groups?.get(group) !== stream) return;
           }
           if (entry.seq <= stream.sent) continue;
           if (entry.kind === 'message' && entry.sender === session.uid) {
@@ -605,6 +627,7 @@ export class GroupDelivery {
               stream.until = Infinity;
             }
           }
+          if (this.#readWrites++ === 0) setImmediate(this.#newTurn);
           this.#write(stream, entry.seq, this.#frameOf(group, entry));
           if (session.released) return;
         }
@@ -624,10 +647,41 @@ export class GroupDelivery {
       this.#watched.add(stream);
       this.#log.error({ err, uid: session.uid, deviceId: session.deviceId, group }, 'group read failed');
     } finally {
+      if (slot) this.#releaseSlot();
       stream.pumping = false;
       if (stream.repump && !session.released) void this.#pump(stream);
     }
   }
+
+  /** Waits for one of READS_AT_ONCE read slots (FIFO). */
+  #readSlot(): Promise<void> | undefined {
+    if (this.#reading < READS_AT_ONCE) {
+      this.#reading++;
+      return undefined;
+    }
+    return new Promise((resolve) => this.#slotWaiters.push(resolve));
+  }
+
+  #releaseSlot(): void {
+    const next = this.#slotWaiters.shift();
+    // Handed on as it is: the count stays.
+    if (next) next();
+    else this.#reading--;
+  }
+
+  /** Resolves on the next turn of the event loop (#newTurn is scheduled by the turn's first write). */
+  #nextTurn(): Promise<void> {
+    this.#turn ??= new Promise((resolve) => (this.#turnStarts = resolve));
+    return this.#turn;
+  }
+
+  /** A new turn: the reads' write budget is full again, and what waited for it goes on. */
+  readonly #newTurn = (): void => {
+    this.#readWrites = 0;
+    const resume = this.#turnStarts;
+    this.#turn = this.#turnStarts = undefined;
+    resume?.();
+  };
 
   #frameOf(group: string, entry: GroupEntry): Buffer {
     if (entry.kind === 'message') return deliveryFrame(entry.body, entry.seq);

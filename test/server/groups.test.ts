@@ -384,3 +384,33 @@ t.test("a device that sends without acknowledging keeps at most 256 of its own s
   t.equal(stream.own.size, 256, 'so the rest stay remembered');
   await nothingMoreOf(t, alice, id, 'and none of her own is sent to her');
 });
+
+t.test('a resend to every device of a large group at once reads the log at most 64 reads at a time, and reaches every device', async (t) => {
+  const store = new MemoryGroupStore();
+  let reading = 0;
+  let most = 0;
+  const read = store.read.bind(store);
+  store.read = async (...args) => {
+    most = Math.max(most, ++reading);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      return await read(...args);
+    } finally {
+      reading--;
+    }
+  };
+  const tn = await startNode(t, { maxConnectionsPerIp: 0, ackTimeoutMs: 300 }, { groups: store });
+  const members = Array.from({ length: 200 }, (_, i) => `m${i}`);
+  const id = await createGroup(tn, 'alice', members);
+  const alice = await login(t, tn, 'alice');
+  const clients = await Promise.all(members.map((m) => login(t, tn, m)));
+  await Promise.all(clients.map((c) => groupDeliveries(c, id, 1)));
+  await groupDeliveries(alice, id, 1);
+  await alice.response(alice.groupChat(id, 'everyone'));
+  // Received, never acknowledged: after the ack timeout all 200 streams read the log at once.
+  await Promise.all(clients.map((c) => c.next(isGroupDelivery(id))));
+  most = 0;
+  const again = await Promise.all(clients.map(async (c) => summary([await c.next(isGroupDelivery(id), 10_000)])));
+  t.ok(again.every((s) => s[0] === '2:everyone'), 'every device is sent the message again');
+  t.ok(most > 1 && most <= 64, `at most 64 reads at once (${most})`);
+});
