@@ -32,7 +32,7 @@ import type { Logger } from '../log.js';
 import { isSwitchboardError } from '../errors.js';
 import { deliveryFrame } from '../protocol/chat-frames.js';
 import { encodeMessageRequest } from '../protocol/codec.js';
-import { decodeGroupEvent, type GroupEntry, type GroupEvent, type GroupStore } from '../groups/group-store.js';
+import { decodeGroupEvent, type GroupEntry, type GroupEvent, type GroupStore, type ReadResult } from '../groups/group-store.js';
 import type { GroupChange } from '../groups/group-notifier.js';
 import { GroupStream, type LocalSession } from '../session/local-session.js';
 
@@ -581,16 +581,12 @@ export class GroupDelivery {
     stream.pumping = true;
     stream.repump = false;
     const { group } = stream;
-    let slot = false;
     try {
-      await this.#readSlot();
-      slot = true;
-      if (session.released || session.groups?.get(group) !== stream) return;
       for (;;) {
         const knownBefore = stream.known;
         // Only appends issued before the read can be in it.
         const issuedBefore = this.#appendsIssued;
-        const read = await this.#store.read(group, session.uid, stream.sent, this.#o.batchSize);
+        const read = await this.#read(group, session.uid, stream.sent);
         if (session.released || session.groups?.get(group) !== stream) return;
         if (read.head > stream.known) stream.known = read.head;
         if (read.head < stream.sent) {
@@ -647,9 +643,21 @@ export class GroupDelivery {
       this.#watched.add(stream);
       this.#log.error({ err, uid: session.uid, deviceId: session.deviceId, group }, 'group read failed');
     } finally {
-      if (slot) this.#releaseSlot();
       stream.pumping = false;
       if (stream.repump && !session.released) void this.#pump(stream);
+    }
+  }
+
+  /**
+   * A batch of the log after `after`, in one of READS_AT_ONCE read slots (held for the read
+   * only: a device slow to take what it reads cannot hold one).
+   */
+  async #read(group: string, uid: string, after: number): Promise<ReadResult> {
+    await this.#readSlot();
+    try {
+      return await this.#store.read(group, uid, after, this.#o.batchSize);
+    } finally {
+      this.#releaseSlot();
     }
   }
 

@@ -408,9 +408,11 @@ t.test('a resend to every device of a large group at once reads the log at most 
   await groupDeliveries(alice, id, 1);
   await alice.response(alice.groupChat(id, 'everyone'));
   // Received, never acknowledged: after the ack timeout all 200 streams read the log at once.
-  await Promise.all(clients.map((c) => c.next(isGroupDelivery(id))));
+  // (A device slow to acknowledge its created event under load may be sent that again too: only 2 counts.)
+  const second = (m: ImMessage) => isGroupDelivery(id)(m) && seqOf(m) === 2;
+  await Promise.all(clients.map((c) => c.next(second)));
   most = 0;
-  const again = await Promise.all(clients.map(async (c) => summary([await c.next(isGroupDelivery(id), 10_000)])));
-  t.ok(again.every((s) => s[0] === '2:everyone'), 'every device is sent the message again');
+  const again = await Promise.all(clients.map(async (c) => summary([await c.next(second, 10_000)])));
+  t.same(again.filter((s) => s[0] !== '2:everyone'), [], 'every device is sent the message again');
   t.ok(most > 1 && most <= 64, `at most 64 reads at once (${most})`);
 });
