@@ -80,6 +80,9 @@ export function groupRoutes(app: FastifyInstance, options: GroupRoutesOptions): 
   const pageOf = (q: PageQuery) => ({ after: q.after === '' ? undefined : q.after, limit: q.limit === undefined ? DEFAULT_PAGE : Math.max(1, Math.min(Number(q.limit), limits.maxPageSize)) });
   const seqOf = (seq: number | undefined) => ({ seq: seq ?? null });
 
+  /** A uid named in a request: folded as at registration where members have accounts, else as written. */
+  const uidOf = (given: string): string => (users === undefined ? given : (normalizeUsername(given) ?? given));
+
   /** Accounts of the uids to add, by their normalised names; SB_ERR_UNKNOWN_RECIPIENT naming the caller's unknown ones. */
   const existing = async (given: readonly string[]): Promise<string[]> => {
     // The store refuses what is not a uid.
@@ -193,7 +196,7 @@ export function groupRoutes(app: FastifyInstance, options: GroupRoutesOptions): 
       { bodyLimit: listBodyLimit, schema: { params, body: object({ uids }, ['uids'] as const) } },
       async (request) => {
         const id = checkGroupId(request.params.id);
-        const result = await store.removeMembers(id, request.groupActor, request.body.uids.map((u) => normalizeUsername(u) ?? u));
+        const result = await store.removeMembers(id, request.groupActor, request.body.uids.map(uidOf));
         changed(request, id, result.seq, 'removed');
         return { seq: result.seq ?? null, uids: result.uids };
       },
@@ -211,7 +214,7 @@ export function groupRoutes(app: FastifyInstance, options: GroupRoutesOptions): 
       { schema: { params: { ...params, required: ['id', 'uid'], properties: { ...params.properties, uid } }, body: object({ role: { type: 'string', enum: ['admin', 'member'] } }, ['role'] as const) } },
       async (request) => {
         const id = checkGroupId(request.params.id);
-        const member = normalizeUsername(request.params.uid) ?? request.params.uid;
+        const member = uidOf(request.params.uid);
         const result = await store.setRole(id, request.groupActor, member, request.body.role);
         changed(request, id, result.seq, 'role');
         return seqOf(result.seq);
@@ -220,7 +223,7 @@ export function groupRoutes(app: FastifyInstance, options: GroupRoutesOptions): 
 
     scope.post<{ Params: IdParams; Body: { uid: string } }>('/api/groups/:id/transfer', { schema: { params, body: object({ uid }, ['uid'] as const) } }, async (request) => {
       const id = checkGroupId(request.params.id);
-      const result = await store.transfer(id, request.groupActor, normalizeUsername(request.body.uid) ?? request.body.uid);
+      const result = await store.transfer(id, request.groupActor, uidOf(request.body.uid));
       changed(request, id, result.seq, 'transferred');
       return seqOf(result.seq);
     });

@@ -113,8 +113,9 @@ export class GroupDelivery {
   readonly #slotWaiters: (() => void)[] = [];
   /** Deliveries written from reads this turn: at most fanoutSlice, the rest on the next turn (#nextTurn). */
   #readWrites = 0;
-  #turn: Promise<void> | undefined;
-  #turnStarts: (() => void) | undefined;
+  #turnScheduled = false;
+  /** Reads waiting for a turn with budget left, in order. */
+  readonly #turnWaiters: (() => void)[] = [];
   /** The sweep's saves are under way (#saveSlice). */
   #saving = false;
   /** Issue numbers of appends (appendStarted), one sequence for the worker so that none is reused by a later stream. */
@@ -266,10 +267,12 @@ export class GroupDelivery {
           continue;
         }
         const stream = new GroupStream(session, change.group);
-        // Its first entry is the `added` event itself.
-        stream.sent = stream.acked = stream.saved = change.seq - 1;
+        // Its first entry is the `added` event itself; the position is saved at once (as at login).
+        stream.sent = stream.acked = change.seq - 1;
         stream.ready = true;
         created.push(this.#add(stream));
+        stream.saved = -1;
+        this.#save(stream);
       }
     }
     const streams = this.#byGroup.get(change.group);
@@ -417,17 +420,21 @@ export class GroupDelivery {
   /** Saves up to SAVE_SLICE dirty positions, the rest on the next turns (a 5 000-member group's acks make 5 000 at once). */
   readonly #saveSlice = (): void => {
     let budget = SAVE_SLICE;
+    const later: GroupStream[] = [];
     for (const stream of this.#dirty) {
-      if (budget-- === 0) {
-        setImmediate(this.#saveSlice);
-        return;
-      }
+      if (budget-- === 0) break;
       this.#dirty.delete(stream);
       this.#save(stream);
-      // Its departure is acknowledged: nothing more to read in that group.
-      if (stream.acked >= stream.until) this.#drop(stream);
+      // Its departure is acknowledged: nothing more to read in that group (unless a read under
+      // way finds it added back: the next sweep looks again).
+      if (stream.acked >= stream.until) {
+        if (stream.pumping) later.push(stream);
+        else this.#drop(stream);
+      }
     }
-    this.#saving = false;
+    if (this.#dirty.size > 0) setImmediate(this.#saveSlice);
+    else this.#saving = false;
+    for (const stream of later) this.#dirty.add(stream);
   };
 
   /** The session is gone: its streams leave the fan-out and their positions are saved. */
@@ -498,6 +505,13 @@ export class GroupDelivery {
       this.#drop(stream);
       return;
     }
+    if (cursor === undefined) {
+      // Saved before the replay starts: should this worker die before its sweep saves what the
+      // device acknowledged, the next login (anywhere) replays from here, not as a new device's
+      // latest syncNew entries (which could skip what the device has not seen).
+      await this.#store.saveCursor(group, uid, deviceId, from);
+      if (stream.session.groups?.get(group) !== stream) return;
+    }
     stream.sent = stream.acked = stream.saved = from;
     if (bounds.head > stream.known) stream.known = bounds.head;
     stream.ready = true;
@@ -541,6 +555,8 @@ export class GroupDelivery {
       const session = stream.session;
       if (seq > stream.known) stream.known = seq;
       if (event !== undefined && stream.sent === seq - 1 && departsBy(event, session.uid)) stream.until = seq;
+      // Added back after the departure it was reading up to (the change may have come before the departure's read).
+      else if (event?.type === 'added' && seq > stream.until && event.uids?.includes(session.uid) === true) stream.until = Infinity;
       // Past its user's departure; the store would not show it either.
       if (!stream.ready || !session.ready || seq > stream.until) continue;
       if (stream.pumping) {
@@ -584,9 +600,7 @@ export class GroupDelivery {
     try {
       for (;;) {
         const knownBefore = stream.known;
-        // Only appends issued before the read can be in it.
-        const issuedBefore = this.#appendsIssued;
-        const read = await this.#read(group, session.uid, stream.sent);
+        const { read, issuedBefore } = await this.#read(group, session.uid, stream.sent);
         if (session.released || session.groups?.get(group) !== stream) return;
         if (read.head > stream.known) stream.known = read.head;
         if (read.head < stream.sent) {
@@ -623,7 +637,7 @@ export class GroupDelivery {
               stream.until = Infinity;
             }
           }
-          if (this.#readWrites++ === 0) setImmediate(this.#newTurn);
+          this.#countReadWrite();
           this.#write(stream, entry.seq, this.#frameOf(group, entry));
           if (session.released) return;
         }
@@ -652,10 +666,12 @@ export class GroupDelivery {
    * A batch of the log after `after`, in one of READS_AT_ONCE read slots (held for the read
    * only: a device slow to take what it reads cannot hold one).
    */
-  async #read(group: string, uid: string, after: number): Promise<ReadResult> {
+  async #read(group: string, uid: string, after: number): Promise<{ read: ReadResult; issuedBefore: number }> {
     await this.#readSlot();
     try {
-      return await this.#store.read(group, uid, after, this.#o.batchSize);
+      // Only appends issued before the read is issued can be in it.
+      const issuedBefore = this.#appendsIssued;
+      return { read: await this.#store.read(group, uid, after, this.#o.batchSize), issuedBefore };
     } finally {
       this.#releaseSlot();
     }
@@ -677,18 +693,32 @@ export class GroupDelivery {
     else this.#reading--;
   }
 
-  /** Resolves on the next turn of the event loop (#newTurn is scheduled by the turn's first write). */
-  #nextTurn(): Promise<void> {
-    this.#turn ??= new Promise((resolve) => (this.#turnStarts = resolve));
-    return this.#turn;
+  #countReadWrite(): void {
+    this.#readWrites++;
+    if (!this.#turnScheduled) {
+      this.#turnScheduled = true;
+      setImmediate(this.#newTurn);
+    }
   }
 
-  /** A new turn: the reads' write budget is full again, and what waited for it goes on. */
+  /** Resolves on a later turn of the event loop, in order (#newTurn is scheduled: the budget was used this turn). */
+  #nextTurn(): Promise<void> {
+    return new Promise((resolve) => this.#turnWaiters.push(resolve));
+  }
+
+  /**
+   * A new turn: the reads' write budget is full again. Up to a budget's worth of waiting reads
+   * go on (each writes at least one delivery), the others on the next turn.
+   */
   readonly #newTurn = (): void => {
+    this.#turnScheduled = false;
     this.#readWrites = 0;
-    const resume = this.#turnStarts;
-    this.#turn = this.#turnStarts = undefined;
-    resume?.();
+    const waiters = this.#turnWaiters;
+    for (let n = Math.min(waiters.length, this.#o.fanoutSlice); n > 0; n--) waiters.shift()!();
+    if (waiters.length > 0 && !this.#turnScheduled) {
+      this.#turnScheduled = true;
+      setImmediate(this.#newTurn);
+    }
   };
 
   #frameOf(group: string, entry: GroupEntry): Buffer {

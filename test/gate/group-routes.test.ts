@@ -279,6 +279,10 @@ function suite(t: Test, make: MakeStores): void {
       t.match(refused(await call('alice', 'POST', `/api/groups/${g.id}/members`, { uids: [uid] }), 400, code), { status: 400, code }, `a uid that is not one is still refused: ${what}`);
     }
     t.match(refused(await call('mallory', 'POST', `/api/groups/${g.id}/members`, { uids: ['mallory'] }), 403, 'SB_ERR_GROUP_NOT_MEMBER'), { status: 403 }, 'and only admins add');
+    // Named as written everywhere else too: not folded to a lower-case uid that is not there.
+    t.equal((await call('alice', 'PUT', `/api/groups/${g.id}/members/Ghost/role`, { role: 'admin' })).status, 200, 'Ghost made an admin');
+    t.same((await call<{ uids: string[] }>('alice', 'POST', `/api/groups/${g.id}/members/remove`, { uids: ['ext-42'] })).body.uids, ['ext-42'], 'ext-42 removed');
+    t.equal((await call('alice', 'POST', `/api/groups/${g.id}/transfer`, { uid: 'Ghost' })).status, 200, 'the group handed to Ghost');
   });
 
   t.test('attacks: forged group ids', async (t) => {

@@ -385,7 +385,7 @@ t.test("a device that sends without acknowledging keeps at most 256 of its own s
   await nothingMoreOf(t, alice, id, 'and none of her own is sent to her');
 });
 
-t.test('a resend to every device of a large group at once reads the log at most 64 reads at a time, and reaches every device', async (t) => {
+t.test('a resend to every device of a large group at once reads the log at most 64 reads at a time and writes a slice a turn, and reaches every device', async (t) => {
   const store = new MemoryGroupStore();
   let reading = 0;
   let most = 0;
@@ -399,7 +399,8 @@ t.test('a resend to every device of a large group at once reads the log at most 
       reading--;
     }
   };
-  const tn = await startNode(t, { maxConnectionsPerIp: 0, ackTimeoutMs: 300 }, { groups: store });
+  // A slice of 16: the resends' writes span turns, reads waiting for one with budget left.
+  const tn = await startNode(t, { maxConnectionsPerIp: 0, ackTimeoutMs: 300, groupFanoutSlice: 16 }, { groups: store });
   const members = Array.from({ length: 200 }, (_, i) => `m${i}`);
   const id = await createGroup(tn, 'alice', members);
   const alice = await login(t, tn, 'alice');
@@ -415,4 +416,78 @@ t.test('a resend to every device of a large group at once reads the log at most 
   const again = await Promise.all(clients.map(async (c) => summary([await c.next(second, 10_000)])));
   t.same(again.filter((s) => s[0] !== '2:everyone'), [], 'every device is sent the message again');
   t.ok(most > 1 && most <= 64, `at most 64 reads at once (${most})`);
+});
+
+t.test('removed and added back, both changes heard before the removal was read: the member reads on', async (t) => {
+  const store = new MemoryGroupStore();
+  // Reads take 30 ms (a Redis round trip on a busy worker): both changes arrive within one.
+  const read = store.read.bind(store);
+  store.read = async (...args) => {
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    return read(...args);
+  };
+  const tn = await startNode(t, {}, { groups: store });
+  const id = await createGroup(tn, 'alice', ['bob']);
+  const alice = await login(t, tn, 'alice');
+  const bob = await login(t, tn, 'bob');
+  await groupDeliveries(alice, id, 1);
+  await groupDeliveries(bob, id, 1);
+  const removed = await tn.node.groups.removeMembers(id, 'alice', ['bob']);
+  const added = await tn.node.groups.addMembers(id, 'alice', ['bob']);
+  tn.node.groupNotifier.publish({ group: id, seq: removed.seq! });
+  tn.node.groupNotifier.publish({ group: id, seq: added.seq!, added: added.uids });
+  t.same(summary(await groupDeliveries(bob, id, 1)), ['2:removed'], 'bob gets (and acknowledges) his removal');
+  t.same(summary(await groupDeliveries(bob, id, 1)), ['3:added'], 'then his new added event');
+  await alice.response(alice.groupChat(id, 'welcome back'));
+  t.same(summary(await groupDeliveries(bob, id, 1)), ['4:welcome back'], 'and the group after it');
+});
+
+t.test('an append issued while its stream waits for a read slot gets no copy before its response', async (t) => {
+  const store = new MemoryGroupStore();
+  let slow = false;
+  // Read at once, answered 200 ms later (the reply's way back): a read sees what was stored before it was issued.
+  const read = store.read.bind(store);
+  store.read = async (...args) => {
+    const result = await read(...args);
+    if (slow) await new Promise((resolve) => setTimeout(resolve, 200));
+    return result;
+  };
+  let answer: (() => void) | undefined;
+  const append = store.append.bind(store);
+  store.append = async (group, sender, msgId, body) => {
+    const result = await append(group, sender, msgId, body);
+    if (sender === 'alice') await new Promise<void>((resolve) => (answer = resolve));
+    return result;
+  };
+  const tn = await startNode(t, { maxConnectionsPerIp: 0 }, { groups: store });
+  const members = Array.from({ length: 70 }, (_, i) => `m${i}`);
+  const id = await createGroup(tn, 'alice', members);
+  const clients: RawClient[] = [];
+  for (const m of members) clients.push(await login(t, tn, m));
+  // alice last: her stream is among the last a nudge of everyone starts, so it waits for a slot.
+  const alice = await login(t, tn, 'alice');
+  await Promise.all([...clients, alice].map((c) => groupDeliveries(c, id, 1)));
+  slow = true;
+  tn.node.server.local.nudge();
+  const mine = alice.groupChat(id, 'mine');
+  while (answer === undefined) await alice.roundTrip();
+  await new Promise((resolve) => setTimeout(resolve, 700));
+  await alice.roundTrip();
+  t.same(alice.takeDeliveries().filter(isGroupDelivery(id)).map(seqOf), [], 'alice is sent no copy of her own entry before her response');
+  answer();
+  t.equal(u64((await alice.response(mine)).messageResponse?.seq), '2');
+});
+
+t.test("a device's first position in a group is saved before its replay, so a worker dying before its sweep cannot make it a new device elsewhere", async (t) => {
+  const tn = await startNode(t);
+  const id = await createGroup(tn, 'alice', ['bob']);
+  t.equal(await tn.node.groups.cursor(id, 'alice', 'dev-1'), undefined, 'no position before the first login');
+  await login(t, tn, 'alice');
+  t.equal(await tn.node.groups.cursor(id, 'alice', 'dev-1'), 0, 'saved at login, before anything was acknowledged');
+  // carol's device is online when she is added: its stream starts at the added event, and is saved there.
+  const carol = await login(t, tn, 'carol', 'dev-c');
+  const added = await tn.node.groups.addMembers(id, 'alice', ['carol']);
+  tn.node.groupNotifier.publish({ group: id, seq: added.seq!, added: added.uids });
+  await carol.next(isGroupDelivery(id));
+  t.equal(await tn.node.groups.cursor(id, 'carol', 'dev-c'), added.seq! - 1, 'before she acknowledged anything');
 });
