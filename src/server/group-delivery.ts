@@ -335,8 +335,7 @@ export class GroupDelivery {
     if (seq !== undefined) this.#remember(stream, seq);
     if (stream.heldFor !== 0 && !this.#appendingUpTo(stream, stream.heldFor)) {
       stream.heldFor = 0;
-      if (stream.pumping) stream.repump = true;
-      else void this.#pump(stream);
+      this.#readAgain(stream);
     }
   }
 
@@ -376,10 +375,14 @@ export class GroupDelivery {
   /** Deliveries of these sessions may have been lost (a peer link or the notifier was down): read every group again. */
   nudge(session: LocalSession): void {
     for (const stream of session.groups?.values() ?? []) {
-      if (!stream.ready) continue;
-      if (stream.pumping) stream.repump = true;
-      else void this.#pump(stream);
+      if (stream.ready) this.#readAgain(stream);
     }
+  }
+
+  /** Reads the stream's log now, or once more when the read under way ends. */
+  #readAgain(stream: GroupStream): void {
+    if (stream.pumping) stream.repump = true;
+    else void this.#pump(stream);
   }
 
   /** MESSAGE_ACK with a group: the device processed the group's entries up to `seq`. */

@@ -39,6 +39,16 @@ async function createGroup(tn: TestNode, owner: string, members: string[]) {
   return group.id;
 }
 
+/** A group of alice and bob, both logged in and past its created event. */
+async function aliceAndBob(t: Test, tn: TestNode) {
+  const id = await createGroup(tn, 'alice', ['bob']);
+  const alice = await login(t, tn, 'alice');
+  const bob = await login(t, tn, 'bob');
+  await groupDeliveries(alice, id, 1);
+  await groupDeliveries(bob, id, 1);
+  return { id, alice, bob };
+}
+
 t.test('a group message reaches every device of every member once, in group order', async (t) => {
   const tn = await startNode(t);
   const id = await createGroup(tn, 'alice', ['bob', 'carol']);
@@ -260,11 +270,7 @@ t.test("a read of the log that finds the sender's entry before its response is o
     return result;
   };
   const tn = await startNode(t, {}, { groups: store });
-  const id = await createGroup(tn, 'alice', ['bob']);
-  const alice = await login(t, tn, 'alice');
-  const bob = await login(t, tn, 'bob');
-  await groupDeliveries(alice, id, 1);
-  await groupDeliveries(bob, id, 1);
+  const { id, alice, bob } = await aliceAndBob(t, tn);
 
   const mine = alice.groupChat(id, 'mine');
   while (answer === undefined) await alice.roundTrip();
@@ -281,11 +287,7 @@ t.test("a read of the log that finds the sender's entry before its response is o
 
 t.test('removed, then added back before its old stream was swept: the member gets its new `added` event and what follows, live', async (t) => {
   const tn = await startNode(t);
-  const id = await createGroup(tn, 'alice', ['bob']);
-  const alice = await login(t, tn, 'alice');
-  const bob = await login(t, tn, 'bob');
-  await groupDeliveries(alice, id, 1);
-  await groupDeliveries(bob, id, 1);
+  const { id, alice, bob } = await aliceAndBob(t, tn);
   const removed = await tn.node.groups.removeMembers(id, 'alice', ['bob']);
   tn.node.groupNotifier.publish({ group: id, seq: removed.seq! });
   t.same(summary(await groupDeliveries(bob, id, 1)), ['2:removed'], 'bob gets (and acknowledges) his removal');
@@ -347,11 +349,7 @@ t.test('a member added while the notifier was down gets the group once it report
 
 t.test('a resend after the ack timeout skips the device its own messages too', async (t) => {
   const tn = await startNode(t, { ackTimeoutMs: 200 });
-  const id = await createGroup(tn, 'alice', ['bob']);
-  const alice = await login(t, tn, 'alice');
-  const bob = await login(t, tn, 'bob');
-  await groupDeliveries(alice, id, 1);
-  await groupDeliveries(bob, id, 1);
+  const { id, alice, bob } = await aliceAndBob(t, tn);
   await bob.response(bob.groupChat(id, 'from bob'));
   t.same(summary([await alice.next(isGroupDelivery(id))]), ['2:from bob'], 'alice is sent bob\'s message and does not acknowledge it');
   t.equal(u64((await alice.response(alice.groupChat(id, 'mine'))).messageResponse?.seq), '3', 'then sends her own, seq 3');
@@ -366,11 +364,7 @@ t.test('a resend after the ack timeout skips the device its own messages too', a
 
 t.test("a device that sends without acknowledging keeps at most 256 of its own seqs remembered", async (t) => {
   const tn = await startNode(t, { ackTimeoutMs: 60_000 });
-  const id = await createGroup(tn, 'alice', ['bob']);
-  const alice = await login(t, tn, 'alice');
-  const bob = await login(t, tn, 'bob');
-  await groupDeliveries(alice, id, 1);
-  await groupDeliveries(bob, id, 1);
+  const { id, alice, bob } = await aliceAndBob(t, tn);
   await bob.response(bob.groupChat(id, 'from bob'));
   await alice.next(isGroupDelivery(id));
   // Never acknowledging bob's 2, each of her own entries after it must be remembered to be skipped.
@@ -427,11 +421,7 @@ t.test('removed and added back, both changes heard before the removal was read: 
     return read(...args);
   };
   const tn = await startNode(t, {}, { groups: store });
-  const id = await createGroup(tn, 'alice', ['bob']);
-  const alice = await login(t, tn, 'alice');
-  const bob = await login(t, tn, 'bob');
-  await groupDeliveries(alice, id, 1);
-  await groupDeliveries(bob, id, 1);
+  const { id, alice, bob } = await aliceAndBob(t, tn);
   const removed = await tn.node.groups.removeMembers(id, 'alice', ['bob']);
   const added = await tn.node.groups.addMembers(id, 'alice', ['bob']);
   tn.node.groupNotifier.publish({ group: id, seq: removed.seq! });
