@@ -54,6 +54,8 @@ export interface WorkerLimits {
   groupFanoutSlice: number;
   /** Group deliveries waiting to be written at most; beyond, the devices read the entry from the group's log. */
   groupFanoutQueue: number;
+  /** Keep a copy of each chat message in its sender's inbox, for the sender's other devices (PROTOCOL.md §14). */
+  ownCopies: boolean;
 }
 
 export const DEFAULT_LIMITS: Readonly<WorkerLimits> = Object.freeze({
@@ -91,6 +93,7 @@ export const DEFAULT_LIMITS: Readonly<WorkerLimits> = Object.freeze({
   groupFanoutSlice: 512,
   // 10 fan-outs to 10 000 members: a burst of group messages, at 8 bytes of queue per delivery.
   groupFanoutQueue: 100_000,
+  ownCopies: true,
 });
 
 export function idleTimeoutMs(limits: WorkerLimits): number {

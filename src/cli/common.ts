@@ -74,6 +74,7 @@ export const LIMIT_OPTIONS = {
   'group-sync-new': { ...count(0, 10_000), group: 'limits', description: "entries of each group a device with no saved position there gets at login (the group's latest)", default: DEFAULT_LIMITS.groupSyncNew },
   'group-fanout-slice': { ...count(1, 1_000_000), group: 'limits', description: 'group deliveries written per turn of the event loop; a larger fan-out continues on the next turn', default: DEFAULT_LIMITS.groupFanoutSlice },
   'group-fanout-queue': { ...count(1), group: 'limits', description: "group deliveries waiting to be written at most; beyond, devices read the entry from the group's log", default: DEFAULT_LIMITS.groupFanoutQueue },
+  'no-own-copies': { type: 'boolean', group: 'limits', description: "keep no copy of a chat message in its sender's inbox: the sender's other devices never see it (halves the inbox writes per message)" },
 } as const satisfies OptionSpecs;
 
 /** The group store's limits: on `start`, `worker` and `gate` (every process that changes groups), the same on each. */
@@ -235,6 +236,7 @@ export function limitsFrom(v: OptionValues<typeof LIMIT_OPTIONS>): WorkerLimits 
     groupSyncNew: v['group-sync-new'],
     groupFanoutSlice: v['group-fanout-slice'],
     groupFanoutQueue: v['group-fanout-queue'],
+    ownCopies: v['no-own-copies'] !== true,
   };
 }
 

@@ -8,7 +8,7 @@
 //               messageRequest (6) = <stored body> + seq (16) }
 // - the sender's success response:
 //     Message { type = MESSAGE_RESPONSE (1), sequence (2), session_id (3),
-//               messageResponse (7) = { result = true (1), info = "ok" (3), seq (17), duplicate (18) } }
+//               messageResponse (7) = { result = true (1), info = "ok" (3), seq (17), duplicate (18), own_seq (19) } }
 
 import { HEADER_LENGTH, writeHeader } from './frame.js';
 import { Field, HeadType, type UInt64 } from './types.js';
@@ -92,6 +92,7 @@ const RESPONSE_HEAD = written((buf) => {
   return writeVarint(buf, pos, tag(R.seq, VARINT));
 });
 const DUPLICATE_TRUE = written((buf) => writeVarint(buf, writeVarint(buf, 0, tag(R.duplicate, VARINT)), 1));
+const OWN_SEQ_TAG = tagBytes(R.ownSeq, VARINT);
 
 /** A uint64 as 32-bit halves. */
 function halves(value: UInt64): [number, number] {
@@ -99,13 +100,16 @@ function halves(value: UInt64): [number, number] {
   return [value.low >>> 0, value.high >>> 0];
 }
 
-/** MESSAGE_RESPONSE result=true for a stored message, echoing the request's `sequence`. */
-export function storedResponseFrame(sequence: UInt64 | undefined, sessionId: string, seq: number, duplicate: boolean): Buffer {
+/**
+ * MESSAGE_RESPONSE result=true for a stored message, echoing the request's `sequence`; `ownSeq`
+ * is the seq of its copy in the sender's own inbox (0: none kept, not written).
+ */
+export function storedResponseFrame(sequence: UInt64 | undefined, sessionId: string, seq: number, duplicate: boolean, ownSeq = 0): Buffer {
   const [lo, hi] = halves(sequence ?? 0);
   const sequenceLength = lo === 0 && hi === 0 ? 0 : 1 + varint64Length(lo, hi);
   const idBytes = Buffer.byteLength(sessionId);
   const idLength = idBytes === 0 ? 0 : 1 + varintLength(idBytes) + idBytes;
-  const responseLength = RESPONSE_HEAD.length + varintLength(seq) + (duplicate ? DUPLICATE_TRUE.length : 0);
+  const responseLength = RESPONSE_HEAD.length + varintLength(seq) + (duplicate ? DUPLICATE_TRUE.length : 0) + (ownSeq > 0 ? OWN_SEQ_TAG.length + varintLength(ownSeq) : 0);
   const bodyLength = 2 + sequenceLength + idLength + 1 + varintLength(responseLength) + responseLength;
   const frame = Buffer.allocUnsafe(HEADER_LENGTH + bodyLength);
   writeHeader(frame, 0, bodyLength);
@@ -125,6 +129,7 @@ export function storedResponseFrame(sequence: UInt64 | undefined, sessionId: str
   pos = writeVarint(frame, pos, responseLength);
   pos = writeBytes(frame, pos, RESPONSE_HEAD);
   pos = writeVarint(frame, pos, seq);
-  if (duplicate) writeBytes(frame, pos, DUPLICATE_TRUE);
+  if (duplicate) pos = writeBytes(frame, pos, DUPLICATE_TRUE);
+  if (ownSeq > 0) writeVarint(frame, writeBytes(frame, pos, OWN_SEQ_TAG), ownSeq);
   return frame;
 }

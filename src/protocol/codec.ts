@@ -127,6 +127,11 @@ export function encodeMessageRequest(request: MessageRequest): Uint8Array {
  * `seq`, `storedAt`) and encoded. `to`, when given and different, replaces the recipient as
  * written (its normalised form), and the request is encoded afresh.
  */
+/** A stored body (storedRequestBody's, or an own copy) as the MessageRequest it holds. */
+export function decodeStoredRequest(body: Uint8Array): MessageRequest {
+  return MessageRequestType.decode(body) as unknown as MessageRequest;
+}
+
 export function storedRequestBody(request: MessageRequest, from: string, storedAt: number, to?: string): Uint8Array {
   const wire = (request as WithWire)[REQUEST_WIRE];
   if (!wire || from === '' || storedAt <= 0 || (to !== undefined && to !== request.to)) {
@@ -151,6 +156,42 @@ export function storedRequestBody(request: MessageRequest, from: string, storedA
 }
 
 const FROM_TAG = oneByteTag(Field.MessageRequest.from, WireType.LEN);
+/**
+ * MessageRequest.origin_device: a2 01. The copy of a message kept in its sender's own inbox
+ * starts with it (protobuf takes fields in any order), so a delivery tells an own copy by its
+ * first two bytes without decoding it: no chat request's stored body can start so (a request
+ * carrying origin_device is refused, and storedRequestBody writes msg_id or from first).
+ */
+const ORIGIN_TAG = tagBytes(Field.MessageRequest.originDevice, WireType.LEN);
+
+/** The own copy of a stored body (storedRequestBody's): origin_device = `deviceId`, then the body as the recipient has it. */
+export function ownCopyBody(body: Uint8Array, deviceId: string): Uint8Array {
+  const idLength = Buffer.byteLength(deviceId);
+  const out = Buffer.allocUnsafe(ORIGIN_TAG.length + varintLength(idLength) + idLength + body.length);
+  let pos = writeBytes(out, 0, ORIGIN_TAG);
+  pos = writeVarint(out, pos, idLength);
+  pos += out.write(deviceId, pos, 'utf8');
+  out.set(body, pos);
+  return out;
+}
+
+/** True when a stored body is an own copy (ownCopyBody). */
+export function isOwnCopy(body: Uint8Array): boolean {
+  return body[0] === ORIGIN_TAG[0] && body[1] === ORIGIN_TAG[1];
+}
+
+/** Whether an own copy (isOwnCopy) was sent by the device whose id is `deviceId` (its UTF-8 bytes). */
+export function ownCopyFrom(body: Uint8Array, deviceId: Buffer): boolean {
+  let pos = ORIGIN_TAG.length;
+  let length = 0;
+  for (let shift = 0; pos < body.length && shift < 35; shift += 7) {
+    const byte = body[pos++]!;
+    length += (byte & 0x7f) * 2 ** shift;
+    if (byte < 0x80) break;
+  }
+  return length === deviceId.length && pos + length <= body.length && deviceId.equals(body.subarray(pos, pos + length));
+}
+
 /** MessageRequest.stored_at: 88 01. */
 const STORED_AT_TAG = tagBytes(Field.MessageRequest.storedAt, WireType.VARINT);
 

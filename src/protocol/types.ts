@@ -32,10 +32,10 @@ export const Field = {
     peerNudge: 21,
     peerGroup: 22,
   },
-  LoginRequest: { uid: 1, deviceId: 2, token: 3, platform: 4, appVersion: 5, acks: 16, lastSeq: 17, inboxEpoch: 18, groups: 19 },
+  LoginRequest: { uid: 1, deviceId: 2, token: 3, platform: 4, appVersion: 5, acks: 16, lastSeq: 17, inboxEpoch: 18, groups: 19, ownCopies: 20 },
   LoginResponse: { result: 1, code: 2, info: 3, expose: 4, errorCode: 16, inboxHead: 17, syncFrom: 18, gap: 19, inboxEpoch: 20, reset: 21, heartbeatIntervalMs: 22 },
-  MessageRequest: { msgId: 1, from: 2, to: 3, time: 4, msgType: 5, content: 6, url: 8, property: 9, fromNick: 10, json: 11, seq: 16, storedAt: 17, group: 18, event: 19 },
-  MessageResponse: { result: 1, code: 2, info: 3, expose: 4, errorCode: 16, seq: 17, duplicate: 18 },
+  MessageRequest: { msgId: 1, from: 2, to: 3, time: 4, msgType: 5, content: 6, url: 8, property: 9, fromNick: 10, json: 11, seq: 16, storedAt: 17, group: 18, event: 19, originDevice: 20 },
+  MessageResponse: { result: 1, code: 2, info: 3, expose: 4, errorCode: 16, seq: 17, duplicate: 18, ownSeq: 19 },
   MessageNotification: { noId: 1, json: 2, timestamp: 3 },
   MessageHeartBeat: { seq: 1, uid: 2, json: 3 },
   MessageAck: { seq: 1, group: 2 },
@@ -140,6 +140,8 @@ export interface LoginRequest {
   inboxEpoch?: UInt64 | null;
   /** Group deliveries and per-group acks (needs acks). */
   groups?: boolean;
+  /** Copies of what the user sends from its other devices (MessageRequest.originDevice set). */
+  ownCopies?: boolean;
 }
 
 export interface LoginResponse {
@@ -175,6 +177,8 @@ export interface MessageRequest {
   group?: string;
   /** Server-set on group event deliveries: the event's JSON. */
   event?: string;
+  /** Server-set on the copy in the sender's own inbox: the device that sent it. */
+  originDevice?: string;
 }
 
 export interface MessageResponse {
@@ -185,6 +189,8 @@ export interface MessageResponse {
   errorCode?: string;
   seq?: UInt64;
   duplicate?: boolean;
+  /** The sequence of the copy in the sender's own inbox; absent when none is kept. */
+  ownSeq?: UInt64;
 }
 
 export interface MessageAck {

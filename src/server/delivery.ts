@@ -22,6 +22,11 @@
 // ackedSeq for ack devices; for legacy ones the last delivery whose frame the kernel had taken
 // (HandoffRing), so what a dropped connection still held in the process is replayed.
 //
+// Own copies (a message's copy in its sender's inbox, for the sender's other devices) are passed
+// over, not written, for the device that sent them and for devices that did not log in with
+// own_copies: the position moves past them as if written, and a device's ack of the last seq
+// actually written to it (writtenSeq) covers those passed over after it.
+//
 // Nudges (PEER_NUDGE: "deliveries may have been dropped, read the inbox") are coalesced: those
 // of one tick are served together after it, a session reads for a nudge at most once per
 // nudge interval (the sweep serves the rest), and one arriving during a read makes the session
@@ -31,6 +36,7 @@ import type { WorkerLimits } from '../config.js';
 import type { Logger } from '../log.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import { deliveryFrame } from '../protocol/chat-frames.js';
+import { isOwnCopy, ownCopyFrom } from '../protocol/codec.js';
 import type { SyncStart } from '../protocol/messages.js';
 import { HandoffRing } from '../session/handoff-ring.js';
 import type { LocalSession } from '../session/local-session.js';
@@ -101,6 +107,7 @@ export class Delivery {
     if (gap) from = bounds.oldest - 1;
     session.epoch = bounds.epoch;
     session.sentSeq = from;
+    session.writtenSeq = from;
     session.ackedSeq = from;
     if (!session.acks) session.handoff = new HandoffRing(from);
     if (bounds.head > session.knownHead) session.knownHead = bounds.head;
@@ -133,6 +140,10 @@ export class Delivery {
         this.#pump(session);
         continue;
       }
+      if (passesOver(session, body)) {
+        this.#passOver(session, seq);
+        continue;
+      }
       frame ??= deliveryFrame(body, seq);
       this.#write(session, seq, frame);
     }
@@ -140,7 +151,8 @@ export class Delivery {
 
   /** MESSAGE_ACK: everything up to `seq` is processed by the device. */
   acknowledge(session: LocalSession, seq: number): void {
-    const upTo = Math.min(seq, session.sentSeq);
+    // Up to the last seq written, the device has seen everything: what was passed over after it too.
+    const upTo = seq >= session.writtenSeq ? session.sentSeq : Math.min(seq, session.sentSeq);
     if (upTo <= session.ackedSeq) return;
     session.ackedSeq = upTo;
     session.unackedSince = upTo < session.sentSeq ? Date.now() : 0;
@@ -225,6 +237,25 @@ export class Delivery {
       this.#dirty.add(session);
     }
     session.sentSeq = seq;
+    session.writtenSeq = seq;
+  }
+
+  /** An own copy not for this device: its position moves past it as if it had been written. */
+  #passOver(session: LocalSession, seq: number): void {
+    if (session.acks) {
+      // Nothing written is waiting for an ack: the device has all there is up to here.
+      if (session.ackedSeq === session.sentSeq) {
+        session.ackedSeq = seq;
+        this.#dirty.add(session);
+      }
+    } else {
+      // Delivered once everything written before it is: it ends where the output ends now.
+      const handoff = session.handoff!;
+      if (handoff.full) handoff.confirm(session.outbound.handedOffBytes);
+      handoff.push(seq, session.outbound.queuedBytes);
+      this.#dirty.add(session);
+    }
+    session.sentSeq = seq;
   }
 
   async #pump(session: LocalSession): Promise<void> {
@@ -253,7 +284,9 @@ export class Delivery {
             await session.outbound.drained();
             if (session.released) return;
           }
-          if (m.seq > session.sentSeq) this.#write(session, m.seq, deliveryFrame(m.body, m.seq));
+          if (m.seq <= session.sentSeq) continue;
+          if (passesOver(session, m.body)) this.#passOver(session, m.seq);
+          else this.#write(session, m.seq, deliveryFrame(m.body, m.seq));
           // The write dropped the connection: nothing after it is sent, so none of it may count.
           if (session.released) return;
         }
@@ -329,4 +362,9 @@ export class Delivery {
       this.#log.error({ err, uid: session.uid, deviceId: session.deviceId }, 'position save failed');
     });
   }
+}
+
+/** An own copy (isOwnCopy) that `session` does not take: it sent the message, or did not ask for own copies. */
+function passesOver(session: LocalSession, body: Uint8Array): boolean {
+  return isOwnCopy(body) && (!session.ownCopies || ownCopyFrom(body, session.deviceIdBytes));
 }

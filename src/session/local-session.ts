@@ -33,6 +33,8 @@ export class LocalSession {
   // Delivery state, owned by the server's Delivery (see src/server/delivery.ts).
   /** The device acknowledges deliveries with MESSAGE_ACK. */
   acks = false;
+  /** The device takes the copies of what its user sends from other devices (LoginRequest.own_copies). */
+  ownCopies = false;
   /** Replay position is known and the LoginResponse is out: deliveries may flow. */
   ready = false;
   /** Gone from the server: nothing more is sent and its position is saved. */
@@ -50,8 +52,10 @@ export class LocalSession {
    * position of a past epoch (it is being closed, and its position is never saved).
    */
   epoch = 0;
-  /** Highest inbox sequence written to this device. */
+  /** Highest inbox sequence written to this device, or passed over as not for it (another device's own copy). */
   sentSeq = 0;
+  /** Highest inbox sequence actually written (sentSeq without what was passed over): its ack covers up to sentSeq. */
+  writtenSeq = 0;
   /** Highest inbox sequence the device acknowledged (ack devices). */
   ackedSeq = 0;
   /** Legacy devices: what was written, by output offset; the delivered position is what the kernel took. */
@@ -78,6 +82,8 @@ export class LocalSession {
   refusals = 0;
   refusalsSince = 0;
 
+  #deviceIdBytes: Buffer | undefined;
+
   constructor(
     readonly sessionId: string,
     readonly uid: string,
@@ -86,6 +92,11 @@ export class LocalSession {
     readonly outbound: Outbound,
     readonly loginAt = Date.now(),
   ) {}
+
+  /** deviceId as UTF-8, to compare with an own copy's origin_device without decoding it. */
+  get deviceIdBytes(): Buffer {
+    return (this.#deviceIdBytes ??= Buffer.from(this.deviceId, 'utf8'));
+  }
 }
 
 /**

@@ -51,11 +51,15 @@ t.test('a message reaches its recipient and the sender gets a MESSAGE_RESPONSE',
   // And the other way round.
   const back = await bob.chatAndWait('alice', 'hi alice');
   t.equal(back.messageResponse?.result, true);
-  t.equal(u64(back.messageResponse?.seq), '1', 'sequences are per recipient');
+  // Per recipient: alice's inbox holds her own copy of "hello bob" at 1 (PROTOCOL.md §14), which
+  // her device, having sent it, is not sent; bob's message is her 2, as bob's own copy is his 2.
+  t.equal(u64(back.messageResponse?.seq), '2', 'sequences are per recipient');
+  t.equal(u64(back.messageResponse?.ownSeq), '2', "and the copy in bob's own inbox follows alice's message there");
+  t.equal(u64(response.messageResponse?.ownSeq), '1', "alice's own copy is the first of her inbox");
   const reply = await alice.next(isType(HeadType.MESSAGE_REQUEST));
   t.equal(reply.messageRequest?.from, 'bob');
   t.equal(reply.messageRequest?.content, 'hi alice');
-  t.equal(seqOf(reply), 1);
+  t.equal(seqOf(reply), 2);
 });
 
 t.test('every delivery carries stored_at, the server\'s clock when it accepted the message, the same in the replay; a sender\'s own is replaced', async (t) => {

@@ -454,8 +454,26 @@ t.test('a message whose delivery would exceed maxFrameLength is refused with SB_
   t.equal(delivered.messageRequest?.content, fits.messageRequest?.content);
 });
 
-t.test('the stored-request limit of PROTOCOL.md §5: 65 476 bytes from alice to bob (msg_id 1, no session_id in the request) are delivered, one byte more is refused', async (t) => {
+t.test('the stored-request limit of PROTOCOL.md §5 with own copies: 65 466 bytes from alice on device dev-1 to bob (msg_id 1, no session_id in the request) are stored with her copy, one byte more is refused', async (t) => {
   const tn = await startNode(t);
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice', 'dev-1'), 'dev-1');
+  const bob = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'));
+  const message = (sequence: number, length: number): ImMessage => ({ type: HeadType.MESSAGE_REQUEST, sequence, messageRequest: { msgId: 1, to: 'bob', content: 'x'.repeat(length) } });
+  // The own copy is 3 + len("dev-1") bytes longer and is forwarded under "alice", 2 bytes longer than "bob": 10 bytes below 65 476.
+  alice.send(message(1, 65_467));
+  const refused = await alice.response(1);
+  t.equal(refused.messageResponse?.errorCode, 'SB_ERR_MESSAGE_TOO_LARGE', 'one byte over: refused');
+  t.equal((await tn.node.inbox.range('bob', 0, 10)).head, 0, 'nothing was stored for bob');
+  t.equal((await tn.node.inbox.range('alice', 0, 10)).head, 0, 'nor for alice');
+  alice.send(message(2, 65_466));
+  const accepted = await alice.response(2);
+  t.equal(accepted.messageResponse?.result, true, 'at the limit: stored');
+  t.equal(u64(accepted.messageResponse?.ownSeq), '1', 'with its own copy');
+  t.equal((await bob.next(isDelivery)).messageRequest?.content?.length, 65_466, 'and delivered whole');
+});
+
+t.test('the stored-request limit of PROTOCOL.md §5 without own copies: 65 476 bytes from alice to bob (msg_id 1, no session_id in the request) are delivered, one byte more is refused', async (t) => {
+  const tn = await startNode(t, { ownCopies: false });
   const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
   const bob = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'));
   // The message of the worked example: msg_id 1, to "bob", content; no time, no other field.

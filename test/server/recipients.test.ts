@@ -17,6 +17,7 @@ import { MemoryUserStore } from '../../src/users/memory-user-store.js';
 import { RedisUserStore } from '../../src/users/redis-user-store.js';
 import type { UserStore } from '../../src/users/user-store.js';
 import { RecipientCheck } from '../../src/server/recipients.js';
+import { decodeStoredRequest } from '../../src/protocol/codec.js';
 
 async function register(users: UserStore, ...names: string[]): Promise<void> {
   for (const username of names) await users.create({ username, passwordHash: 'unused', createdAt: Date.now() });
@@ -91,7 +92,8 @@ t.test('without a UserStore any id is a recipient, as written', async (t) => {
   const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
   for (const to of ['Alice', 'x', 'opaque:id/42']) t.equal((await alice.chatAndWait(to, 'hi')).messageResponse?.result, true, `${to} accepted`);
   t.equal((await tn.node.inbox.range('Alice', 0, 0)).head, 1, 'stored under the id as written');
-  t.equal((await tn.node.inbox.range('alice', 0, 0)).head, 0);
+  t.equal((await tn.node.inbox.range('alice', 0, 0)).head, 3, "alice's inbox holds only her own copies");
+  t.same((await tn.node.inbox.range('alice', 0, 10)).messages.map((m) => decodeStoredRequest(m.body).to), ['Alice', 'x', 'opaque:id/42']);
 });
 
 t.test('the known-users cache is bounded; a forgotten user is looked up again', async (t) => {

@@ -9,8 +9,14 @@
 // accounts (RecipientCheck), that the recipient exists. A recipient not yet known to exist is
 // looked up asynchronously; the returned promise makes the connection hold its later frames,
 // so their responses keep their order.
+//
+// Own copies (LoginRequest.own_copies, PROTOCOL.md §14): once the recipient's copy is stored (and
+// delivered), a copy goes into the sender's own inbox for the sender's other devices, and the
+// response waits for it too and carries its seq (own_seq). A copy that fails is answered
+// SB_ERR_STORE_UNAVAILABLE like a failed message: the resend finds the recipient's copy a
+// duplicate (delivered once) and stores the own copy then.
 
-import { storedRequestBody, uint64String } from '../../protocol/codec.js';
+import { ownCopyBody, storedRequestBody, uint64String } from '../../protocol/codec.js';
 import { deliveryFits, storedResponseFrame } from '../../protocol/chat-frames.js';
 import { messageResponse } from '../../protocol/messages.js';
 import type { ImMessage, MessageRequest, UInt64 } from '../../protocol/types.js';
@@ -38,6 +44,10 @@ export function handleChat(ctx: ServerContext, conn: Connection, session: LocalS
   }
   if (!request || !request.to) {
     conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_BAD_REQUEST', reason: 'MESSAGE_REQUEST needs messageRequest.to' }));
+    return;
+  }
+  if (request.originDevice || request.event) {
+    conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_BAD_REQUEST', reason: 'messageRequest.origin_device and event are set by the server only' }));
     return;
   }
   if (request.from && request.from !== session.uid) {
@@ -78,7 +88,9 @@ function store(ctx: ServerContext, conn: Connection, session: LocalSession, sequ
   // `from` is the sender's own; `seq` is assigned by the inbox and `stored_at` is now, never
   // what the sender says.
   const body = storedRequestBody(request, session.uid, Date.now(), to);
-  if (!deliveryFits(body.length, Buffer.byteLength(to), ctx.limits.maxFrameLength)) {
+  // A message to oneself is in the sender's inbox already.
+  const own = ctx.limits.ownCopies && to !== session.uid ? ownCopyBody(body, session.deviceId) : undefined;
+  if (!deliveryFits(body.length, Buffer.byteLength(to), ctx.limits.maxFrameLength) || (own && !deliveryFits(own.length, Buffer.byteLength(session.uid), ctx.limits.maxFrameLength))) {
     conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_MESSAGE_TOO_LARGE', reason: `the delivered message would exceed ${ctx.limits.maxFrameLength} bytes` }));
     return;
   }
@@ -94,13 +106,15 @@ function store(ctx: ServerContext, conn: Connection, session: LocalSession, sequ
     return;
   }
   if (!isPromise(result)) {
-    stored(ctx, conn, sequence, sessionId, to, body, result);
+    if (own) storeOwn(ctx, conn, session, sequence, to, body, result, own, msgId);
+    else stored(ctx, conn, sequence, sessionId, to, body, result);
     return;
   }
   conn.startTask();
   result.then(
     (result) => {
-      stored(ctx, conn, sequence, sessionId, to, body, result);
+      if (own) storeOwn(ctx, conn, session, sequence, to, body, result, own, msgId);
+      else stored(ctx, conn, sequence, sessionId, to, body, result);
       conn.endTask();
     },
     (err: unknown) => {
@@ -114,6 +128,40 @@ function store(ctx: ServerContext, conn: Connection, session: LocalSession, sequ
 function stored(ctx: ServerContext, conn: Connection, sequence: UInt64 | undefined, sessionId: string, to: string, body: Uint8Array, result: AppendResult): void {
   conn.sendFrame(storedResponseFrame(sequence, sessionId, result.seq, result.duplicate));
   if (!result.duplicate) ctx.router.deliver(to, result.seq, body, result.epoch);
+}
+
+/** The recipient's copy is stored: deliver it, then keep the sender's own copy, then answer. */
+function storeOwn(ctx: ServerContext, conn: Connection, session: LocalSession, sequence: UInt64 | undefined, to: string, body: Uint8Array, result: AppendResult, own: Uint8Array, msgId: string): void {
+  if (!result.duplicate) ctx.router.deliver(to, result.seq, body, result.epoch);
+  const sessionId = session.sessionId;
+  let ownResult: AppendResult | Promise<AppendResult>;
+  try {
+    ownResult = ctx.inbox.append({ uid: session.uid, sender: session.uid, msgId, body: own });
+  } catch (err) {
+    storeFailed(conn, sequence, sessionId, err);
+    return;
+  }
+  if (!isPromise(ownResult)) {
+    ownStored(ctx, conn, session, sequence, result, own, ownResult);
+    return;
+  }
+  conn.startTask();
+  ownResult.then(
+    (ownResult) => {
+      ownStored(ctx, conn, session, sequence, result, own, ownResult);
+      conn.endTask();
+    },
+    (err: unknown) => {
+      storeFailed(conn, sequence, sessionId, err);
+      conn.endTask();
+    },
+  );
+}
+
+function ownStored(ctx: ServerContext, conn: Connection, session: LocalSession, sequence: UInt64 | undefined, result: AppendResult, own: Uint8Array, ownResult: AppendResult): void {
+  conn.sendFrame(storedResponseFrame(sequence, session.sessionId, result.seq, result.duplicate, ownResult.seq));
+  // To every device of the sender, this one included: delivery passes over it for the device that sent it.
+  if (!ownResult.duplicate) ctx.router.deliver(session.uid, ownResult.seq, own, ownResult.epoch);
 }
 
 function storeFailed(conn: Connection, sequence: UInt64 | undefined, sessionId: string, err: unknown): void {

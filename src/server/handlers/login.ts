@@ -60,6 +60,7 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   }
   const session = new LocalSession(randomUUID(), uid, deviceId, request!.platform ?? 0, conn);
   session.acks = request!.acks === true;
+  session.ownCopies = request!.ownCopies === true;
   // In the map before the awaits below, so messages stored meanwhile raise its knownHead and
   // are part of the replay (Delivery holds them until start()).
   ctx.sessions.add(session);
@@ -90,5 +91,5 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   ctx.groups?.delivery.start(session);
   ctx.router.sessionOpened(session);
   // Through the worker's logger: an idle connection keeps no child logger (Connection.log).
-  ctx.log.info({ ...conn.logFields, replaced: replaced !== undefined, acks: session.acks, ...sync }, 'login');
+  ctx.log.info({ ...conn.logFields, replaced: replaced !== undefined, acks: session.acks, ownCopies: session.ownCopies, ...sync }, 'login');
 }
