@@ -121,6 +121,8 @@ export interface SyncOptions {
   inboxEpoch?: number;
   /** Take group deliveries (LoginRequest.groups; needs acks). */
   groups?: boolean;
+  /** Take the copies of what the user sends from other devices (LoginRequest.own_copies). */
+  ownCopies?: boolean;
 }
 
 /** A frame header with arbitrary (possibly invalid) fields. */
@@ -228,7 +230,7 @@ export class RawClient {
     token: string | undefined,
     deviceId: string,
     sequence: Long | number = PRE_LOGIN_SEQUENCE,
-    { acks, lastSeq, inboxEpoch, groups }: SyncOptions = {},
+    { acks, lastSeq, inboxEpoch, groups, ownCopies }: SyncOptions = {},
   ): ImMessage {
     return {
       type: HeadType.LOGIN_REQUEST,
@@ -244,6 +246,7 @@ export class RawClient {
         ...(lastSeq !== undefined ? { lastSeq } : {}),
         ...(inboxEpoch !== undefined ? { inboxEpoch } : {}),
         ...(groups !== undefined ? { groups } : {}),
+        ...(ownCopies !== undefined ? { ownCopies } : {}),
       },
     };
   }
