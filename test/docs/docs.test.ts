@@ -5,10 +5,10 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { ERROR_CODES } from '../../src/errors.js';
 import { CLUSTER_OPTIONS, DEV_OPTION, GATE_OPTIONS, HEALTH_OPTIONS, INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION, PROBE_OPTIONS, RECIPIENT_OPTIONS, REDIS_TIMEOUT_OPTION, SECRET_OPTION } from '../../src/cli/common.js';
-import { encodeMessage, encodeMessageFrame, encodeMessageRequest } from '../../src/protocol/codec.js';
+import { decodeMessage, encodeMessage, encodeMessageFrame, encodeMessageRequest, ownCopyBody, storedRequestBody } from '../../src/protocol/codec.js';
 import { loginResponse } from '../../src/protocol/messages.js';
 import { HeadType, MsgType, Platform } from '../../src/protocol/types.js';
-import { deliveryFits, deliveryFrame } from '../../src/protocol/chat-frames.js';
+import { deliveryFits, deliveryFrame, storedResponseFrame } from '../../src/protocol/chat-frames.js';
 import { encodeFrame } from '../../src/protocol/frame.js';
 import { WebGate, DEFAULT_GATE_LIMITS } from '../../src/gate/web-gate.js';
 import { MemoryUserStore } from '../../src/users/memory-user-store.js';
@@ -164,13 +164,22 @@ t.test('PROTOCOL.md §5 states the message size limit deliveryFits applies', asy
   t.ok(s5.includes('**65 476**') && s5.includes('65 489 − 2 × len(to) − len(from)'), 'the example and the formula');
   t.equal(65_489 - 2 * 3 - 5 - 2, 65_476, 'the formula gives the example');
   t.ok(deliveryFits(stored(65_476), 3, 65_536) && !deliveryFits(stored(65_477), 3, 65_536), 'and deliveryFits agrees');
+  // With own copies: the copy (origin_device first) forwarded under the sender's uid must fit too.
+  t.ok(s5.includes('**65 505 − max(len(to), len(from) + 3 + len(device_id))**') && s5.includes('**65 466**'), 'the own-copy limit and its example');
+  const fitsWithCopy = (n: number) => {
+    const body = encodeMessageRequest({ msgId: 1, from: 'alice', to: 'bob', content: 'x'.repeat(n), storedAt: Date.UTC(2026, 0, 1) });
+    return deliveryFits(body.length, 3, 65_536) && deliveryFits(ownCopyBody(body, 'dev-1').length, 5, 65_536);
+  };
+  t.ok(fitsWithCopy(65_466) && !fitsWithCopy(65_467), 'the example is what deliveryFits gives the own copy');
+  // msg_id 2, from 2 + 5, to 2 + 3, content's tag and 3-byte length 4, stored_at 8.
+  t.equal(65_505 - Math.max(3, 5 + 3 + 5) - (2 + 7 + 5 + 4 + 8), 65_466, 'and what the formula gives');
 });
 
 t.test("PROTOCOL.md §5's size examples hold on a running node for a client that sends its session_id (§3)", async (t) => {
   // "from `alice` to `X` with `msg_id` 1 ... **N** bytes ...; N+1 <outcome> `CODE`"
   const examples = [...section(5).replace(/\s+/g, ' ').matchAll(/from `alice` to `([a-z.]+)` with `msg_id` 1[^*]*\*\*(\d\d) (\d{3})\*\* bytes(?: \(UTF-8\))?; \d\d \d{3} (?:is refused with|closes the connection with) `(SB_ERR_\w+)`/g)];
   t.equal(examples.length, 2, 'both examples are there');
-  const tn = await startNode(t);
+  const tn = await startNode(t, { ownCopies: false });
   // One connection per attempt, so that msg_id 1 and a sequence below 128 hold as in the example.
   const attempt = async (to: string, length: number) => {
     const alice = await connect(t, tn.port);
@@ -230,4 +239,26 @@ t.test("PROTOCOL.md §9 lists every peer close code, and §0 every status the ga
   }
   const exercisedElsewhere = ['429 SB_ERR_RATE_LIMITED', '500 SB_ERR_INTERNAL', '503 SB_ERR_STORE_UNAVAILABLE']; // test/gate
   t.same([...rows].filter((r) => !seen.has(r) && !exercisedElsewhere.includes(r)), [], 'no row of the table the gate was not seen to answer');
+});
+
+t.test('the worked own-copy frames of PROTOCOL.md §14 are what the worker writes', async (t) => {
+  // Each code block of the section, as the bytes that lead its lines (the rest is annotation).
+  const blocks = [...section(14).matchAll(/```\n([\s\S]*?)```/g)].map(([, text]) =>
+    text!
+      .split('\n')
+      .flatMap((line) => {
+        const bytes: string[] = [];
+        for (const token of line.trim().split(/\s+/)) {
+          if (!/^[0-9a-f]{2}$/.test(token)) break;
+          bytes.push(token);
+        }
+        return bytes;
+      })
+      .join(' '),
+  );
+  const login = hexOf(encodeMessageFrame({ type: HeadType.LOGIN_REQUEST, sequence: 1, sessionId: '-1', loginRequest: { uid: 'alice', deviceId: 'laptop', token: 'T', acks: true, ownCopies: true } }));
+  const response = hexOf(storedResponseFrame(9, 's1', 12, false, 7));
+  const own = ownCopyBody(storedRequestBody({ msgId: 42, to: 'bob', content: 'hi bob' }, 'alice', 1_764_672_000_000, 'bob'), 'phone');
+  t.same(blocks, [login, response, hexOf(deliveryFrame(own, 7))], 'the login, the response and the delivery of the copy');
+  t.equal(decodeMessage(deliveryFrame(own, 7).subarray(8)).messageRequest?.originDevice, 'phone', 'which decodes with origin_device');
 });
