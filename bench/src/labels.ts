@@ -73,6 +73,7 @@ const OPTIONS: { [K in keyof AnyOptions]-?: OptionLabel | null } = {
   maxP99Ms: { label: 'delivery p99 bound of a sustained rate', format: withUnit('ms'), when: (o) => o.max === true },
   payloadBytes: { label: 'payload', format: withUnit('bytes') },
   crossNode: { label: 'every receiver on another worker (cross-node)', format: yesNo, when: (o) => o.crossNode === true || o.target !== 'embedded' },
+  noCopiesBaseline: { label: 'measured first without own copies (--no-own-copies)', format: yesNo, when: (o) => o.noCopiesBaseline === true },
   relay: { label: 'bare relay measured too', format: yesNo, when: (o) => o.switchboard !== false },
   switchboard: null,
   drainMs: { label: 'drain after the run, at most', format: withUnit('ms') },

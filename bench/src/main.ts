@@ -70,6 +70,7 @@ function chatOptions(o: BenchOptions, c: RunContext, switchboard: boolean) {
     maxP99Ms: o['max-p99-ms'],
     payloadBytes: o.payload,
     crossNode: o['cross-node'],
+    noCopiesBaseline: o['no-own-copies-baseline'] === true,
     relay: !switchboard || !o['no-relay'],
     switchboard,
     drainMs: o['drain-ms'],

@@ -74,6 +74,14 @@ export interface InboxStore {
    * directly when it is not a promise (see isPromise).
    */
   append(request: AppendRequest): AppendResult | Promise<AppendResult>;
+  /**
+   * Appends `first`, then `second` (a message and its own copy in the sender's inbox), answering
+   * at once or with a promise as append() does. Redis runs both in one script: stored together
+   * or not at all, in one round trip. Memory appends them one after the other: only its memory
+   * bound can refuse the second (SB_ERR_STORE_FULL) once the first is stored; a resend of both
+   * then finds the first a duplicate.
+   */
+  appendPair(first: AppendRequest, second: AppendRequest): [AppendResult, AppendResult] | Promise<[AppendResult, AppendResult]>;
   /** Messages after `after`, oldest first, at most `limit` (0: bounds only). */
   range(uid: string, after: number, limit: number): Promise<InboxRange>;
   /** The device's saved position (always one of the inbox's current epoch); undefined when the device has none. */

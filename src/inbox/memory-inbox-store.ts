@@ -153,6 +153,10 @@ export class MemoryInboxStore implements InboxStore {
     return { seq, duplicate: false, epoch: inbox.epoch };
   }
 
+  appendPair(first: AppendRequest, second: AppendRequest): [AppendResult, AppendResult] {
+    return [this.append(first), this.append(second)];
+  }
+
   async range(uid: string, after: number, limit: number): Promise<InboxRange> {
     const inbox = this.#inboxes.get(uid);
     if (!inbox) {

@@ -46,23 +46,36 @@ local function epoch(key, candidate)
   return candidate
 end
 `;
+  // One inbox's append: {seq, duplicate (0|1), epoch}.
+  const append = `${prune}${epoch}
+local function append(seqKey, epKey, logKey, ddKey, body, now, dedupe, candidate)
+  local ep = epoch(epKey, candidate)
+  if dedupe == '1' then
+    local seen = redis.call('GET', ddKey)
+    if seen then return {tonumber(seen), 1, ep} end
+  end
+  local seq = redis.call('INCR', seqKey)
+  redis.call('ZADD', logKey, seq, seq .. '|' .. now .. '|' .. body)
+  if seq % 16 == 0 then prune(logKey, tonumber(now)) else
+    local n = redis.call('ZCARD', logKey)
+    if n > ${maxMessages} then redis.call('ZREMRANGEBYRANK', logKey, 0, n - ${maxMessages} - 1) end
+  end
+  redis.call('PEXPIRE', logKey, ${maxAgeMs})
+  if dedupe == '1' then redis.call('SET', ddKey, seq, 'PX', ${dedupeWindowMs}) end
+  return {seq, 0, ep}
+end
+`;
   return {
     // KEYS: seq, ep, log, dedupe   ARGV: body, now, dedupe (0|1), candidate epoch
-    append: `${prune}${epoch}
-local ep = epoch(KEYS[2], ARGV[4])
-if ARGV[3] == '1' then
-  local seen = redis.call('GET', KEYS[4])
-  if seen then return {tonumber(seen), 1, ep} end
-end
-local seq = redis.call('INCR', KEYS[1])
-redis.call('ZADD', KEYS[3], seq, seq .. '|' .. ARGV[2] .. '|' .. ARGV[1])
-if seq % 16 == 0 then prune(KEYS[3], tonumber(ARGV[2])) else
-  local n = redis.call('ZCARD', KEYS[3])
-  if n > ${maxMessages} then redis.call('ZREMRANGEBYRANK', KEYS[3], 0, n - ${maxMessages} - 1) end
-end
-redis.call('PEXPIRE', KEYS[3], ${maxAgeMs})
-if ARGV[3] == '1' then redis.call('SET', KEYS[4], seq, 'PX', ${dedupeWindowMs}) end
-return {seq, 0, ep}
+    append: `${append}
+return append(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+`,
+    // KEYS: the four of each inbox   ARGV: body 1, body 2, now, dedupe (0|1), candidate epoch 1 and 2
+    // Two inboxes in one script: one Redis, not a Redis Cluster (their keys are in two slots).
+    appendPair: `${append}
+local a = append(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[3], ARGV[4], ARGV[5])
+local b = append(KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[2], ARGV[3], ARGV[4], ARGV[6])
+return {a[1], a[2], a[3], b[1], b[2], b[3]}
 `,
     // KEYS: seq, ep, log   ARGV: after, limit, now, candidate epoch
     range: `${prune}${epoch}
@@ -101,6 +114,7 @@ return ARGV[2]
 
 type Scripts = {
   sbAppend(seq: string, ep: string, log: string, dedupe: string, body: Buffer, now: number, dedupe01: string, epoch: number): Promise<[number, number, string]>;
+  sbAppendPair(seq1: string, ep1: string, log1: string, dd1: string, seq2: string, ep2: string, log2: string, dd2: string, body1: Buffer, body2: Buffer, now: number, dedupe01: string, epoch1: number, epoch2: number): Promise<[number, number, string, number, number, string]>;
   sbRangeBuffer(seq: string, ep: string, log: string, after: number, limit: number, now: number, epoch: number): Promise<[number, number, Buffer[], Buffer]>;
   sbSaveCursor(seqKey: string, ep: string, cur: string, deviceId: string, position: number, epoch: number): Promise<number>;
   sbResetEpoch(ep: string, cur: string, expected: number, epoch: number): Promise<string>;
@@ -133,6 +147,7 @@ export class RedisInboxStore implements InboxStore {
     const redis = createRedisClient(options.url, options);
     const lua = scripts(this.#limits);
     redis.defineCommand('sbAppend', { numberOfKeys: 4, lua: lua.append });
+    redis.defineCommand('sbAppendPair', { numberOfKeys: 8, lua: lua.appendPair });
     redis.defineCommand('sbRange', { numberOfKeys: 3, lua: lua.range });
     redis.defineCommand('sbSaveCursor', { numberOfKeys: 3, lua: lua.saveCursor });
     redis.defineCommand('sbResetEpoch', { numberOfKeys: 2, lua: lua.resetEpoch });
@@ -154,7 +169,7 @@ export class RedisInboxStore implements InboxStore {
         k.ep,
         k.log,
         dedupe ? `${k.base}:dd:${sender}\0${msgId}` : `${k.base}:dd`,
-        Buffer.from(body.buffer, body.byteOffset, body.byteLength),
+        bufferOf(body),
         this.#now(),
         dedupe ? '1' : '0',
         this.#epochs.next(),
@@ -164,6 +179,38 @@ export class RedisInboxStore implements InboxStore {
     }
     const [seq, duplicate, epoch] = reply;
     return { seq: Number(seq), duplicate: duplicate === 1, epoch: Number(epoch) };
+  }
+
+  async appendPair(first: AppendRequest, second: AppendRequest): Promise<[AppendResult, AppendResult]> {
+    // The two share the msgId (a message and its own copy); each keeps its own dedupe key.
+    const a = this.#keys(first.uid);
+    const b = this.#keys(second.uid);
+    const dedupe = hasDedupeId(first.msgId) && hasDedupeId(second.msgId);
+    let reply: [number, number, string, number, number, string];
+    try {
+      reply = await this.#redis.sbAppendPair(
+        a.seq,
+        a.ep,
+        a.log,
+        dedupe ? `${a.base}:dd:${first.sender}\0${first.msgId}` : `${a.base}:dd`,
+        b.seq,
+        b.ep,
+        b.log,
+        dedupe ? `${b.base}:dd:${second.sender}\0${second.msgId}` : `${b.base}:dd`,
+        bufferOf(first.body),
+        bufferOf(second.body),
+        this.#now(),
+        dedupe ? '1' : '0',
+        this.#epochs.next(),
+        this.#epochs.next(),
+      );
+    } catch (err) {
+      throw storeUnavailable('inbox', err);
+    }
+    return [
+      { seq: Number(reply[0]), duplicate: reply[1] === 1, epoch: Number(reply[2]) },
+      { seq: Number(reply[3]), duplicate: reply[4] === 1, epoch: Number(reply[5]) },
+    ];
   }
 
   async range(uid: string, after: number, limit: number): Promise<InboxRange> {
@@ -221,6 +268,11 @@ export class RedisInboxStore implements InboxStore {
 }
 
 const BAR = 0x7c;
+
+/** A view of a body as a Buffer, for the Redis client (no copy). */
+function bufferOf(body: Uint8Array): Buffer {
+  return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+}
 
 /** "<seq>|<storedAt>|<body>" → StoredMessage; the body may contain '|' itself. */
 function parseMember(member: Buffer): StoredMessage {

@@ -89,6 +89,33 @@ export function inboxStoreConformance(t: Test, make: MakeInbox): void {
     t.same(texts((await inbox.range('bob', 0, 10)).messages), ['first', 'other', 'carol']);
   });
 
+  t.test('appendPair stores a message and its copy, each in its inbox and sequence, each deduplicated on its own', async (t) => {
+    const inbox = await make();
+    t.teardown(() => inbox.close());
+    await inbox.append({ uid: 'alice', sender: 'bob', msgId: '9', body: body('from bob') });
+    const pair = (msgId: string, text: string) => inbox.appendPair({ uid: 'bob', sender: 'alice', msgId, body: body(text) }, { uid: 'alice', sender: 'alice', msgId, body: body(`copy of ${text}`) });
+    const [first, copy] = await pair('42', 'hi');
+    t.match(first, { seq: 1, duplicate: false });
+    t.match(copy, { seq: 2, duplicate: false }, "the copy follows what alice's inbox held");
+    t.equal(copy.epoch, (await inbox.range('alice', 0, 0)).epoch, "with alice's epoch");
+    t.equal(first.epoch, (await inbox.range('bob', 0, 0)).epoch, "and the message with bob's");
+    t.same(texts((await inbox.range('alice', 0, 10)).messages), ['from bob', 'copy of hi']);
+    t.same(texts((await inbox.range('bob', 0, 10)).messages), ['hi']);
+
+    const [again, copyAgain] = await pair('42', 'hi');
+    t.match(again, { seq: 1, duplicate: true }, 'a resend finds both');
+    t.match(copyAgain, { seq: 2, duplicate: true });
+    // The copy stored before on its own (a message stored, its copy refused): the resend stores the rest.
+    await inbox.append({ uid: 'alice', sender: 'alice', msgId: '43', body: body('copy of later') });
+    const [later, laterCopy] = await pair('43', 'later');
+    t.match(later, { seq: 2, duplicate: false });
+    t.match(laterCopy, { seq: 3, duplicate: true });
+    const [legacy, legacyCopy] = await pair('0', 'not deduplicated');
+    const [legacy2, legacyCopy2] = await pair('0', 'not deduplicated');
+    t.same([legacy.seq, legacyCopy.seq, legacy2.seq, legacyCopy2.seq], [3, 4, 4, 5], 'msgId 0: stored every time');
+    t.equal(legacy2.duplicate || legacyCopy2.duplicate, false);
+  });
+
   t.test('msgId 0 or empty is never deduplicated', async (t) => {
     const inbox = await make();
     t.teardown(() => inbox.close());

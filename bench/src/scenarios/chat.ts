@@ -29,6 +29,8 @@ export interface ChatScenarioOptions extends ScenarioOptions {
   maxP99Ms: number;
   payloadBytes: number;
   crossNode: boolean;
+  /** Measure a target started with --no-own-copies first (the ratio of own copies' cost). */
+  noCopiesBaseline?: boolean;
   /** Measure the bare relay too (the baseline of the ratio). */
   relay: boolean;
   /** Measure switchboard (false: `bench relay`, the baseline alone). */
@@ -132,6 +134,7 @@ async function relayRun(run: ChatRun): Promise<number | undefined> {
 /** switchboard's run (or, with --max, its probe and bisection steps); resolves the target's label. */
 async function switchboardRuns(run: ChatRun): Promise<string> {
   const { o } = run;
+  const baseline = o.noCopiesBaseline ? await noCopiesRun(run) : undefined;
   const target = await startTarget({ kind: o.target, workers: o.workers, inbox: o.inbox, fsync: o.fsync, secret: o.secret, workerEndpoints: o.workerEndpoints, sampler: run.sampler });
   try {
     const endpoints = target.workers.map(({ host, port }) => ({ host, port }));
@@ -139,7 +142,29 @@ async function switchboardRuns(run: ChatRun): Promise<string> {
     const label = o.crossNode ? 'switchboard, cross-node' : 'switchboard';
     if (o.max) await maxSearch(run, label, endpoints);
     else run.runs.push(await measure(run, { label, target: 'switchboard', endpoints, ...(o.rate ? { rate: o.rate } : {}) }));
+    if (baseline !== undefined) {
+      const own = run.runs[run.runs.length - 1]!;
+      const ratio = own.metrics.deliveredPerSec! / baseline;
+      own.metrics.ratioToNoCopies = ratio;
+      own.notes.push(`with own copies ${fmt.rate(own.metrics.deliveredPerSec!)} msg/s, ${(ratio * 100).toFixed(1)}% of the ${fmt.rate(baseline)} msg/s without them (target: at least 80%)`);
+      if (ratio < 0.8) run.warnings.push(`own copies cost more than 20%: ${(ratio * 100).toFixed(1)}% of the delivered rate without them`);
+    }
     return target.label;
+  } finally {
+    await target.stop();
+  }
+}
+
+/** --no-own-copies-baseline: the same load on a target that keeps no own copies (the 1:1 chat before them); its delivered rate. */
+async function noCopiesRun(run: ChatRun): Promise<number> {
+  const { o } = run;
+  if (o.target === 'external' || o.max) throw new Error('--no-own-copies-baseline starts its own target: not with --target external or --max');
+  const target = await startTarget({ kind: o.target, workers: o.workers, inbox: o.inbox, fsync: o.fsync, secret: o.secret, sampler: run.sampler, workerArgs: ['--no-own-copies'] });
+  try {
+    const endpoints = target.workers.map(({ host, port }) => ({ host, port }));
+    const report = await measure(run, { label: o.crossNode ? 'switchboard, cross-node, no own copies' : 'switchboard, no own copies', target: 'switchboard', endpoints, ...(o.rate ? { rate: o.rate } : {}) });
+    run.runs.push(report);
+    return report.metrics.deliveredPerSec!;
   } finally {
     await target.stop();
   }

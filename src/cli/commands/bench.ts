@@ -33,6 +33,7 @@ export const BENCH_OPTIONS = {
   users: { ...count(0, MAX_GATE_USERS), group: 'load', description: 'login-storm: users registered at the gate for the password-login run (one scrypt hash each, ~0.4 s; at most 200; 0 skips it)', default: 20 },
   'heartbeat-ms': { ...ms(), group: 'load', description: 'idle: each connection heartbeats this often (the default is the worker\'s interval)', default: DEFAULT_LIMITS.heartbeatIntervalMs },
   'cross-node': { type: 'boolean', group: 'load', description: 'chat: every receiver on another worker than its sender' },
+  'no-own-copies-baseline': { type: 'boolean', group: 'load', description: "chat: first measure a target started with --no-own-copies (one inbox append per message), then the default one, in the same run" },
   'no-relay': { type: 'boolean', group: 'load', description: 'chat: skip the bare-relay baseline' },
   groups: { ...count(0, 10_000), group: 'load', description: 'group: groups of --group-size members in the many-groups run (0 skips it)', default: 10 },
   'group-size': { ...count(2, 10_000), group: 'load', description: 'group: members of each of those groups', default: 20 },

@@ -10,17 +10,15 @@
 // looked up asynchronously; the returned promise makes the connection hold its later frames,
 // so their responses keep their order.
 //
-// Own copies (LoginRequest.own_copies, PROTOCOL.md §14): once the recipient's copy is stored (and
-// delivered), a copy goes into the sender's own inbox for the sender's other devices, and the
-// response waits for it too and carries its seq (own_seq). A copy that fails is answered
-// SB_ERR_STORE_UNAVAILABLE like a failed message: the resend finds the recipient's copy a
-// duplicate (delivered once) and stores the own copy then.
+// Own copies (LoginRequest.own_copies, PROTOCOL.md §14): a copy goes into the sender's own inbox
+// for the sender's other devices, in the same store call as the recipient's (InboxStore.
+// appendPair: one script with Redis), and the response carries the copy's seq (own_seq).
 
 import { ownCopyBody, storedRequestBody, uint64String } from '../../protocol/codec.js';
 import { deliveryFits, storedResponseFrame } from '../../protocol/chat-frames.js';
 import { messageResponse } from '../../protocol/messages.js';
 import type { ImMessage, MessageRequest, UInt64 } from '../../protocol/types.js';
-import { isPromise, type AppendResult } from '../../inbox/inbox-store.js';
+import { isPromise, type AppendRequest, type AppendResult } from '../../inbox/inbox-store.js';
 import { isSwitchboardError } from '../../errors.js';
 import type { LocalSession } from '../../session/local-session.js';
 import type { Connection } from '../connection.js';
@@ -98,6 +96,10 @@ function store(ctx: ServerContext, conn: Connection, session: LocalSession, sequ
   // client may reuse ids, so its messages are never deduplicated.
   const msgId = session.acks ? uint64String(request.msgId) : '0';
   const append = { uid: to, sender: session.uid, msgId, body };
+  if (own) {
+    storeWithCopy(ctx, conn, session, sequence, to, append, { uid: session.uid, sender: session.uid, msgId, body: own });
+    return;
+  }
   let result: AppendResult | Promise<AppendResult>;
   try {
     result = ctx.inbox.append(append);
@@ -106,15 +108,13 @@ function store(ctx: ServerContext, conn: Connection, session: LocalSession, sequ
     return;
   }
   if (!isPromise(result)) {
-    if (own) storeOwn(ctx, conn, session, sequence, to, body, result, own, msgId);
-    else stored(ctx, conn, sequence, sessionId, to, body, result);
+    stored(ctx, conn, sequence, sessionId, to, body, result);
     return;
   }
   conn.startTask();
   result.then(
     (result) => {
-      if (own) storeOwn(ctx, conn, session, sequence, to, body, result, own, msgId);
-      else stored(ctx, conn, sequence, sessionId, to, body, result);
+      stored(ctx, conn, sequence, sessionId, to, body, result);
       conn.endTask();
     },
     (err: unknown) => {
@@ -122,46 +122,45 @@ function store(ctx: ServerContext, conn: Connection, session: LocalSession, sequ
       conn.endTask();
     },
   );
+}
+
+/** Appends the message to `to`'s inbox and its own copy to the sender's (InboxStore.appendPair), then answers and delivers both. */
+function storeWithCopy(ctx: ServerContext, conn: Connection, session: LocalSession, sequence: UInt64 | undefined, to: string, append: AppendRequest, own: AppendRequest): void {
+  let results: [AppendResult, AppendResult] | Promise<[AppendResult, AppendResult]>;
+  try {
+    results = ctx.inbox.appendPair(append, own);
+  } catch (err) {
+    storeFailed(conn, sequence, session.sessionId, err);
+    return;
+  }
+  if (!isPromise(results)) {
+    storedWithCopy(ctx, conn, session, sequence, to, append.body, own.body, results);
+    return;
+  }
+  conn.startTask();
+  results.then(
+    (results) => {
+      storedWithCopy(ctx, conn, session, sequence, to, append.body, own.body, results);
+      conn.endTask();
+    },
+    (err: unknown) => {
+      storeFailed(conn, sequence, session.sessionId, err);
+      conn.endTask();
+    },
+  );
+}
+
+function storedWithCopy(ctx: ServerContext, conn: Connection, session: LocalSession, sequence: UInt64 | undefined, to: string, body: Uint8Array, own: Uint8Array, [result, ownResult]: [AppendResult, AppendResult]): void {
+  conn.sendFrame(storedResponseFrame(sequence, session.sessionId, result.seq, result.duplicate, ownResult.seq));
+  if (!result.duplicate) ctx.router.deliver(to, result.seq, body, result.epoch);
+  // To every device of the sender, this one included: delivery passes over it for the device that sent it.
+  if (!ownResult.duplicate) ctx.router.deliver(session.uid, ownResult.seq, own, ownResult.epoch);
 }
 
 /** The append is confirmed: answer the sender, then deliver. */
 function stored(ctx: ServerContext, conn: Connection, sequence: UInt64 | undefined, sessionId: string, to: string, body: Uint8Array, result: AppendResult): void {
   conn.sendFrame(storedResponseFrame(sequence, sessionId, result.seq, result.duplicate));
   if (!result.duplicate) ctx.router.deliver(to, result.seq, body, result.epoch);
-}
-
-/** The recipient's copy is stored: deliver it, then keep the sender's own copy, then answer. */
-function storeOwn(ctx: ServerContext, conn: Connection, session: LocalSession, sequence: UInt64 | undefined, to: string, body: Uint8Array, result: AppendResult, own: Uint8Array, msgId: string): void {
-  if (!result.duplicate) ctx.router.deliver(to, result.seq, body, result.epoch);
-  const sessionId = session.sessionId;
-  let ownResult: AppendResult | Promise<AppendResult>;
-  try {
-    ownResult = ctx.inbox.append({ uid: session.uid, sender: session.uid, msgId, body: own });
-  } catch (err) {
-    storeFailed(conn, sequence, sessionId, err);
-    return;
-  }
-  if (!isPromise(ownResult)) {
-    ownStored(ctx, conn, session, sequence, result, own, ownResult);
-    return;
-  }
-  conn.startTask();
-  ownResult.then(
-    (ownResult) => {
-      ownStored(ctx, conn, session, sequence, result, own, ownResult);
-      conn.endTask();
-    },
-    (err: unknown) => {
-      storeFailed(conn, sequence, sessionId, err);
-      conn.endTask();
-    },
-  );
-}
-
-function ownStored(ctx: ServerContext, conn: Connection, session: LocalSession, sequence: UInt64 | undefined, result: AppendResult, own: Uint8Array, ownResult: AppendResult): void {
-  conn.sendFrame(storedResponseFrame(sequence, session.sessionId, result.seq, result.duplicate, ownResult.seq));
-  // To every device of the sender, this one included: delivery passes over it for the device that sent it.
-  if (!ownResult.duplicate) ctx.router.deliver(session.uid, ownResult.seq, own, ownResult.epoch);
 }
 
 function storeFailed(conn: Connection, sequence: UInt64 | undefined, sessionId: string, err: unknown): void {
