@@ -158,3 +158,33 @@ t.test('a burst from two workers to a third keeps each sender’s order, no loss
     );
   }
 });
+
+t.test("own copies cross workers: what alice's phone sends reaches her laptop and her tablet on other workers, in her inbox order, never the phone", async (t) => {
+  const phone = await cluster.client(a, 'alice5', 'phone', { ownCopies: true });
+  const laptop = await cluster.client(b, 'alice5', 'laptop', { ownCopies: true });
+  const bob = await cluster.client(c, 'bob5');
+  await sleep(LOGIN_RECHECKS_MS);
+
+  // Alternately: the phone to bob (an own copy for alice's inbox), bob to alice.
+  const expected: [string, string][] = [];
+  for (let i = 0; i < 4; i++) {
+    const sent = await phone.send('bob5', `mine:${i}`);
+    t.ok(sent.ownSeq > 0, 'the response gives the seq of the copy');
+    expected.push(['alice5', `mine:${i}`]);
+    await bob.send('alice5', `theirs:${i}`);
+    expected.push(['bob5', `theirs:${i}`]);
+  }
+  await laptop.got.atLeast(8);
+  await phone.got.atLeast(4);
+  await sleep(300);
+  t.same(laptop.got.seqs, oneTo(8), "the laptop: alice's seqs 1..8, once each");
+  t.same(laptop.got.messages.map((m) => [m.from, m.content]), expected, 'the whole conversation, in order');
+  t.ok(laptop.got.from('alice5').every((m) => m.own && m.originDevice === 'phone' && m.to === 'bob5'), 'her own, from the phone, to bob');
+  t.same(phone.got.messages.map((m) => m.content), ['theirs:0', 'theirs:1', 'theirs:2', 'theirs:3'], 'the phone: only what bob sent');
+  t.same(phone.got.seqs, [2, 4, 6, 8], 'at seqs that pass over its own');
+
+  // A device that logs in later, on a third worker, gets the same by replay.
+  const tablet = await cluster.client(c, 'alice5', 'tablet', { ownCopies: true });
+  await tablet.got.atLeast(8);
+  t.same(tablet.got.messages.map((m) => [m.from, m.content]), expected, 'the tablet by replay: the same conversation');
+});
