@@ -24,6 +24,13 @@ export interface IncomingMessage {
   seq: number;
   from: string;
   to: string;
+  /**
+   * A copy of a message this user sent from another device (ownCopies): `from` is this user,
+   * `to` the peer, and `seq` its place in this user's own inbox.
+   */
+  own: boolean;
+  /** With `own`: the device that sent it ('' for one without an id); '' otherwise. */
+  originDevice: string;
   content: string;
   /** The sender's message id, as a decimal string (uint64). */
   msgId: string;
@@ -46,7 +53,7 @@ export interface IncomingMessage {
  * fields of a 1:1 message, but `seq` is the group's (one order for every member's every
  * device) and the group stands where the recipient would.
  */
-export interface GroupMessage extends Omit<IncomingMessage, 'to'> {
+export interface GroupMessage extends Omit<IncomingMessage, 'to' | 'own' | 'originDevice'> {
   group: string;
 }
 
@@ -158,6 +165,7 @@ export class EventHandler implements TransportHandlers {
   readonly #transport: Transport;
   readonly #acks: boolean;
   readonly #groups: boolean;
+  readonly #ownCopies: boolean;
   readonly #groupPositions: GroupPositions;
   #groupAckScheduled = false;
   #loginSequence = -1;
@@ -182,6 +190,7 @@ export class EventHandler implements TransportHandlers {
     // Group deliveries are acknowledged per group: groups need acks (ImClient refuses groups without).
     this.#groups = options.groups === true;
     this.#acks = (options.acks ?? true) || this.#groups;
+    this.#ownCopies = options.ownCopies === true;
     this.#groupPositions = new GroupPositions(options.groupPositions);
     this.#explicitHeartbeat = options.heartbeatIntervalMs;
     this.#heartbeatMs = settings.heartbeatIntervalMs;
@@ -229,6 +238,7 @@ export class EventHandler implements TransportHandlers {
           appVersion: this.#settings.appVersion ?? '',
           acks: this.#acks,
           ...(this.#groups ? { groups: true } : {}),
+          ...(this.#ownCopies ? { ownCopies: true } : {}),
           ...(this.#lastSeq !== undefined ? { lastSeq: this.#lastSeq } : {}),
           ...(this.#lastSeq !== undefined && this.#inboxEpoch !== 0 ? { inboxEpoch: this.#inboxEpoch } : {}),
         },
@@ -375,10 +385,17 @@ export class EventHandler implements TransportHandlers {
         return;
       }
     }
+    const from = m.from ?? '';
+    const to = m.to ?? '';
+    const originDevice = m.originDevice ?? '';
     this.#client.emit('message', {
       seq,
-      from: m.from ?? '',
-      to: m.to ?? '',
+      from,
+      to,
+      // A copy from a device with no id carries an empty origin_device, which decodes as none: but
+      // in this user's inbox only an own copy is from this user to someone else.
+      own: originDevice !== '' || (from === this.#uid && to !== this.#uid),
+      originDevice,
       content: m.content ?? '',
       msgId: String(m.msgId ?? 0),
       time: uint64Number(m.time),

@@ -17,7 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { SwitchboardError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
-import { encodeMessageFrame, storedRequestBody, uint64Number } from '../protocol/codec.js';
+import { encodeMessageFrame, ownCopyBody, storedRequestBody, uint64Number } from '../protocol/codec.js';
 import { DELIVERY_OVERHEAD, deliveryFits } from '../protocol/chat-frames.js';
 import { HEADER_LENGTH } from '../protocol/frame.js';
 import { HeadType, type ImMessage, type MessageRequest } from '../protocol/types.js';
@@ -45,6 +45,13 @@ export interface SendResult {
   seq: number;
   /** The server had stored this msgId already (a retry); `seq` is the original. */
   duplicate: boolean;
+  /**
+   * Position of the message's copy in the sender's own inbox, where this user's other devices
+   * (ownCopies) get it; 0 when the server keeps no copy (`--no-own-copies`, a message to oneself,
+   * an older server). This client's own position does not move to it: the server passes over
+   * the copy for this device, and the deliveries after it move the position past it.
+   */
+  ownSeq: number;
 }
 
 export interface GroupSendResult {
@@ -64,6 +71,8 @@ export interface GroupSendResult {
  * what a forward to another worker adds beyond the delivery (its epoch and tags).
  */
 const REQUEST_FIXED_BYTES = 128;
+/** What an own copy adds beyond its device id: the tag of origin_device (2) and its length (at most 3). */
+const OWN_COPY_FIXED_BYTES = 5;
 
 export class ImClient extends EventEmitter<ImClientEvents> {
   readonly uid: string;
@@ -188,7 +197,8 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   }
 
   /**
-   * Sends a chat message. Resolves once the server has stored it in the recipient's inbox;
+   * Sends a chat message. Resolves once the server has stored it in the recipient's inbox (and
+   * its copy in this user's, for the other devices: SendResult.ownSeq);
    * rejects with the server's error code or a client one (SB_ERR_CLIENT_*). While the client
    * is reconnecting the message waits, within `maxPendingRequests`; a message whose answer was
    * lost with the connection is sent again with the same msgId (the server stores it once).
@@ -202,7 +212,7 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     const response = await this.#request(HeadType.MESSAGE_REQUEST, { messageRequest: request }, this.#events.acks);
     const body = response.messageResponse;
     if (!body?.result) throw serverError(body?.errorCode, body?.info, 'message refused');
-    return { msgId, sequence: uint64Number(response.sequence), seq: uint64Number(body.seq), duplicate: body.duplicate === true };
+    return { msgId, sequence: uint64Number(response.sequence), seq: uint64Number(body.seq), duplicate: body.duplicate === true, ownSeq: uint64Number(body.ownSeq) };
   }
 
   /**
@@ -256,17 +266,26 @@ export class ImClient extends EventEmitter<ImClientEvents> {
    * the usual case; near the limit the request is encoded to know. A group message (`group`
    * given) is delivered with `to` set to the group, and forwarded to other workers with the
    * group id beside it: `to` is the group then.
+   *
+   * A 1:1 message to another user also has its own copy to fit (PROTOCOL.md §14): the stored
+   * body with this device's id in front, delivered and forwarded under this user's uid. Whether
+   * the server keeps copies (`--no-own-copies`) this client cannot know: it counts the copy.
    */
   #sizeCheck(request: MessageRequest, to: string, group = ''): SwitchboardError | undefined {
     const max = this.#options.maxFrameLength;
+    const own = group === '' && to !== this.uid;
     let chars = this.uid.length + to.length * 2 + group.length + this.#sessionId.length;
     for (const field of [request.content, request.json, request.url, request.property, request.fromNick]) chars += field?.length ?? 0;
+    // The copy is the body and more, forwarded under this uid instead of `to`.
+    if (own) chars += this.uid.length + this.deviceId.length;
     // A UTF-16 unit is at most 3 bytes of UTF-8 (a surrogate pair, two units, is 4).
-    if (chars * 3 + REQUEST_FIXED_BYTES + DELIVERY_OVERHEAD <= max) return undefined;
-    // Near the limit, the server's own rule on the body it would store (a copy: it sets fields).
-    const stored = storedRequestBody({ ...request }, this.uid, Date.now(), to).length;
-    if (deliveryFits(stored, Buffer.byteLength(to), max)) return undefined;
-    return new SwitchboardError('SB_ERR_MESSAGE_TOO_LARGE', `the message takes ${stored} bytes once stored; with its delivery it would exceed the frame limit of ${max}`);
+    if (chars * 3 + REQUEST_FIXED_BYTES + DELIVERY_OVERHEAD + (own ? OWN_COPY_FIXED_BYTES : 0) <= max) return undefined;
+    // Near the limit, the server's own rule on the bodies it would store (a copy: it sets fields).
+    const stored = storedRequestBody({ ...request }, this.uid, Date.now(), to);
+    const copy = own ? ownCopyBody(stored, this.deviceId).length : 0;
+    if (deliveryFits(stored.length, Buffer.byteLength(to), max) && (!own || deliveryFits(copy, Buffer.byteLength(this.uid), max))) return undefined;
+    const what = own ? `, its copy in your own inbox ${copy}` : '';
+    return new SwitchboardError('SB_ERR_MESSAGE_TOO_LARGE', `the message takes ${stored.length} bytes once stored${what}; with its delivery it would exceed the frame limit of ${max}`);
   }
 
   /** Logs out and closes. Resolves once the server confirmed or the connection ended. */

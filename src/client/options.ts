@@ -1,6 +1,6 @@
 // What an ImClient is given: where to connect and with which token, who it is, its timeouts and
 // bounds, how it reconnects, where its inbox and group positions are kept, and whether it takes
-// group deliveries. The defaults are applied in one place, clientSettings().
+// group deliveries and the copies of what its user sends from other devices. The defaults are applied in one place, clientSettings().
 
 import { DEFAULT_MAX_FRAME_LENGTH } from '../protocol/frame.js';
 import type { Logger } from '../log.js';
@@ -81,6 +81,13 @@ export interface ImClientOptions {
   groupPositions?: Readonly<Record<string, number>>;
   /** Called with a group and its new position after each processed group delivery: persist it for `groupPositions`. */
   saveGroupPosition?: (group: string, seq: number) => void;
+  /**
+   * Take the copies of the messages this user sends from its other devices (the login's
+   * `own_copies`): they are 'message' events with `own` set, `from` this user and `to` the peer,
+   * in the inbox's order with the rest. Default false: the server passes over them for this
+   * device, as for an original client. The copy of what this device sends never comes back.
+   */
+  ownCopies?: boolean;
   log?: Logger;
 }
 

@@ -1,9 +1,11 @@
 // `switchboard chat`: a terminal client. `@bob hello` sends, `#team hello` sends to a group,
-// incoming messages print as they arrive, `/quit` or the end of input logs out once what was sent
-// is stored. With --gate it logs in with a password through the HTTP gate (registering first with
-// --register), goes to the worker the gate names, and manages groups through the gate's group
-// API with the login's token (/groups, /create, /add, /remove, /members, /leave: chat-groups.ts). Input may be piped: lines read before the login are queued and sent,
-// and output that is not a terminal gets plain lines (no prompt, no escape codes).
+// incoming messages print as they arrive (and what you send from another device, as `me → bob`),
+// `/quit` or the end of input logs out once what was sent is stored. With --gate it logs in with a
+// password through the HTTP gate (registering first with --register), goes to the worker the gate
+// names, and manages groups through the gate's group API with the login's token (/groups, /create,
+// /add, /remove, /members, /leave: chat-groups.ts). Input may be piped: lines read before the login
+// are queued and sent, and output that is not a terminal gets plain lines (no prompt, no escape
+// codes).
 
 import readline from 'node:readline';
 import { TokenSigner, DEV_SECRET } from '../../auth/token.js';
@@ -144,12 +146,14 @@ function chatClient({ where, uid }: ChatLogin, deviceId: string, out: ChatOutput
     uid,
     deviceId,
     groups: true,
+    // What this user says from another device belongs in the conversation shown here.
+    ownCopies: true,
     // The first connect fails at once, with its reason: a wrong port or a gate that is down is
     // not worth a wait. Once logged in, a lost connection is retried for as long as it takes.
     retryStrategy: (attempt) => (loggedIn ? backoff(attempt) : null),
   });
 
-  client.on('message', (m) => out.line(`[${formatTime(shownTime(m, Date.now()))}] ${m.from}: ${m.content}`));
+  client.on('message', (m) => out.line(`[${formatTime(shownTime(m, Date.now()))}] ${m.own ? `me → ${m.to}` : m.from}: ${m.content}`));
   client.on('groupMessage', (m) => out.line(formatGroupMessage(m, directory.name(m.group))));
   client.on('groupEvent', (e) => {
     directory.heard(e);
