@@ -119,6 +119,11 @@ export function encodeMessageRequest(request: MessageRequest): Uint8Array {
   return MessageRequestType.encode(request as unknown as protobuf.Message).finish();
 }
 
+/** A stored body (storedRequestBody's, or an own copy) as the MessageRequest it holds. */
+export function decodeStoredRequest(body: Uint8Array): MessageRequest {
+  return MessageRequestType.decode(body) as unknown as MessageRequest;
+}
+
 /**
  * A received request as stored: `from` set to the sender, `seq` left out (the inbox assigns
  * it), `stored_at` set to `storedAt` (ms; whatever the sender put there), byte for byte what
@@ -127,11 +132,6 @@ export function encodeMessageRequest(request: MessageRequest): Uint8Array {
  * `seq`, `storedAt`) and encoded. `to`, when given and different, replaces the recipient as
  * written (its normalised form), and the request is encoded afresh.
  */
-/** A stored body (storedRequestBody's, or an own copy) as the MessageRequest it holds. */
-export function decodeStoredRequest(body: Uint8Array): MessageRequest {
-  return MessageRequestType.decode(body) as unknown as MessageRequest;
-}
-
 export function storedRequestBody(request: MessageRequest, from: string, storedAt: number, to?: string): Uint8Array {
   const wire = (request as WithWire)[REQUEST_WIRE];
   if (!wire || from === '' || storedAt <= 0 || (to !== undefined && to !== request.to)) {

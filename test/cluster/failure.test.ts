@@ -131,6 +131,22 @@ t.test('SIGKILL of a worker: it leaves, its sessions are purged, no acknowledged
       t.same(order, [...order].sort((x, y) => x - y), `${uid}: ${sender.uid}'s messages in the order sent`);
     }
   }
+
+  // And every acknowledged message is on its sender's other devices: a new one gets each own copy once, at the own_seq its response gave.
+  for (const sender of senders) {
+    const other = await cluster.client(b, sender.uid, `${sender.uid}-tablet`, { ownCopies: true });
+    const ownHead = await head(sender.uid);
+    await until(`${sender.uid}'s new device processed its inbox up to ${ownHead}`, () => other.lastSeq === ownHead);
+    const shown = other.got.messages;
+    const bySeq = new Map(shown.map((m) => [m.seq, m]));
+    const mine = acked.filter((a) => a.sender === sender.uid);
+    t.same(
+      mine.filter((a) => !(bySeq.get(a.result.ownSeq)?.own && bySeq.get(a.result.ownSeq)?.content === a.content)).map((a) => `${a.content}@${a.result.ownSeq}`),
+      [],
+      `${sender.uid}: all ${mine.length} acknowledged messages are its own copies, at their own_seq`,
+    );
+    t.equal(new Set(shown.map((m) => m.content)).size, shown.length, `${sender.uid}: no copy stored twice`);
+  }
 });
 
 async function redisExists(url: string, key: string): Promise<number> {
