@@ -312,8 +312,9 @@ function summarize(load: Load, results: ChatLoadResult[], timeline: DriverTimeli
     driverCpu: sum(['driver']),
   };
   if (load.rate !== undefined) metrics.offeredPerSec = load.rate;
-  const redis = processes.find((p) => p.role === 'redis');
-  if (redis && cpu[redis.pid] !== undefined) metrics.redisCpu = cpu[redis.pid]!;
+  // The Redis of this run's target (an earlier target's, stopped, has no samples here).
+  const redis = processes.find((p) => p.role === 'redis' && cpu[p.pid] !== undefined);
+  if (redis) metrics.redisCpu = cpu[redis.pid]!;
   return {
     label: load.label,
     metrics,
