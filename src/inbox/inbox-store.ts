@@ -76,10 +76,11 @@ export interface InboxStore {
   append(request: AppendRequest): AppendResult | Promise<AppendResult>;
   /**
    * Appends `first`, then `second` (a message and its own copy in the sender's inbox), answering
-   * at once or with a promise as append() does. Redis runs both in one script: stored together
-   * or not at all, in one round trip. Memory appends them one after the other: only its memory
-   * bound can refuse the second (SB_ERR_STORE_FULL) once the first is stored; a resend of both
-   * then finds the first a duplicate.
+   * at once or with a promise as append() does. Redis runs both in one script, in one round
+   * trip: no other command runs between them, and a refusal (Redis out of memory) comes before
+   * either is written. Memory appends them one after the other: only its memory bound can refuse
+   * the second (SB_ERR_STORE_FULL) once the first is stored; a resend of both then finds the
+   * first a duplicate (the caller delivers it then).
    */
   appendPair(first: AppendRequest, second: AppendRequest): [AppendResult, AppendResult] | Promise<[AppendResult, AppendResult]>;
   /** Messages after `after`, oldest first, at most `limit` (0: bounds only). */

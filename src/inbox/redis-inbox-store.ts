@@ -1,5 +1,5 @@
 // Redis InboxStore. One user's keys share the hash tag {uid}, so they live in one Redis Cluster
-// slot and each Lua script touches one slot:
+// slot and each Lua script but appendPair's (a message and its own copy: two users) touches one slot:
 //
 //   <prefix>{uid}:seq            string   last assigned sequence (never expires)
 //   <prefix>{uid}:ep             string   the inbox's epoch (never expires)

@@ -93,7 +93,8 @@ export function inboxStoreConformance(t: Test, make: MakeInbox): void {
     const inbox = await make();
     t.teardown(() => inbox.close());
     await inbox.append({ uid: 'alice', sender: 'bob', msgId: '9', body: body('from bob') });
-    const pair = (msgId: string, text: string) => inbox.appendPair({ uid: 'bob', sender: 'alice', msgId, body: body(text) }, { uid: 'alice', sender: 'alice', msgId, body: body(`copy of ${text}`) });
+    // The copy's dedupe sender is (alice, bob), as the chat handler makes it.
+    const pair = (msgId: string, text: string) => inbox.appendPair({ uid: 'bob', sender: 'alice', msgId, body: body(text) }, { uid: 'alice', sender: 'alice\0bob', msgId, body: body(`copy of ${text}`) });
     const [first, copy] = await pair('42', 'hi');
     t.match(first, { seq: 1, duplicate: false });
     t.match(copy, { seq: 2, duplicate: false }, "the copy follows what alice's inbox held");
@@ -106,7 +107,7 @@ export function inboxStoreConformance(t: Test, make: MakeInbox): void {
     t.match(again, { seq: 1, duplicate: true }, 'a resend finds both');
     t.match(copyAgain, { seq: 2, duplicate: true });
     // The copy stored before on its own (a message stored, its copy refused): the resend stores the rest.
-    await inbox.append({ uid: 'alice', sender: 'alice', msgId: '43', body: body('copy of later') });
+    await inbox.append({ uid: 'alice', sender: 'alice\0bob', msgId: '43', body: body('copy of later') });
     const [later, laterCopy] = await pair('43', 'later');
     t.match(later, { seq: 2, duplicate: false });
     t.match(laterCopy, { seq: 3, duplicate: true });
@@ -114,6 +115,8 @@ export function inboxStoreConformance(t: Test, make: MakeInbox): void {
     const [legacy2, legacyCopy2] = await pair('0', 'not deduplicated');
     t.same([legacy.seq, legacyCopy.seq, legacy2.seq, legacyCopy2.seq], [3, 4, 4, 5], 'msgId 0: stored every time');
     t.equal(legacy2.duplicate || legacyCopy2.duplicate, false);
+    // Another sender key in the same inbox (a note to oneself, keyed by 'alice') is another message.
+    t.match(await inbox.append({ uid: 'alice', sender: 'alice', msgId: '42', body: body('note') }), { seq: 6, duplicate: false });
   });
 
   t.test('msgId 0 or empty is never deduplicated', async (t) => {

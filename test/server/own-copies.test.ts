@@ -10,7 +10,6 @@ import { connectLoggedIn } from '../helpers/raw-session.js';
 import { frameHeader, isDelivery, seqOf, u64, type RawClient } from '../../testkit/raw-client.js';
 import { HeadType } from '../../src/protocol/types.js';
 import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
-import { encodeMessage } from '../../src/protocol/codec.js';
 
 /** Polls `check` until it holds (a position is saved behind, on release). */
 async function until(check: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
@@ -181,8 +180,10 @@ t.test('attack: a request carrying origin_device (to hide a message from devices
   const tn = await memory(t);
   await login(t, tn, 'bob', 'b1');
   const mallory = await login(t, tn, 'mallory', 'm1');
-  // Written first, as the server writes own copies, so that a stored body would start with it.
-  const body = Buffer.from(encodeMessage({ type: HeadType.MESSAGE_REQUEST, sequence: 5, messageRequest: { originDevice: 'b2', msgId: 1, to: 'bob', content: 'x' } }));
+  // Written first (raw bytes: an encoder writes fields in number order), as the server writes
+  // own copies, so that a body stored as it came would start with it: a2 01 02 "b2", then msg_id 1, to "bob", content "x".
+  const request = Buffer.from('a201026232' + '0801' + '1a03626f62' + '320178', 'hex');
+  const body = Buffer.concat([Buffer.from([0x08, 0x05, 0x10, 0x05, 0x32, request.length]), request]);
   mallory.sendRaw(Buffer.concat([frameHeader(body.length), body]));
   const refused = (await mallory.response(5)).messageResponse!;
   t.equal(refused.errorCode, 'SB_ERR_BAD_REQUEST');

@@ -36,16 +36,17 @@ export function handleChat(ctx: ServerContext, conn: Connection, session: LocalS
     if (ctx.rate.flooded(session)) conn.close(ctx.rate.flood);
     return;
   }
+  // Server-set fields, present at all (an empty one too): on a group message as on a chat one.
+  if (request && (Object.hasOwn(request, 'originDevice') || Object.hasOwn(request, 'event'))) {
+    conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_BAD_REQUEST', reason: 'messageRequest.origin_device and event are set by the server only' }));
+    return;
+  }
   if (request?.group) {
     handleGroupChat(ctx, conn, session, sequence, request);
     return;
   }
   if (!request || !request.to) {
     conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_BAD_REQUEST', reason: 'MESSAGE_REQUEST needs messageRequest.to' }));
-    return;
-  }
-  if (request.originDevice || request.event) {
-    conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_BAD_REQUEST', reason: 'messageRequest.origin_device and event are set by the server only' }));
     return;
   }
   if (request.from && request.from !== session.uid) {
@@ -97,7 +98,7 @@ function store(ctx: ServerContext, conn: Connection, session: LocalSession, sequ
   const msgId = session.acks ? uint64String(request.msgId) : '0';
   const append = { uid: to, sender: session.uid, msgId, body };
   if (own) {
-    storeWithCopy(ctx, conn, session, sequence, to, append, { uid: session.uid, sender: session.uid, msgId, body: own });
+    storeWithCopy(ctx, conn, session, sequence, to, append, { uid: session.uid, sender: ownSender(session.uid, to), msgId, body: own });
     return;
   }
   let result: AppendResult | Promise<AppendResult>;
@@ -150,9 +151,20 @@ function storeWithCopy(ctx: ServerContext, conn: Connection, session: LocalSessi
   );
 }
 
+/**
+ * The dedupe sender of an own copy: (sender, recipient), since a msg_id is unique per sender and
+ * recipient (PROTOCOL.md §5), and apart from the sender's messages to itself (keyed by its uid alone).
+ */
+function ownSender(uid: string, to: string): string {
+  return `${uid}\0${to}`;
+}
+
 function storedWithCopy(ctx: ServerContext, conn: Connection, session: LocalSession, sequence: UInt64 | undefined, to: string, body: Uint8Array, own: Uint8Array, [result, ownResult]: [AppendResult, AppendResult]): void {
   conn.sendFrame(storedResponseFrame(sequence, session.sessionId, result.seq, result.duplicate, ownResult.seq));
-  if (!result.duplicate) ctx.router.deliver(to, result.seq, body, result.epoch);
+  // A duplicate whose copy is new is the resend after a refused copy: the message itself was not
+  // delivered then (the refusal was the answer), so it is now. A recipient that has it reads its
+  // inbox and writes nothing.
+  if (!result.duplicate || !ownResult.duplicate) ctx.router.deliver(to, result.seq, body, result.epoch);
   // To every device of the sender, this one included: delivery passes over it for the device that sent it.
   if (!ownResult.duplicate) ctx.router.deliver(session.uid, ownResult.seq, own, ownResult.epoch);
 }
