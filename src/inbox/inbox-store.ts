@@ -35,6 +35,14 @@ export interface AppendRequest {
   msgId: string;
   /** Handed over to the store: the caller must not modify it afterwards. */
   body: Uint8Array;
+  /**
+   * The conversation the message belongs to in `uid`'s inbox (PROTOCOL.md §14): the other
+   * party's uid, or the owner's own for a note to itself. Undefined: not a message of a
+   * conversation, and not listed (an event).
+   */
+  conversation?: string;
+  /** The owner sent it (its own copy, a note to itself): not unread, and it marks the conversation read up to itself. */
+  own?: boolean;
 }
 
 export interface AppendResult {
@@ -65,6 +73,54 @@ export interface InboxRange extends InboxBounds {
   messages: StoredMessage[];
 }
 
+/**
+ * One conversation of an inbox's owner, as its chat list shows it. Kept up to date by every
+ * append that names a `conversation` (O(1) per message, in the same atomic step).
+ */
+export interface ConversationEntry {
+  /** The other party's uid (the owner's own for notes to itself). */
+  conversation: string;
+  /** The seq and store time of the conversation's last message in the owner's inbox. */
+  lastSeq: number;
+  lastAt: number;
+  /** That message while it is retained; undefined once pruned. */
+  last: StoredMessage | undefined;
+  /** Read up to this seq of the owner's inbox (0: nothing read). */
+  readSeq: number;
+  /** Messages received in the conversation after readSeq (the owner's own never count). */
+  unread: number;
+}
+
+export interface ConversationPage {
+  /** Most recent activity first: descending lastSeq. */
+  conversations: ConversationEntry[];
+  /** Older conversations exist: ask again with `before` = the last entry's lastSeq. */
+  more: boolean;
+}
+
+export interface HistoryPage {
+  /** The conversation's newest retained messages with seq < before, at most `limit`, ascending. */
+  messages: StoredMessage[];
+  /** Older retained messages of the conversation exist: ask again with `before` = messages[0].seq. */
+  more: boolean;
+  /** The conversation had messages that retention pruned: a page that ends without `more` ends at the retention edge. */
+  pruned: boolean;
+  /** The inbox's lowest retained seq (head + 1 when it retains none). */
+  oldest: number;
+}
+
+export interface ReadResult {
+  /** False: the owner has no such conversation; nothing changed. */
+  found: boolean;
+  /** The read position afterwards: the mark, clamped to the last message, never lower than before. */
+  readSeq: number;
+  unread: number;
+  /** The read event's seq in the owner's inbox; undefined when the position did not move (nothing appended). */
+  eventSeq: number | undefined;
+  /** The owner inbox's epoch (of eventSeq). */
+  epoch: number;
+}
+
 export interface InboxStore {
   /**
    * Atomically assigns the next sequence and stores the message (or finds its duplicate). A store
@@ -83,6 +139,21 @@ export interface InboxStore {
    * first a duplicate (the caller delivers it then).
    */
   appendPair(first: AppendRequest, second: AppendRequest): [AppendResult, AppendResult] | Promise<[AppendResult, AppendResult]>;
+  /**
+   * The owner's conversations with lastSeq < `before` (0: from the most recent), most recent
+   * first, at most `limit`. One whose last message is older than the retention age is gone; so
+   * is the least recent one beyond maxMessages conversations.
+   */
+  conversations(uid: string, before: number, limit: number): Promise<ConversationPage>;
+  /** One conversation's retained messages before `before` (0: the newest), a page of at most `limit`. */
+  history(uid: string, conversation: string, before: number, limit: number): Promise<HistoryPage>;
+  /**
+   * Marks the conversation read up to `seq` (clamped to its last message). When that moves the
+   * read position forward, `event` (the read event for the owner's other devices: an own entry,
+   * not a message of any conversation) is appended to the owner's inbox in the same atomic step.
+   * Unread becomes the number of received messages after the new position.
+   */
+  markRead(uid: string, conversation: string, seq: number, event: Uint8Array): Promise<ReadResult>;
   /** Messages after `after`, oldest first, at most `limit` (0: bounds only). */
   range(uid: string, after: number, limit: number): Promise<InboxRange>;
   /** The device's saved position (always one of the inbox's current epoch); undefined when the device has none. */

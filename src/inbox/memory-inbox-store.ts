@@ -18,7 +18,8 @@ import { SwitchboardError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { DedupeWindow, dedupeKey } from './dedupe-window.js';
 import { MessageLog } from './message-log.js';
-import { DEFAULT_INBOX_LIMITS, hasDedupeId, newEpoch, type AppendRequest, type AppendResult, type InboxLimits, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
+import { ConversationIndex } from './conversation-index.js';
+import { DEFAULT_INBOX_LIMITS, hasDedupeId, newEpoch, type AppendRequest, type AppendResult, type ConversationEntry, type ConversationPage, type HistoryPage, type InboxLimits, type InboxRange, type InboxStore, type ReadResult, type StoredMessage } from './inbox-store.js';
 
 export interface MemoryInboxLimits extends InboxLimits {
   /** Accounted bytes of all inboxes together; an append past it is refused (SB_ERR_STORE_FULL). */
@@ -58,6 +59,8 @@ interface Inbox {
   log: MessageLog;
   dedupe: DedupeWindow;
   cursors: Map<string, number>;
+  /** The chat list: made by the first append that names a conversation. */
+  conversations: ConversationIndex | undefined;
   /** What this inbox's cursors are accounted at (CURSOR_BYTES and the device ids). */
   cursorBytes: number;
   /** INBOX_BYTES and the uid's characters. */
@@ -119,10 +122,10 @@ export class MemoryInboxStore implements InboxStore {
   }
 
   /** Synchronous: returns the result, or throws SB_ERR_STORE_FULL. */
-  append({ uid, sender, msgId, body }: AppendRequest): AppendResult {
+  append({ uid, sender, msgId, body, conversation, own }: AppendRequest): AppendResult {
     const now = this.#now();
     const key = hasDedupeId(msgId) ? dedupeKey(msgId) : undefined;
-    const dedupeCost = key === undefined ? 0 : DedupeWindow.MAX_ADD_BYTES;
+    const dedupeCost = (key === undefined ? 0 : DedupeWindow.MAX_ADD_BYTES) + (conversation === undefined ? 0 : ConversationIndex.addCost(conversation));
     let inbox = this.#inboxes.get(uid);
     let before = 0;
     if (inbox === undefined) {
@@ -144,13 +147,68 @@ export class MemoryInboxStore implements InboxStore {
       this.#reserve(inbox.log.pushCost(body.length) + dedupeCost, now, this.#limits.maxBytes);
       before = bytesOf(inbox);
     }
-    const seq = ++inbox.head;
-    inbox.log.push(seq, now, body);
+    const seq = this.#push(inbox, now, body);
     if (key !== undefined) inbox.dedupe.add(sender, key, seq, now + this.#limits.dedupeWindowMs);
-    const { log } = inbox;
-    while (log.length > this.#limits.maxMessages) log.shift();
+    if (conversation !== undefined) (inbox.conversations ??= new ConversationIndex(this.#limits.maxMessages, this.#limits.maxMessages)).add(conversation, seq, now, own === true);
     this.#settle(inbox, before);
     return { seq, duplicate: false, epoch: inbox.epoch };
+  }
+
+  /** Stores `body` as the inbox's next seq, within maxMessages; the caller settles the bytes. */
+  #push(inbox: Inbox, now: number, body: Uint8Array): number {
+    const seq = ++inbox.head;
+    inbox.log.push(seq, now, body);
+    const { log } = inbox;
+    while (log.length > this.#limits.maxMessages) log.shift();
+    return seq;
+  }
+
+  async conversations(uid: string, before: number, limit: number): Promise<ConversationPage> {
+    const inbox = this.#read(uid);
+    if (inbox?.conversations === undefined) return { conversations: [], more: false };
+    const { conversations, more } = inbox.conversations.page(before, limit);
+    const { log } = inbox;
+    return {
+      more,
+      conversations: conversations.map((c): ConversationEntry => ({ conversation: c.id, lastSeq: c.lastSeq, lastAt: c.lastAt, last: log.get(c.lastSeq), readSeq: c.readSeq, unread: c.unread })),
+    };
+  }
+
+  async history(uid: string, conversation: string, before: number, limit: number): Promise<HistoryPage> {
+    const inbox = this.#read(uid);
+    const oldest = inbox ? oldestOf(inbox) : (this.#heads.get(uid) ?? 0) + 1;
+    const c = inbox?.conversations?.get(conversation);
+    if (c === undefined) return { messages: [], more: false, pruned: false, oldest };
+    const before0 = bytesOf(inbox!);
+    const page = inbox!.conversations!.history(c, before, limit, oldest);
+    this.#settle(inbox!, before0);
+    return { messages: page.seqs.map((seq) => inbox!.log.get(seq)!), more: page.more, pruned: page.pruned, oldest };
+  }
+
+  async markRead(uid: string, conversation: string, seq: number, event: Uint8Array): Promise<ReadResult> {
+    const inbox = this.#read(uid);
+    const c = inbox?.conversations?.get(conversation);
+    if (c === undefined) return { found: false, readSeq: 0, unread: 0, eventSeq: undefined, epoch: inbox?.epoch ?? this.#epoch };
+    const now = this.#now();
+    const before = bytesOf(inbox!);
+    // Room for the event first: a mark that cannot tell the other devices is not made.
+    if (Math.min(seq, c.lastSeq) > c.readSeq) this.#reserve(inbox!.log.pushCost(event.length), now, this.#limits.maxBytes);
+    const moved = inbox!.conversations!.markRead(c, seq, oldestOf(inbox!));
+    const eventSeq = moved ? this.#push(inbox!, now, event) : undefined;
+    this.#settle(inbox!, before);
+    return { found: true, readSeq: c.readSeq, unread: c.unread, eventSeq, epoch: inbox!.epoch };
+  }
+
+  /** The inbox, pruned by age (its messages and conversations) as every read does; undefined when there is none. */
+  #read(uid: string): Inbox | undefined {
+    const inbox = this.#inboxes.get(uid);
+    if (inbox === undefined) return undefined;
+    const before = bytesOf(inbox);
+    const now = this.#now();
+    this.#pruneAge(inbox, now);
+    inbox.conversations?.expire(now - this.#limits.maxAgeMs, oldestOf(inbox));
+    this.#settle(inbox, before);
+    return inbox;
   }
 
   appendPair(first: AppendRequest, second: AppendRequest): [AppendResult, AppendResult] {
@@ -167,7 +225,7 @@ export class MemoryInboxStore implements InboxStore {
     this.#pruneAge(inbox, this.#now());
     this.#settle(inbox, before);
     const { log, head, epoch } = inbox;
-    const oldest = log.length > 0 ? log.firstSeq : head + 1;
+    const oldest = oldestOf(inbox);
     const messages: StoredMessage[] = [];
     for (let seq = Math.max(after + 1, oldest); seq <= head && messages.length < limit; seq++) messages.push(log.get(seq)!);
     return { head, oldest, epoch, messages };
@@ -249,7 +307,8 @@ export class MemoryInboxStore implements InboxStore {
       const before = bytesOf(inbox);
       this.#pruneAge(inbox, now);
       inbox.dedupe.expire(now);
-      if (inbox.log.length === 0 && inbox.dedupe.size === 0 && inbox.cursors.size === 0 && inbox.epoch === this.#epoch) {
+      inbox.conversations?.expire(now - this.#limits.maxAgeMs, oldestOf(inbox));
+      if (inbox.log.length === 0 && inbox.dedupe.size === 0 && inbox.cursors.size === 0 && !inbox.conversations?.size && inbox.epoch === this.#epoch) {
         this.#inboxes.delete(uid);
         this.#heads.set(uid, inbox.head);
         this.#bytes += HEAD_BYTES + uid.length - before;
@@ -280,7 +339,7 @@ export class MemoryInboxStore implements InboxStore {
     const made = fixedBytes + MessageLog.EMPTY_BYTES;
     if (head === undefined) this.#reserve(made + cost, now, this.#newInboxBytes);
     else this.#reserve(made + cost - (HEAD_BYTES + uid.length), now, this.#limits.maxBytes);
-    const inbox: Inbox = { head: head ?? 0, epoch: this.#epoch, log: new MessageLog(), dedupe: new DedupeWindow(this.#limits.maxMessages), cursors: new Map(), cursorBytes: 0, fixedBytes };
+    const inbox: Inbox = { head: head ?? 0, epoch: this.#epoch, log: new MessageLog(), dedupe: new DedupeWindow(this.#limits.maxMessages), cursors: new Map(), conversations: undefined, cursorBytes: 0, fixedBytes };
     if (head !== undefined) {
       this.#heads.delete(uid);
       this.#bytes -= HEAD_BYTES + uid.length;
@@ -317,5 +376,10 @@ export class MemoryInboxStore implements InboxStore {
 
 /** An inbox's accounted bytes. */
 function bytesOf(inbox: Inbox): number {
-  return inbox.fixedBytes + inbox.log.bytes + inbox.dedupe.bytes + inbox.cursorBytes;
+  return inbox.fixedBytes + inbox.log.bytes + inbox.dedupe.bytes + inbox.cursorBytes + (inbox.conversations?.bytes ?? 0);
+}
+
+/** The lowest seq the inbox retains; its head + 1 when it retains none. */
+function oldestOf(inbox: Inbox): number {
+  return inbox.log.length > 0 ? inbox.log.firstSeq : inbox.head + 1;
 }

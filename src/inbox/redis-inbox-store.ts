@@ -6,9 +6,14 @@
 //   <prefix>{uid}:log            zset     score = seq, member = "<seq>|<storedAt>|<body bytes>"
 //   <prefix>{uid}:cur            hash     deviceId -> acknowledged / delivered position
 //   <prefix>{uid}:dd:<sender>\0<msgId>   string   seq, expires after the dedupe window
+//   <prefix>{uid}:cl             zset     the chat list: score = lastSeq, member = conversation id
+//   <prefix>{uid}:cv             hash     conversation id -> "lastSeq|lastAt|readSeq|unread|received|total"
+//   <prefix>{uid}:cx:<id>        zset     one conversation's index: score = seq, member = "<seq>:<2 × received + own>"
 //
-// Append (dedupe check, sequence, store, prune) is one script: one round trip, atomic. The
-// client auto-pipelines, so concurrent appends share round trips.
+// Append (dedupe check, sequence, store, prune, and the conversation's entry and index) is one
+// script: one round trip, atomic. The client auto-pipelines, so concurrent appends share round
+// trips. The index's running count of received messages makes a read mark anywhere O(log n):
+// unread = received - the count at the mark (PROTOCOL.md §14).
 //
 // The epoch is created by the first script that finds none (an append, or the read of a login):
 // after Redis lost its data, the inbox that numbers from 1 again has a new one. The candidate
@@ -17,7 +22,7 @@
 
 import type { Redis, RedisOptions } from 'ioredis';
 import { createRedisClient, pingRedis, storeUnavailable } from '../redis/redis-client.js';
-import { DEFAULT_INBOX_LIMITS, hasDedupeId, EpochSource, type AppendRequest, type AppendResult, type InboxLimits, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
+import { DEFAULT_INBOX_LIMITS, hasDedupeId, EpochSource, type AppendRequest, type AppendResult, type ConversationEntry, type ConversationPage, type HistoryPage, type InboxLimits, type ReadResult, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
 
 // The limits are written into the scripts (fewer arguments per call is measurably faster).
 // Expired messages are pruned from the oldest end on every 16th append and on every read;
@@ -46,9 +51,74 @@ local function epoch(key, candidate)
   return candidate
 end
 `;
-  // One inbox's append: {seq, duplicate (0|1), epoch}.
-  const append = `${prune}${epoch}
-local function append(seqKey, epKey, logKey, ddKey, body, now, dedupe, candidate)
+  // A conversation's entry, and forgetting one (its entry, list slot and index).
+  const conversation = `
+local function entryOf(cvKey, id)
+  local entry = redis.call('HGET', cvKey, id)
+  if not entry then return nil end
+  local lastSeq, lastAt, readSeq, unread, received, total = string.match(entry, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+  return {lastSeq = tonumber(lastSeq), lastAt = lastAt, readSeq = tonumber(readSeq), unread = tonumber(unread), received = tonumber(received), total = tonumber(total)}
+end
+local function saveEntry(cvKey, id, e)
+  redis.call('HSET', cvKey, id, e.lastSeq .. '|' .. e.lastAt .. '|' .. e.readSeq .. '|' .. e.unread .. '|' .. e.received .. '|' .. e.total)
+end
+local function forget(clKey, cvKey, id)
+  redis.call('ZREM', clKey, id)
+  redis.call('HDEL', cvKey, id)
+  redis.call('DEL', string.sub(cvKey, 1, -3) .. 'cx:' .. id)
+end
+-- Conversations whose last message is older than the retention age, least recent first.
+local function expireConversations(clKey, cvKey, now)
+  local cutoff = now - ${maxAgeMs}
+  for _ = 1, 1000 do
+    local first = redis.call('ZRANGE', clKey, 0, 0)
+    if #first == 0 then return end
+    local e = entryOf(cvKey, first[1])
+    if e and tonumber(e.lastAt) >= cutoff then return end
+    forget(clKey, cvKey, first[1])
+  end
+end
+-- The lowest retained seq (head + 1 when none), after the caller pruned the log.
+local function oldestOf(seqKey, logKey)
+  local first = redis.call('ZRANGE', logKey, 0, 0, 'WITHSCORES')
+  if #first > 0 then return tonumber(first[2]) end
+  return tonumber(redis.call('GET', seqKey) or '0') + 1
+end
+`;
+  // One inbox's append: {seq, duplicate (0|1), epoch}. conv '' : an entry of no conversation.
+  const append = `${prune}${epoch}${conversation}
+local function converse(clKey, cvKey, cxKey, id, own, seq, now)
+  local e = entryOf(cvKey, id)
+  if not e then
+    if redis.call('ZCARD', clKey) >= ${maxMessages} then
+      local least = redis.call('ZRANGE', clKey, 0, 0)
+      forget(clKey, cvKey, least[1])
+    end
+    e = {lastSeq = 0, lastAt = now, readSeq = 0, unread = 0, received = 0, total = 0}
+  end
+  e.lastSeq = seq
+  e.lastAt = now
+  e.total = e.total + 1
+  local count
+  if own == '1' then
+    e.readSeq = seq
+    e.unread = 0
+    count = e.received * 2 + 1
+  else
+    e.received = e.received + 1
+    e.unread = e.unread + 1
+    count = e.received * 2
+  end
+  saveEntry(cvKey, id, e)
+  redis.call('ZADD', clKey, seq, id)
+  redis.call('ZADD', cxKey, seq, seq .. ':' .. count)
+  -- The inbox retains at most maxMessages seqs: older index entries go now and then.
+  if e.total % 16 == 0 then redis.call('ZREMRANGEBYSCORE', cxKey, '-inf', '(' .. (seq - ${maxMessages} + 1)) end
+  redis.call('PEXPIRE', clKey, ${maxAgeMs})
+  redis.call('PEXPIRE', cvKey, ${maxAgeMs})
+  redis.call('PEXPIRE', cxKey, ${maxAgeMs})
+end
+local function append(seqKey, epKey, logKey, ddKey, clKey, cvKey, cxKey, body, now, dedupe, candidate, conv, own)
   local ep = epoch(epKey, candidate)
   if dedupe == '1' then
     local seen = redis.call('GET', ddKey)
@@ -62,20 +132,112 @@ local function append(seqKey, epKey, logKey, ddKey, body, now, dedupe, candidate
   end
   redis.call('PEXPIRE', logKey, ${maxAgeMs})
   if dedupe == '1' then redis.call('SET', ddKey, seq, 'PX', ${dedupeWindowMs}) end
+  if conv ~= '' then converse(clKey, cvKey, cxKey, conv, own, seq, now) end
   return {seq, 0, ep}
 end
 `;
   return {
-    // KEYS: seq, ep, log, dedupe   ARGV: body, now, dedupe (0|1), candidate epoch
+    // KEYS: seq, ep, log, dedupe, cl, cv, cx   ARGV: body, now, dedupe (0|1), candidate epoch, conversation ('' : none), own (0|1)
     append: `${append}
-return append(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+return append(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 `,
-    // KEYS: the four of each inbox   ARGV: body 1, body 2, now, dedupe (0|1), candidate epoch 1 and 2
+    // KEYS: the seven of each inbox   ARGV: body 1, body 2, now, dedupe (0|1), candidate epoch 1 and 2, conversation 1 and 2, own 1 and 2
     // Two inboxes in one script: one Redis, not a Redis Cluster (their keys are in two slots).
     appendPair: `${append}
-local a = append(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[3], ARGV[4], ARGV[5])
-local b = append(KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[2], ARGV[3], ARGV[4], ARGV[6])
+local a = append(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[7], ARGV[9])
+local b = append(KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[8], ARGV[10])
 return {a[1], a[2], a[3], b[1], b[2], b[3]}
+`,
+    // KEYS: log, cl, cv   ARGV: before (0: the newest), limit, now
+    // {ids, entries, last messages ('' : pruned), more (0|1)}, most recent first.
+    conversations: `${prune}${conversation}
+local now = tonumber(ARGV[3])
+prune(KEYS[1], now)
+expireConversations(KEYS[2], KEYS[3], now)
+local limit = tonumber(ARGV[2])
+if limit <= 0 then return {{}, {}, {}, 0} end
+local max = '+inf'
+if ARGV[1] ~= '0' then max = '(' .. ARGV[1] end
+local ids = redis.call('ZREVRANGEBYSCORE', KEYS[2], max, '-inf', 'LIMIT', 0, limit + 1)
+local more = 0
+if #ids > limit then
+  more = 1
+  ids[#ids] = nil
+end
+local entries, lasts = {}, {}
+for i, id in ipairs(ids) do
+  local entry = redis.call('HGET', KEYS[3], id) or ''
+  entries[i] = entry
+  local lastSeq = string.match(entry, '^(%d+)|') or '0'
+  lasts[i] = redis.call('ZRANGEBYSCORE', KEYS[1], lastSeq, lastSeq)[1] or ''
+end
+return {ids, entries, lasts, more}
+`,
+    // KEYS: seq, log, cl, cv, cx   ARGV: conversation, before (0: the newest), limit, now
+    // {oldest, more (0|1), pruned (0|1), messages ascending}.
+    history: `${prune}${conversation}
+local now = tonumber(ARGV[4])
+prune(KEYS[2], now)
+local oldest = oldestOf(KEYS[1], KEYS[2])
+local e = entryOf(KEYS[4], ARGV[1])
+if not e then return {oldest, 0, 0, {}} end
+if tonumber(e.lastAt) < now - ${maxAgeMs} then
+  forget(KEYS[3], KEYS[4], ARGV[1])
+  return {oldest, 0, 0, {}}
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. oldest)
+local limit = tonumber(ARGV[3])
+local max = '+inf'
+if ARGV[2] ~= '0' then max = '(' .. ARGV[2] end
+local index = redis.call('ZREVRANGEBYSCORE', KEYS[5], max, '-inf', 'LIMIT', 0, limit + 1)
+local more = 0
+if #index > limit then
+  more = 1
+  index[#index] = nil
+end
+local pruned = 0
+if e.total > redis.call('ZCARD', KEYS[5]) then pruned = 1 end
+local messages = {}
+for i = #index, 1, -1 do
+  local seq = string.match(index[i], '^(%d+):')
+  messages[#messages + 1] = redis.call('ZRANGEBYSCORE', KEYS[2], seq, seq)[1]
+end
+return {oldest, more, pruned, messages}
+`,
+    // KEYS: seq, ep, log, dd, cl, cv, cx   ARGV: conversation, seq, event body, now, candidate epoch
+    // {found (0|1), readSeq, unread, event seq (0: none), epoch}.
+    markRead: `${append}
+local now = tonumber(ARGV[4])
+prune(KEYS[3], now)
+local ep = epoch(KEYS[2], ARGV[5])
+local e = entryOf(KEYS[6], ARGV[1])
+if e and tonumber(e.lastAt) < now - ${maxAgeMs} then
+  forget(KEYS[5], KEYS[6], ARGV[1])
+  e = nil
+end
+if not e then return {0, 0, 0, 0, ep} end
+local target = math.min(tonumber(ARGV[2]), e.lastSeq)
+if target <= e.readSeq then return {1, e.readSeq, e.unread, 0, ep} end
+redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', '(' .. oldestOf(KEYS[1], KEYS[3]))
+if target == e.lastSeq or redis.call('ZCARD', KEYS[7]) == 0 then
+  e.unread = 0
+else
+  local receivedAt
+  local at = redis.call('ZREVRANGEBYSCORE', KEYS[7], target, '-inf', 'LIMIT', 0, 1)
+  if #at > 0 then
+    receivedAt = math.floor(tonumber(string.match(at[1], ':(%d+)$')) / 2)
+  else
+    -- Below the first retained entry: what was pruned counts as read.
+    local count = tonumber(string.match(redis.call('ZRANGE', KEYS[7], 0, 0)[1], ':(%d+)$'))
+    receivedAt = math.floor(count / 2)
+    if count % 2 == 0 then receivedAt = receivedAt - 1 end
+  end
+  e.unread = e.received - receivedAt
+end
+e.readSeq = target
+saveEntry(KEYS[6], ARGV[1], e)
+local r = append(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[3], ARGV[4], '0', ARGV[5], '', '0')
+return {1, e.readSeq, e.unread, r[1], r[3]}
 `,
     // KEYS: seq, ep, log   ARGV: after, limit, now, candidate epoch
     range: `${prune}${epoch}
@@ -112,10 +274,15 @@ return ARGV[2]
   };
 }
 
+type Keys7 = [seq: string, ep: string, log: string, dedupe: string, cl: string, cv: string, cx: string];
+
 type Scripts = {
-  sbAppend(seq: string, ep: string, log: string, dedupe: string, body: Buffer, now: number, dedupe01: string, epoch: number): Promise<[number, number, string]>;
-  sbAppendPair(seq1: string, ep1: string, log1: string, dd1: string, seq2: string, ep2: string, log2: string, dd2: string, body1: Buffer, body2: Buffer, now: number, dedupe01: string, epoch1: number, epoch2: number): Promise<[number, number, string, number, number, string]>;
+  sbAppend(...args: [...Keys7, body: Buffer, now: number, dedupe01: string, epoch: number, conversation: string, own01: string]): Promise<[number, number, string]>;
+  sbAppendPair(...args: [...Keys7, ...Keys7, body1: Buffer, body2: Buffer, now: number, dedupe01: string, epoch1: number, epoch2: number, conversation1: string, conversation2: string, own1: string, own2: string]): Promise<[number, number, string, number, number, string]>;
   sbRangeBuffer(seq: string, ep: string, log: string, after: number, limit: number, now: number, epoch: number): Promise<[number, number, Buffer[], Buffer]>;
+  sbConversationsBuffer(log: string, cl: string, cv: string, before: number, limit: number, now: number): Promise<[Buffer[], Buffer[], Buffer[], number]>;
+  sbHistoryBuffer(seq: string, log: string, cl: string, cv: string, cx: string, conversation: string, before: number, limit: number, now: number): Promise<[number, number, number, Buffer[]]>;
+  sbMarkRead(...args: [...Keys7, conversation: string, seq: number, event: Buffer, now: number, epoch: number]): Promise<[number, number, number, number, string]>;
   sbSaveCursor(seqKey: string, ep: string, cur: string, deviceId: string, position: number, epoch: number): Promise<number>;
   sbResetEpoch(ep: string, cur: string, expected: number, epoch: number): Promise<string>;
 };
@@ -146,9 +313,12 @@ export class RedisInboxStore implements InboxStore {
     this.#now = options.now ?? Date.now;
     const redis = createRedisClient(options.url, options);
     const lua = scripts(this.#limits);
-    redis.defineCommand('sbAppend', { numberOfKeys: 4, lua: lua.append });
-    redis.defineCommand('sbAppendPair', { numberOfKeys: 8, lua: lua.appendPair });
+    redis.defineCommand('sbAppend', { numberOfKeys: 7, lua: lua.append });
+    redis.defineCommand('sbAppendPair', { numberOfKeys: 14, lua: lua.appendPair });
     redis.defineCommand('sbRange', { numberOfKeys: 3, lua: lua.range });
+    redis.defineCommand('sbConversations', { numberOfKeys: 3, lua: lua.conversations });
+    redis.defineCommand('sbHistory', { numberOfKeys: 5, lua: lua.history });
+    redis.defineCommand('sbMarkRead', { numberOfKeys: 7, lua: lua.markRead });
     redis.defineCommand('sbSaveCursor', { numberOfKeys: 3, lua: lua.saveCursor });
     redis.defineCommand('sbResetEpoch', { numberOfKeys: 2, lua: lua.resetEpoch });
     this.#redis = redis as Redis & Scripts;
@@ -159,21 +329,10 @@ export class RedisInboxStore implements InboxStore {
     return this.#redis;
   }
 
-  async append({ uid, sender, msgId, body }: AppendRequest): Promise<AppendResult> {
-    const dedupe = hasDedupeId(msgId);
-    const k = this.#keys(uid);
+  async append(request: AppendRequest): Promise<AppendResult> {
     let reply: [number, number, string];
     try {
-      reply = await this.#redis.sbAppend(
-        k.seq,
-        k.ep,
-        k.log,
-        dedupe ? `${k.base}:dd:${sender}\0${msgId}` : `${k.base}:dd`,
-        bufferOf(body),
-        this.#now(),
-        dedupe ? '1' : '0',
-        this.#epochs.next(),
-      );
+      reply = await this.#redis.sbAppend(...this.#appendKeys(request, hasDedupeId(request.msgId)), bufferOf(request.body), this.#now(), hasDedupeId(request.msgId) ? '1' : '0', this.#epochs.next(), request.conversation ?? '', request.own === true ? '1' : '0');
     } catch (err) {
       throw storeUnavailable('inbox', err);
     }
@@ -183,26 +342,22 @@ export class RedisInboxStore implements InboxStore {
 
   async appendPair(first: AppendRequest, second: AppendRequest): Promise<[AppendResult, AppendResult]> {
     // The two share the msgId (a message and its own copy); each keeps its own dedupe key.
-    const a = this.#keys(first.uid);
-    const b = this.#keys(second.uid);
     const dedupe = hasDedupeId(first.msgId) && hasDedupeId(second.msgId);
     let reply: [number, number, string, number, number, string];
     try {
       reply = await this.#redis.sbAppendPair(
-        a.seq,
-        a.ep,
-        a.log,
-        dedupe ? `${a.base}:dd:${first.sender}\0${first.msgId}` : `${a.base}:dd`,
-        b.seq,
-        b.ep,
-        b.log,
-        dedupe ? `${b.base}:dd:${second.sender}\0${second.msgId}` : `${b.base}:dd`,
+        ...this.#appendKeys(first, dedupe),
+        ...this.#appendKeys(second, dedupe),
         bufferOf(first.body),
         bufferOf(second.body),
         this.#now(),
         dedupe ? '1' : '0',
         this.#epochs.next(),
         this.#epochs.next(),
+        first.conversation ?? '',
+        second.conversation ?? '',
+        first.own === true ? '1' : '0',
+        second.own === true ? '1' : '0',
       );
     } catch (err) {
       throw storeUnavailable('inbox', err);
@@ -211,6 +366,49 @@ export class RedisInboxStore implements InboxStore {
       { seq: Number(reply[0]), duplicate: reply[1] === 1, epoch: Number(reply[2]) },
       { seq: Number(reply[3]), duplicate: reply[4] === 1, epoch: Number(reply[5]) },
     ];
+  }
+
+  async conversations(uid: string, before: number, limit: number): Promise<ConversationPage> {
+    const k = this.#keys(uid);
+    let reply: [Buffer[], Buffer[], Buffer[], number];
+    try {
+      reply = await this.#redis.sbConversationsBuffer(k.log, k.cl, k.cv, before, limit, this.#now());
+    } catch (err) {
+      throw storeUnavailable('inbox', err);
+    }
+    const [ids, entries, lasts, more] = reply;
+    return {
+      more: more === 1,
+      conversations: ids.map((id, i): ConversationEntry => {
+        const [lastSeq = 0, lastAt = 0, readSeq = 0, unread = 0] = entries[i]!.toString('latin1').split('|').map(Number);
+        const last = lasts[i]!;
+        return { conversation: id.toString('utf8'), lastSeq, lastAt, readSeq, unread, last: last.length === 0 ? undefined : parseMember(last) };
+      }),
+    };
+  }
+
+  async history(uid: string, conversation: string, before: number, limit: number): Promise<HistoryPage> {
+    const k = this.#keys(uid);
+    let reply: [number, number, number, Buffer[]];
+    try {
+      reply = await this.#redis.sbHistoryBuffer(k.seq, k.log, k.cl, k.cv, k.cx(conversation), conversation, before, limit, this.#now());
+    } catch (err) {
+      throw storeUnavailable('inbox', err);
+    }
+    const [oldest, more, pruned, messages] = reply;
+    return { oldest: Number(oldest), more: more === 1, pruned: pruned === 1, messages: messages.map(parseMember) };
+  }
+
+  async markRead(uid: string, conversation: string, seq: number, event: Uint8Array): Promise<ReadResult> {
+    const k = this.#keys(uid);
+    let reply: [number, number, number, number, string];
+    try {
+      reply = await this.#redis.sbMarkRead(k.seq, k.ep, k.log, `${k.base}:dd`, k.cl, k.cv, k.cx(conversation), conversation, seq, bufferOf(event), this.#now(), this.#epochs.next());
+    } catch (err) {
+      throw storeUnavailable('inbox', err);
+    }
+    const [found, readSeq, unread, eventSeq, epoch] = reply;
+    return { found: found === 1, readSeq: Number(readSeq), unread: Number(unread), eventSeq: eventSeq === 0 ? undefined : Number(eventSeq), epoch: Number(epoch) };
   }
 
   async range(uid: string, after: number, limit: number): Promise<InboxRange> {
@@ -263,7 +461,13 @@ export class RedisInboxStore implements InboxStore {
 
   #keys(uid: string) {
     const base = `${this.#prefix}{${uid}}`;
-    return { base, seq: `${base}:seq`, ep: `${base}:ep`, log: `${base}:log`, cur: `${base}:cur` };
+    return { base, seq: `${base}:seq`, ep: `${base}:ep`, log: `${base}:log`, cur: `${base}:cur`, cl: `${base}:cl`, cv: `${base}:cv`, cx: (conversation: string) => `${base}:cx:${conversation}` };
+  }
+
+  /** An append's seven keys; the dedupe and index keys are placeholders (unused) without a msgId or a conversation. */
+  #appendKeys({ uid, sender, msgId, conversation }: AppendRequest, dedupe: boolean): Keys7 {
+    const k = this.#keys(uid);
+    return [k.seq, k.ep, k.log, dedupe ? `${k.base}:dd:${sender}\0${msgId}` : `${k.base}:dd`, k.cl, k.cv, conversation === undefined ? `${k.base}:cx` : k.cx(conversation)];
   }
 }
 

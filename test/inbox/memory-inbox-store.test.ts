@@ -2,8 +2,10 @@ import t from 'tap';
 import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
 import { isPromise } from '../../src/inbox/inbox-store.js';
 import { inboxStoreConformance } from './inbox-store.conformance.js';
+import { conversationsConformance } from './conversations.conformance.js';
 
 inboxStoreConformance(t, async (limits, now) => new MemoryInboxStore(limits, now));
+conversationsConformance(t, async (limits, now) => new MemoryInboxStore(limits, now));
 
 const body = (text: string) => Buffer.from(text);
 

@@ -2,11 +2,13 @@ import t from 'tap';
 import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
 import { startRedis } from '../helpers/redis.js';
 import { inboxStoreConformance } from './inbox-store.conformance.js';
+import { conversationsConformance } from './conversations.conformance.js';
 
 const redis = await startRedis(t);
 let n = 0;
 // Each test gets its own key prefix on the one server.
 inboxStoreConformance(t, async (limits, now) => new RedisInboxStore({ url: redis.url, limits, keyPrefix: `t${++n}:`, now }));
+conversationsConformance(t, async (limits, now) => new RedisInboxStore({ url: redis.url, limits, keyPrefix: `t${++n}:`, now }));
 
 const body = (text: string) => Buffer.from(text);
 

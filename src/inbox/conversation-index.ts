@@ -1,0 +1,176 @@
+// One inbox's conversations for the memory store (PROTOCOL.md §14): an entry per conversation
+// (its last message, read position, unread count) and an index of the conversation's inbox seqs,
+// each with the running count of messages received in it, so that a read mark anywhere costs
+// O(log n) and a history page O(log n + page). Kept up to date by every append that names a
+// conversation, in O(1). The Redis store keeps the same three things in a zset, a hash and a
+// zset per conversation; both pass test/inbox/conversations.conformance.ts.
+
+/** Accounted per conversation: the entry object, its Map slot, the two arrays' headers (V8, rounded up), plus the id's characters. */
+const CONVERSATION_BYTES = 320;
+/** Accounted per indexed message: a seq and a count, a double each. */
+const INDEXED_BYTES = 16;
+
+export interface Conversation {
+  readonly id: string;
+  lastSeq: number;
+  lastAt: number;
+  readSeq: number;
+  unread: number;
+  /** Messages received in it ever (counted at arrival). */
+  received: number;
+  /** Messages, own ones included, ever appended to it. */
+  total: number;
+  /** The index from `start` on: inbox seqs, ascending, and for each 2 × `received` right after it, + 1 for the owner's own. */
+  seqs: number[];
+  counts: number[];
+  start: number;
+}
+
+export class ConversationIndex {
+  /** Least recent first: an append moves its conversation to the end. */
+  readonly #byId = new Map<string, Conversation>();
+  #bytes = 0;
+  readonly #maxConversations: number;
+  readonly #maxIndexed: number;
+
+  /** At most `maxConversations` conversations, each indexing its last `maxIndexed` seqs of the inbox. */
+  constructor(maxConversations: number, maxIndexed: number) {
+    this.#maxConversations = maxConversations;
+    this.#maxIndexed = maxIndexed;
+  }
+
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  get size(): number {
+    return this.#byId.size;
+  }
+
+  /** What an append to a conversation may add at most (a new entry and its first index slot). */
+  static addCost(id: string): number {
+    return CONVERSATION_BYTES + id.length + INDEXED_BYTES;
+  }
+
+  get(id: string): Conversation | undefined {
+    return this.#byId.get(id);
+  }
+
+  /** Message `seq` of the conversation, stored at `at`; `own`: the owner sent it. */
+  add(id: string, seq: number, at: number, own: boolean): void {
+    let c = this.#byId.get(id);
+    if (c === undefined) {
+      c = { id, lastSeq: 0, lastAt: 0, readSeq: 0, unread: 0, received: 0, total: 0, seqs: [], counts: [], start: 0 };
+      this.#bytes += CONVERSATION_BYTES + id.length;
+      if (this.#byId.size >= this.#maxConversations) this.#drop(this.#byId.values().next().value!);
+    } else {
+      this.#byId.delete(id);
+    }
+    this.#byId.set(id, c);
+    c.lastSeq = seq;
+    c.lastAt = at;
+    c.total++;
+    if (own) {
+      c.readSeq = seq;
+      c.unread = 0;
+    } else {
+      c.received++;
+      c.unread++;
+    }
+    c.seqs.push(seq);
+    c.counts.push(c.received * 2 + (own ? 1 : 0));
+    this.#bytes += INDEXED_BYTES;
+    // The inbox retains at most maxIndexed seqs: older ones are pruned from it anyway.
+    this.#trim(c, seq - this.#maxIndexed + 1);
+  }
+
+  /**
+   * Conversations with lastSeq < before (0: all), most recent first, at most `limit`, and whether
+   * there are more. O(conversations): at most maxConversations per inbox.
+   */
+  page(before: number, limit: number): { conversations: Conversation[]; more: boolean } {
+    if (limit <= 0) return { conversations: [], more: false };
+    // Least recent first, so ascending lastSeq: those that qualify are a prefix.
+    const found: Conversation[] = [];
+    for (const c of this.#byId.values()) {
+      if (before !== 0 && c.lastSeq >= before) break;
+      found.push(c);
+    }
+    return { conversations: found.slice(-limit).reverse(), more: found.length > limit };
+  }
+
+  /** Forgets conversations whose last message is older than `cutoff`, and index entries below `oldest` (what the inbox no longer retains). */
+  expire(cutoff: number, oldest: number): void {
+    for (const c of this.#byId.values()) {
+      if (c.lastAt >= cutoff) break;
+      this.#drop(c);
+    }
+    for (const c of this.#byId.values()) this.#trim(c, oldest);
+  }
+
+  /**
+   * Conversation `c`'s retained seqs below `before` (0: all), newest `limit` of them ascending,
+   * after trimming what is below `oldest`.
+   */
+  history(c: Conversation, before: number, limit: number, oldest: number): { seqs: number[]; more: boolean; pruned: boolean } {
+    this.#trim(c, oldest);
+    const end = before === 0 ? c.seqs.length : lowerBound(c.seqs, before, c.start);
+    const from = Math.max(c.start, end - limit);
+    return { seqs: c.seqs.slice(from, end), more: from > c.start, pruned: c.total > c.seqs.length - c.start };
+  }
+
+  /** Moves `c`'s read position to `seq` (clamped to its last message) if that is forward; true when it moved. */
+  markRead(c: Conversation, seq: number, oldest: number): boolean {
+    seq = Math.min(seq, c.lastSeq);
+    if (seq <= c.readSeq) return false;
+    this.#trim(c, oldest);
+    c.readSeq = seq;
+    if (seq === c.lastSeq) {
+      c.unread = 0;
+      return true;
+    }
+    const { seqs, counts, start } = c;
+    if (start === seqs.length) {
+      c.unread = 0;
+      return true;
+    }
+    const at = lowerBound(seqs, seq + 1, start) - 1;
+    // Below the first retained entry: what was pruned counts as read.
+    const first = counts[start]!;
+    const receivedAt = at >= start ? Math.floor(counts[at]! / 2) : Math.floor(first / 2) - (first % 2 === 1 ? 0 : 1);
+    c.unread = c.received - receivedAt;
+    return true;
+  }
+
+  #drop(c: Conversation): void {
+    this.#byId.delete(c.id);
+    this.#bytes -= CONVERSATION_BYTES + c.id.length + INDEXED_BYTES * (c.seqs.length - c.start);
+  }
+
+  /** Drops index entries below `oldest`; compacts once half of the arrays is dropped. */
+  #trim(c: Conversation, oldest: number): void {
+    const { seqs } = c;
+    let { start } = c;
+    while (start < seqs.length && seqs[start]! < oldest) start++;
+    if (start === c.start) return;
+    this.#bytes -= INDEXED_BYTES * (start - c.start);
+    if (start * 2 >= seqs.length) {
+      c.seqs = seqs.slice(start);
+      c.counts = c.counts.slice(start);
+      start = 0;
+    }
+    c.start = start;
+  }
+}
+
+/** The first index >= from whose value is >= value (values ascending). */
+function lowerBound(values: readonly number[], value: number, from: number): number {
+  let lo = from;
+  let hi = values.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (values[mid]! < value) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
