@@ -31,14 +31,19 @@ export const Field = {
     peerDeliver: 20,
     peerNudge: 21,
     peerGroup: 22,
+    conversationRequest: 23,
+    conversationResponse: 24,
   },
-  LoginRequest: { uid: 1, deviceId: 2, token: 3, platform: 4, appVersion: 5, acks: 16, lastSeq: 17, inboxEpoch: 18, groups: 19, ownCopies: 20 },
+  LoginRequest: { uid: 1, deviceId: 2, token: 3, platform: 4, appVersion: 5, acks: 16, lastSeq: 17, inboxEpoch: 18, groups: 19, ownCopies: 20, noReplay: 21 },
   LoginResponse: { result: 1, code: 2, info: 3, expose: 4, errorCode: 16, inboxHead: 17, syncFrom: 18, gap: 19, inboxEpoch: 20, reset: 21, heartbeatIntervalMs: 22 },
   MessageRequest: { msgId: 1, from: 2, to: 3, time: 4, msgType: 5, content: 6, url: 8, property: 9, fromNick: 10, json: 11, seq: 16, storedAt: 17, group: 18, event: 19, originDevice: 20 },
   MessageResponse: { result: 1, code: 2, info: 3, expose: 4, errorCode: 16, seq: 17, duplicate: 18, ownSeq: 19 },
   MessageNotification: { noId: 1, json: 2, timestamp: 3 },
   MessageHeartBeat: { seq: 1, uid: 2, json: 3 },
   MessageAck: { seq: 1, group: 2 },
+  ConversationRequest: { op: 1, peer: 2, before: 3, limit: 4, seq: 5 },
+  Conversation: { peer: 1, lastSeq: 2, lastAt: 3, readSeq: 4, unread: 5, last: 6, truncated: 7 },
+  ConversationResponse: { result: 1, code: 2, info: 3, errorCode: 16, conversations: 17, messages: 18, nextBefore: 19, oldest: 20, pruned: 21, readSeq: 22, unread: 23, eventSeq: 24 },
   PeerHello: { nodeId: 1, nonce: 2 },
   PeerChallenge: { nodeId: 1, nonce: 2, mac: 3 },
   PeerAuth: { mac: 1 },
@@ -58,6 +63,9 @@ export const HeadType = {
   MESSAGE_NOTIFICATION: 7,
   /** switchboard: client's cumulative receipt of inbox sequences. */
   MESSAGE_ACK: 8,
+  /** switchboard: the conversation list, a history page or a read mark (ConversationRequest.op). */
+  CONVERSATION_REQUEST: 9,
+  CONVERSATION_RESPONSE: 10,
   /** switchboard cluster: worker <-> worker frames (see PeerHello etc.). */
   PEER_HELLO: 20,
   PEER_CHALLENGE: 21,
@@ -142,6 +150,8 @@ export interface LoginRequest {
   groups?: boolean;
   /** Copies of what the user sends from its other devices (MessageRequest.originDevice set). */
   ownCopies?: boolean;
+  /** Replay nothing: the position becomes the inbox head. */
+  noReplay?: boolean;
 }
 
 export interface LoginResponse {
@@ -197,6 +207,47 @@ export interface MessageAck {
   seq?: UInt64;
   /** `seq` is of this group's sequence; empty: the inbox. */
   group?: string;
+}
+
+/** ConversationRequest.op. */
+export const ConversationOp = {
+  LIST: 1,
+  HISTORY: 2,
+  READ: 3,
+} as const;
+export type ConversationOp = (typeof ConversationOp)[keyof typeof ConversationOp];
+
+export interface ConversationRequest {
+  op?: number;
+  peer?: string;
+  before?: UInt64;
+  limit?: number;
+  seq?: UInt64;
+}
+
+export interface Conversation {
+  peer?: string;
+  lastSeq?: UInt64;
+  lastAt?: UInt64;
+  readSeq?: UInt64;
+  unread?: number;
+  last?: MessageRequest | null;
+  truncated?: boolean;
+}
+
+export interface ConversationResponse {
+  result?: boolean;
+  code?: number;
+  info?: string;
+  errorCode?: string;
+  conversations?: Conversation[];
+  messages?: MessageRequest[];
+  nextBefore?: UInt64;
+  oldest?: UInt64;
+  pruned?: boolean;
+  readSeq?: UInt64;
+  unread?: number;
+  eventSeq?: UInt64;
 }
 
 export interface MessageNotification {
@@ -261,4 +312,6 @@ export interface ImMessage {
   peerDeliver?: PeerDeliver | null;
   peerNudge?: PeerNudge | null;
   peerGroup?: PeerGroup | null;
+  conversationRequest?: ConversationRequest | null;
+  conversationResponse?: ConversationResponse | null;
 }
