@@ -238,6 +238,8 @@ export interface GateConfig {
   checkMembers?: boolean;
   /** A cluster's gate: how it probes the workers; default DEFAULT_PROBE_SETTINGS. */
   probe?: ProbeSettings;
+  /** A cluster's gate: the workers' inbox limits (--inbox-max-messages, ...), which its conversation reads prune by; default DEFAULT_INBOX_LIMITS. */
+  inboxLimits?: InboxLimits;
 }
 
 /** One process: a worker, a gate, or both (`switchboard start`: the gate embedded, on the worker's stores). */
@@ -495,6 +497,7 @@ function embeddedGate(config: SwitchboardConfig, g: GateConfig, worker: WorkerPa
     limits: g.limits,
     trustProxy: g.trustProxy,
     groups: { ...groups, checkMembers: g.checkMembers },
+    conversations: { inbox: node.inbox, normalizePeers: g.checkMembers !== false },
     log: config.log.child({ component: 'gate' }),
   });
   return { gate, start: () => gate.listen(), stop: () => gate.close() };
@@ -516,6 +519,8 @@ function clusterGate(config: SwitchboardConfig, g: GateConfig, groups: Groups, o
   const users = own(redisUsers(redis, log));
   // Every gate on this Redis counts in the same windows: the limits hold for the whole fleet.
   const rateLimits = own(new RedisRateLimitStore({ url: redis.url, keyPrefix: `${redis.keyPrefix}rl:`, timeoutMs: redis.timeoutMs }));
+  // The workers' inboxes, read for the conversation routes: with the workers' limits, since a read prunes by them.
+  const inbox = own(new RedisInboxStore({ url: redis.url, keyPrefix: redis.keyPrefix, limits: g.inboxLimits, timeoutMs: redis.timeoutMs }));
   const gate = new WebGate({
     host: g.host,
     port: g.port,
@@ -530,6 +535,7 @@ function clusterGate(config: SwitchboardConfig, g: GateConfig, groups: Groups, o
     trustProxy: g.trustProxy,
     probe,
     groups: { ...groups, checkMembers: g.checkMembers },
+    conversations: { inbox, normalizePeers: g.checkMembers !== false },
     log: log.child({ component: 'gate' }),
   });
   return {
@@ -546,6 +552,7 @@ function clusterGate(config: SwitchboardConfig, g: GateConfig, groups: Groups, o
       await registry.close();
       await users.close();
       await rateLimits.close();
+      await inbox.close();
       await groups.notifier.close();
       await groups.store.close();
     },

@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import Long from 'long';
 import { FrameDecoder, FRAME_MAGIC, FRAME_VERSION, HEADER_LENGTH } from '../src/protocol/frame.js';
 import { decodeMessage, encodeMessageFrame } from '../src/protocol/codec.js';
-import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage, type LoginResponse, type MessageRequest } from '../src/protocol/types.js';
+import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ConversationRequest, type ImMessage, type LoginResponse, type MessageRequest } from '../src/protocol/types.js';
 
 /** What a client allows the server's frames: bounded by what clients may send, with headroom. */
 export const CLIENT_MAX_FRAME_LENGTH = 1024 * 1024;
@@ -123,6 +123,8 @@ export interface SyncOptions {
   groups?: boolean;
   /** Take the copies of what the user sends from other devices (LoginRequest.own_copies). */
   ownCopies?: boolean;
+  /** Replay nothing: the position becomes the inbox head (LoginRequest.no_replay). */
+  noReplay?: boolean;
 }
 
 /** A frame header with arbitrary (possibly invalid) fields. */
@@ -230,7 +232,7 @@ export class RawClient {
     token: string | undefined,
     deviceId: string,
     sequence: Long | number = PRE_LOGIN_SEQUENCE,
-    { acks, lastSeq, inboxEpoch, groups, ownCopies }: SyncOptions = {},
+    { acks, lastSeq, inboxEpoch, groups, ownCopies, noReplay }: SyncOptions = {},
   ): ImMessage {
     return {
       type: HeadType.LOGIN_REQUEST,
@@ -247,6 +249,7 @@ export class RawClient {
         ...(inboxEpoch !== undefined ? { inboxEpoch } : {}),
         ...(groups !== undefined ? { groups } : {}),
         ...(ownCopies !== undefined ? { ownCopies } : {}),
+        ...(noReplay !== undefined ? { noReplay } : {}),
       },
     };
   }
@@ -300,6 +303,13 @@ export class RawClient {
   /** Resolves the MESSAGE_RESPONSE whose sequence is `sequence`. */
   response(sequence: number, timeoutMs?: number): Promise<ImMessage> {
     return this.next((m) => m.type === HeadType.MESSAGE_RESPONSE && u64(m.sequence) === String(sequence), timeoutMs);
+  }
+
+  /** Sends a CONVERSATION_REQUEST and resolves its CONVERSATION_RESPONSE. */
+  async conversation(request: ConversationRequest, timeoutMs?: number): Promise<ImMessage> {
+    const sequence = this.nextSequence();
+    this.send({ type: HeadType.CONVERSATION_REQUEST, sequence, sessionId: this.sessionId, conversationRequest: request });
+    return this.next((m) => m.type === HeadType.CONVERSATION_RESPONSE && u64(m.sequence) === String(sequence), timeoutMs);
   }
 
   /** Sends a chat message and resolves its MESSAGE_RESPONSE. */

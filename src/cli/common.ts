@@ -192,7 +192,7 @@ export function probeFrom(v: OptionValues<typeof PROBE_OPTIONS>): ProbeSettings 
   return { ...DEFAULT_PROBE_SETTINGS, intervalMs: v['probe-interval-ms'], timeoutMs: v['probe-timeout-ms'] };
 }
 
-export function inboxLimitsFrom(v: OptionValues<typeof INBOX_OPTIONS>): InboxLimits {
+export function inboxLimitsFrom(v: Pick<OptionValues<typeof INBOX_OPTIONS>, 'inbox-max-messages' | 'inbox-max-age-s' | 'dedupe-window-s'>): InboxLimits {
   return {
     maxMessages: v['inbox-max-messages'],
     maxAgeMs: v['inbox-max-age-s'] * 1000,
@@ -248,6 +248,7 @@ export const GATE_OPTIONS = {
   'rate-user': { ...count(1), group: 'gate', description: 'failed logins per user name per hour, from addresses it has not logged in from within 30 days', default: DEFAULT_GATE_LIMITS.perUser.max },
   'rate-group-changes': { ...count(1), group: 'gate', description: 'group changes (create, update, dissolve, add, remove, leave, role, transfer) per user per minute', default: DEFAULT_GATE_LIMITS.groupChanges.max },
   'rate-group-reads': { ...count(1), group: 'gate', description: 'group reads (GET /api/groups...) per user per minute', default: DEFAULT_GATE_LIMITS.groupReads.max },
+  'rate-conversation-reads': { ...count(1), group: 'gate', description: 'conversation reads (GET /api/conversations...) per user per minute', default: DEFAULT_GATE_LIMITS.conversationReads.max },
   'trust-proxy': { type: 'string', group: 'gate', description: 'proxies whose X-Forwarded-For names the client: comma-separated addresses, CIDRs, loopback, linklocal, uniquelocal; unset: none' },
 } as const satisfies OptionSpecs;
 
@@ -261,6 +262,7 @@ export function gateLimitsFrom(v: OptionValues<typeof GATE_OPTIONS>, dev: boolea
     perUser: { ...DEFAULT_GATE_LIMITS.perUser, max: v['rate-user'] },
     groupChanges: { ...DEFAULT_GATE_LIMITS.groupChanges, max: v['rate-group-changes'] },
     groupReads: { ...DEFAULT_GATE_LIMITS.groupReads, max: v['rate-group-reads'] },
+    conversationReads: { ...DEFAULT_GATE_LIMITS.conversationReads, max: v['rate-conversation-reads'] },
   };
 }
 

@@ -231,7 +231,8 @@ export function groupRoutes(app: FastifyInstance, options: GroupRoutesOptions): 
 }
 
 /** The token of an `Authorization: Bearer <token>` header. */
-function bearer(header: string | undefined): string {
+/** The token of an `Authorization: Bearer <token>` header (SB_ERR_NO_TOKEN, SB_ERR_TOKEN_INVALID otherwise). */
+export function bearer(header: string | undefined): string {
   if (header === undefined || header === '') throw new SwitchboardError('SB_ERR_NO_TOKEN', 'the request carries no Authorization: Bearer <token>');
   const match = /^Bearer +(\S+) *$/i.exec(header);
   if (!match) throw new SwitchboardError('SB_ERR_TOKEN_INVALID', 'the Authorization header is not "Bearer <token>"');

@@ -19,6 +19,8 @@ import { MemoryRateLimitStore } from './memory-rate-limit-store.js';
 import type { WorkerProbe } from './worker-probe.js';
 import type { GroupLimits, GroupStore } from '../groups/group-store.js';
 import { groupRoutes } from './group-routes.js';
+import { conversationRoutes } from './conversation-routes.js';
+import type { InboxStore } from '../inbox/inbox-store.js';
 import type { GroupNotifier } from '../groups/group-notifier.js';
 
 export interface GateLimits extends LoginLimits {
@@ -37,6 +39,8 @@ export interface GateLimits extends LoginLimits {
   groupChanges: RateLimit;
   /** Group reads per user. */
   groupReads: RateLimit;
+  /** Conversation reads (chat list, history pages) per user. */
+  conversationReads: RateLimit;
 }
 
 export const DEFAULT_GATE_LIMITS: Readonly<GateLimits> = Object.freeze({
@@ -50,6 +54,7 @@ export const DEFAULT_GATE_LIMITS: Readonly<GateLimits> = Object.freeze({
   maxConcurrentHashes: 4,
   groupChanges: Object.freeze({ max: 60, windowMs: 60_000 }),
   groupReads: Object.freeze({ max: 600, windowMs: 60_000 }),
+  conversationReads: Object.freeze({ max: 600, windowMs: 60_000 }),
 });
 
 /**
@@ -87,6 +92,11 @@ export interface WebGateOptions {
    * Unset: the gate has no group routes. Closed by the caller.
    */
   groups?: { store: GroupStore; notifier: GroupNotifier; limits?: Partial<GroupLimits>; checkMembers?: boolean };
+  /**
+   * The inboxes, for the conversation routes (conversation-routes.ts); `normalizePeers`: peers are
+   * account names (default). Unset: no conversation routes. Closed by the caller.
+   */
+  conversations?: { inbox: InboxStore; normalizePeers?: boolean };
   log: Logger;
 }
 
@@ -184,6 +194,10 @@ export class WebGate {
       const { groupChanges: changes, groupReads: reads } = this.#o.limits;
       const { checkMembers = true, ...groups } = this.#o.groups;
       groupRoutes(app, { ...groups, signer: this.#o.signer, users: checkMembers ? this.#o.users : undefined, rates: { store: this.#rateLimits, changes, reads } });
+    }
+    if (this.#o.conversations) {
+      const { inbox, normalizePeers = true } = this.#o.conversations;
+      conversationRoutes(app, { inbox, signer: this.#o.signer, normalizePeers, rates: { store: this.#rateLimits, reads: this.#o.limits.conversationReads } });
     }
     app.get('/healthz', async () => ({ ok: true, workers: this.#o.registry.workers().length }));
 

@@ -47,6 +47,8 @@ export interface SyncRequest {
   seq?: number;
   /** The inbox epoch `seq` belongs to; undefined or 0: not known to the device. */
   epoch?: number;
+  /** Replay nothing (LoginRequest.no_replay): the position becomes the head, and is saved so at once. */
+  noReplay?: boolean;
 }
 
 export interface DeliveryOptions {
@@ -80,6 +82,13 @@ export class Delivery {
   async prepare(session: LocalSession, requested: SyncRequest): Promise<SyncStart> {
     const { uid, deviceId } = session;
     let bounds = await this.#inbox.range(uid, 0, 0);
+    if (requested.noReplay) {
+      // The client pages what it shows (CONVERSATION_REQUEST); its position is right from here on.
+      await this.#inbox.saveCursor(uid, deviceId, bounds.head, bounds.epoch);
+      this.#begin(session, bounds.head, bounds.epoch, bounds.head);
+      session.savedPosition = bounds.head;
+      return { inboxHead: bounds.head, syncFrom: bounds.head, gap: false, epoch: bounds.epoch, reset: false };
+    }
     let reset = false;
     let position: number;
     // Whether the position claims the inbox's current epoch (a saved one always does): above
@@ -105,13 +114,18 @@ export class Delivery {
     let from = reset ? bounds.oldest - 1 : position;
     const gap = !reset && from + 1 < bounds.oldest;
     if (gap) from = bounds.oldest - 1;
-    session.epoch = bounds.epoch;
+    this.#begin(session, from, bounds.epoch, bounds.head);
+    return { inboxHead: bounds.head, syncFrom: from, gap, epoch: bounds.epoch, reset };
+  }
+
+  /** The session's delivery starts after `from`. */
+  #begin(session: LocalSession, from: number, epoch: number, head: number): void {
+    session.epoch = epoch;
     session.sentSeq = from;
     session.writtenSeq = from;
     session.ackedSeq = from;
     if (!session.acks) session.handoff = new HandoffRing(from);
-    if (bounds.head > session.knownHead) session.knownHead = bounds.head;
-    return { inboxHead: bounds.head, syncFrom: from, gap, epoch: bounds.epoch, reset };
+    if (head > session.knownHead) session.knownHead = head;
   }
 
   /** The LoginResponse is out: start the replay, and live delivery after it. */

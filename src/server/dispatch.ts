@@ -8,6 +8,7 @@ import type { Connection } from './connection.js';
 import type { ServerContext } from './context.js';
 import { handleAck } from './handlers/ack.js';
 import { handleChat } from './handlers/chat.js';
+import { handleConversations } from './handlers/conversations.js';
 import { handleHeartbeat } from './handlers/heartbeat.js';
 import { handleLogin } from './handlers/login.js';
 import { handleLogout } from './handlers/logout.js';
@@ -24,6 +25,8 @@ export function dispatch(ctx: ServerContext, conn: Connection, message: ImMessag
       return handleLogout(conn, requireSession(conn, message), message);
     case HeadType.MESSAGE_ACK:
       return handleAck(ctx, requireSession(conn, message), message);
+    case HeadType.CONVERSATION_REQUEST:
+      return handleConversations(ctx, conn, requireSession(conn, message), message);
     default:
       throw new SwitchboardError('SB_ERR_UNKNOWN_TYPE', `message type ${message.type} is not accepted from a client`);
   }

@@ -9,6 +9,7 @@ import { PORT, envOf, parseOptions, usage, type OptionSpecs } from '../options.j
 import {
   DEV_OPTION,
   GATE_OPTIONS,
+  INBOX_OPTIONS,
   GROUP_OPTIONS,
   LOG_OPTION,
   NETWORK_OPTIONS,
@@ -23,6 +24,7 @@ import {
   requireOptions,
   gateLimitsFrom,
   groupLimitsFrom,
+  inboxLimitsFrom,
   probeFrom,
   redisPrefixFrom,
   redisTimeoutFrom,
@@ -51,6 +53,10 @@ const OPTIONS = {
     legacyEnv: 'SWITCHBOARD_ZK_AUTH',
   },
   ...GROUP_OPTIONS,
+  // The workers' inbox limits: the conversation routes read (and so prune) the inboxes by them.
+  'inbox-max-messages': INBOX_OPTIONS['inbox-max-messages'],
+  'inbox-max-age-s': INBOX_OPTIONS['inbox-max-age-s'],
+  'dedupe-window-s': INBOX_OPTIONS['dedupe-window-s'],
   ...RECIPIENT_OPTIONS,
   ...GATE_OPTIONS,
   ...PROBE_OPTIONS,
@@ -87,7 +93,7 @@ export async function gateCommand(argv: string[]): Promise<void> {
     redis: { url: o.redis!, keyPrefix, timeoutMs },
     groupLimits: groupLimitsFrom(o),
     zookeeper: { connect: o.zk!, root: o['zk-root'], auth },
-    gate: { host: o.host, port: o.port, limits, registration: !o['no-registration'], trustProxy, probe, checkMembers: !o['allow-unknown-recipients'] },
+    gate: { host: o.host, port: o.port, limits, registration: !o['no-registration'], trustProxy, probe, checkMembers: !o['allow-unknown-recipients'], inboxLimits: inboxLimitsFrom(o) },
   });
   await switchboard.start((err) => addressInUse(err, [{ port: o.port, what: 'gate port', flag: 'port', env: envOf('port', OPTIONS.port) }]));
   await new Promise<void>((resolve) => {

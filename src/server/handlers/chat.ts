@@ -96,9 +96,11 @@ function store(ctx: ServerContext, conn: Connection, session: LocalSession, sequ
   // Only clients that speak the extensions (acks) know msg_id is a dedupe key; an original
   // client may reuse ids, so its messages are never deduplicated.
   const msgId = session.acks ? uint64String(request.msgId) : '0';
-  const append = { uid: to, sender: session.uid, msgId, body };
+  // Each message is listed in its conversation (PROTOCOL.md §14): the recipient's with the sender,
+  // the copy in the sender's with the recipient; a note to oneself is the sender's own, and read.
+  const append: AppendRequest = { uid: to, sender: session.uid, msgId, body, conversation: session.uid, own: to === session.uid };
   if (own) {
-    storeWithCopy(ctx, conn, session, sequence, to, append, { uid: session.uid, sender: ownSender(session.uid, to), msgId, body: own });
+    storeWithCopy(ctx, conn, session, sequence, to, append, { uid: session.uid, sender: ownSender(session.uid, to), msgId, body: own, conversation: to, own: true });
     return;
   }
   let result: AppendResult | Promise<AppendResult>;

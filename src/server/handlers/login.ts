@@ -72,6 +72,7 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   const requested: SyncRequest = {
     seq: Object.hasOwn(request!, 'lastSeq') && request!.lastSeq != null ? uint64Number(request!.lastSeq) : undefined,
     epoch: request!.inboxEpoch != null ? uint64Number(request!.inboxEpoch) : undefined,
+    noReplay: request!.noReplay === true,
   };
   let sync: SyncStart;
   try {
@@ -91,5 +92,5 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   ctx.groups?.delivery.start(session);
   ctx.router.sessionOpened(session);
   // Through the worker's logger: an idle connection keeps no child logger (Connection.log).
-  ctx.log.info({ ...conn.logFields, replaced: replaced !== undefined, acks: session.acks, ownCopies: session.ownCopies, ...sync }, 'login');
+  ctx.log.info({ ...conn.logFields, replaced: replaced !== undefined, acks: session.acks, ownCopies: session.ownCopies, noReplay: requested.noReplay, ...sync }, 'login');
 }

@@ -1,0 +1,114 @@
+// The gate's conversation reads (PROTOCOL.md §14, "Over HTTP"): the chat list and history pages
+// of the bearer token's user, the same pages a worker answers CONVERSATION_REQUEST with. Read
+// marks are made on a worker connection only: they are events the user's other devices get,
+// and delivering them is a worker's job. Each user's reads are rate limited in the gate's
+// RateLimitStore (shared by every gate on one Redis).
+
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { TokenSigner } from '../auth/token.js';
+import { normalizeUsername } from '../auth/password.js';
+import { SwitchboardError } from '../errors.js';
+import type { ConversationEntry, InboxStore, StoredMessage } from '../inbox/inbox-store.js';
+import { previewMessage, storedMessage } from '../protocol/conversation-view.js';
+import type { MessageRequest } from '../protocol/types.js';
+import { uint64String } from '../protocol/codec.js';
+import type { RateLimit, RateLimitStore } from './rate-limit-store.js';
+import { bearer } from './group-routes.js';
+
+export interface ConversationRoutesOptions {
+  inbox: InboxStore;
+  signer: TokenSigner;
+  /** Peers are user names, folded as at registration; false: as written (users live outside switchboard). */
+  normalizePeers: boolean;
+  rates: { store: RateLimitStore; reads: RateLimit };
+}
+
+/** A page holds this many entries when `limit` is not given, and at most MAX_PAGE. */
+const DEFAULT_PAGE = 50;
+const MAX_PAGE = 100;
+
+interface PageQuery {
+  before?: string;
+  limit?: string;
+}
+
+export function conversationRoutes(app: FastifyInstance, options: ConversationRoutesOptions): void {
+  const { inbox, signer, normalizePeers, rates } = options;
+  const page = {
+    type: 'object',
+    additionalProperties: false,
+    properties: { before: { type: 'string', pattern: '^[0-9]{1,16}$' }, limit: { type: 'string', pattern: '^[0-9]{1,7}$' } },
+  } as const;
+  const params = { type: 'object', required: ['peer'], properties: { peer: { type: 'string', minLength: 1, maxLength: 256 } } } as const;
+  const pageOf = (q: PageQuery) => ({ before: q.before === undefined ? 0 : Number(q.before), limit: q.limit === undefined || q.limit === '0' ? DEFAULT_PAGE : Math.min(Number(q.limit), MAX_PAGE) });
+
+  void app.register(async (scope) => {
+    scope.decorateRequest('conversationUser', '');
+    scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+      let uid: string;
+      try {
+        uid = signer.verify(bearer(request.headers.authorization)).uid;
+      } catch (err) {
+        reply.header('www-authenticate', 'Bearer');
+        throw err;
+      }
+      request.conversationUser = uid;
+      const window = await rates.store.add(`conversation-read:${uid}`, 1, rates.reads.windowMs);
+      if (window.count <= rates.reads.max) return;
+      if (window.count === rates.reads.max + 1) request.log.info({ uid, max: rates.reads.max, windowMs: rates.reads.windowMs }, 'conversation reads rate limited');
+      reply.header('retry-after', Math.max(1, Math.ceil(window.resetMs / 1000)));
+      throw new SwitchboardError('SB_ERR_RATE_LIMITED', `more than ${rates.reads.max} conversation reads within ${rates.reads.windowMs / 1000} s; retry later`);
+    });
+
+    scope.get<{ Querystring: PageQuery }>('/api/conversations', { schema: { querystring: page } }, async (request) => {
+      const { before, limit } = pageOf(request.query);
+      const result = await inbox.conversations(request.conversationUser, before, limit);
+      const last = result.conversations.at(-1);
+      return { conversations: result.conversations.map(entryJson), nextBefore: result.more && last ? last.lastSeq : null };
+    });
+
+    scope.get<{ Params: { peer: string }; Querystring: PageQuery }>('/api/conversations/:peer/messages', { schema: { params, querystring: page } }, async (request) => {
+      const { before, limit } = pageOf(request.query);
+      const given = request.params.peer;
+      const peer = normalizePeers ? (normalizeUsername(given) ?? given) : given;
+      const result = await inbox.history(request.conversationUser, peer, before, limit);
+      return {
+        messages: result.messages.map((m) => messageJson(storedMessage(m))),
+        nextBefore: result.more && result.messages.length > 0 ? result.messages[0]!.seq : null,
+        oldest: result.oldest,
+        pruned: result.pruned,
+      };
+    });
+  });
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The uid of the request's verified bearer token (conversation routes). */
+    conversationUser: string;
+  }
+}
+
+function entryJson(c: ConversationEntry) {
+  const preview = c.last ? previewMessage(c.last as StoredMessage) : undefined;
+  return {
+    peer: c.conversation,
+    lastSeq: c.lastSeq,
+    // The time deliveries show (the worker stamps it into the message), as the TCP list does.
+    lastAt: preview?.request.storedAt ? Number(uint64String(preview.request.storedAt)) : c.lastAt,
+    readSeq: c.readSeq,
+    unread: c.unread,
+    last: preview ? messageJson(preview.request) : null,
+    truncated: preview?.truncated ?? false,
+  };
+}
+
+/** A MessageRequest as JSON: uint64s as numbers (seq, stored_at: below 2^53) or strings (msg_id, time: the client's), empty fields left out. */
+function messageJson(m: MessageRequest) {
+  const out: Record<string, unknown> = { seq: Number(uint64String(m.seq)), storedAt: Number(uint64String(m.storedAt)) };
+  if (m.msgId) out['msgId'] = uint64String(m.msgId);
+  for (const key of ['from', 'to', 'content', 'url', 'property', 'fromNick', 'json', 'originDevice'] as const) if (m[key]) out[key] = m[key];
+  if (m.msgType) out['msgType'] = m.msgType;
+  if (m.time) out['time'] = uint64String(m.time);
+  return out;
+}

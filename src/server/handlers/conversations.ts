@@ -1,0 +1,162 @@
+// CONVERSATION_REQUEST (PROTOCOL.md §14): the session user's chat list, a history page of one
+// conversation, or a read mark. All three read or write the user's own inbox only (the store
+// keeps the list in the same step as every message), so no request can name another user's
+// conversations. A read mark that moves the position appends a read event to the inbox, an own
+// entry delivered like an own copy: the user's other devices that asked for own copies get it
+// live and at replay, the marking device and the others pass over it.
+//
+// A request costs one message of the sender's rate (MessageRate), and the response is bounded by
+// the frame limit: a page holds what fits, and `next_before` says where the next one starts.
+
+import { encodeMessage, encodeMessageRequest, ownCopyBody, uint64Number } from '../../protocol/codec.js';
+import { previewMessage, storedMessage } from '../../protocol/conversation-view.js';
+import { HEADER_LENGTH } from '../../protocol/frame.js';
+import { resultCodeFor, type Failure } from '../../protocol/messages.js';
+import { ConversationOp, HeadType, ResultCode, type Conversation, type ConversationRequest, type ConversationResponse, type ImMessage, type MessageRequest, type UInt64 } from '../../protocol/types.js';
+import type { ConversationEntry, StoredMessage } from '../../inbox/inbox-store.js';
+import { isSwitchboardError } from '../../errors.js';
+import type { LocalSession } from '../../session/local-session.js';
+import type { Connection } from '../connection.js';
+import type { ServerContext } from '../context.js';
+
+/** Entries of a list page, and messages of a history page, when `limit` is 0. */
+export const DEFAULT_PAGE = 50;
+/** The most a page holds, whatever `limit` asks (and fewer when the frame limit is reached first). */
+export const MAX_PAGE = 100;
+/** Room kept in a response frame for the envelope and the page's own fields. */
+const RESPONSE_OVERHEAD = 128;
+
+export function handleConversations(ctx: ServerContext, conn: Connection, session: LocalSession, message: ImMessage): void | Promise<void> {
+  const sequence = message.sequence;
+  const refusal = ctx.rate.take(session, conn.lastInboundAt);
+  if (refusal !== undefined) {
+    respond(conn, sequence, session, refusal);
+    if (ctx.rate.flooded(session)) conn.close(ctx.rate.flood);
+    return;
+  }
+  const request = message.conversationRequest ?? {};
+  let work: Promise<ConversationResponse | Failure>;
+  switch (request.op) {
+    case ConversationOp.LIST:
+      work = list(ctx, session, request);
+      break;
+    case ConversationOp.HISTORY:
+      work = history(ctx, session, request);
+      break;
+    case ConversationOp.READ:
+      work = read(ctx, session, request);
+      break;
+    default:
+      respond(conn, sequence, session, { code: 'SB_ERR_BAD_REQUEST', reason: `conversationRequest.op must be 1 (LIST), 2 (HISTORY) or 3 (READ), got ${request.op ?? 0}` });
+      return;
+  }
+  conn.startTask();
+  return work.then(
+    (outcome) => {
+      respond(conn, sequence, session, outcome);
+      conn.endTask();
+    },
+    (err: unknown) => {
+      if (isSwitchboardError(err) && err.code === 'SB_ERR_STORE_FULL') respond(conn, sequence, session, { code: err.code, reason: err.message });
+      else {
+        conn.log.error({ err, op: request.op }, 'conversation request failed');
+        respond(conn, sequence, session, { code: 'SB_ERR_STORE_UNAVAILABLE', reason: 'the inbox store did not answer; ask again' });
+      }
+      conn.endTask();
+    },
+  );
+}
+
+async function list(ctx: ServerContext, session: LocalSession, request: ConversationRequest): Promise<ConversationResponse> {
+  const before = uint64Number(request.before);
+  const page = await ctx.inbox.conversations(session.uid, before, pageSize(request.limit));
+  const conversations = page.conversations.map(listEntry);
+  // What fits the frame: halve the page until it does (each entry is small: a preview).
+  let n = conversations.length;
+  while (n > 1 && encodedLength({ conversations: conversations.slice(0, n) }) > ctx.limits.maxFrameLength - RESPONSE_OVERHEAD) n = Math.ceil(n / 2);
+  const more = page.more || n < conversations.length;
+  return { conversations: conversations.slice(0, n), nextBefore: more && n > 0 ? page.conversations[n - 1]!.lastSeq : 0 };
+}
+
+async function history(ctx: ServerContext, session: LocalSession, request: ConversationRequest): Promise<ConversationResponse | Failure> {
+  const peer = peerOf(ctx, request);
+  if (peer === undefined) return { code: 'SB_ERR_BAD_REQUEST', reason: 'a HISTORY request needs conversationRequest.peer' };
+  const page = await ctx.inbox.history(session.uid, peer, uint64Number(request.before), pageSize(request.limit));
+  // Newest first until the frame is full: the page then starts later, and says there is more.
+  const room = ctx.limits.maxFrameLength - RESPONSE_OVERHEAD;
+  const messages: MessageRequest[] = [];
+  let bytes = 0;
+  for (let i = page.messages.length - 1; i >= 0; i--) {
+    const stored = page.messages[i]!;
+    const length = stored.body.length + 16;
+    if (messages.length > 0 && bytes + length > room) break;
+    bytes += length;
+    messages.push(delivered(stored, bytes > room));
+  }
+  messages.reverse();
+  const more = page.more || messages.length < page.messages.length;
+  return { messages, nextBefore: more && messages.length > 0 ? messages[0]!.seq! : 0, oldest: page.oldest, pruned: page.pruned };
+}
+
+async function read(ctx: ServerContext, session: LocalSession, request: ConversationRequest): Promise<ConversationResponse | Failure> {
+  const peer = peerOf(ctx, request);
+  const seq = uint64Number(request.seq);
+  if (peer === undefined || seq <= 0) return { code: 'SB_ERR_BAD_REQUEST', reason: 'a READ request needs conversationRequest.peer and seq' };
+  const event = readEventBody(session, peer, seq, Date.now());
+  const result = await ctx.inbox.markRead(session.uid, peer, seq, event);
+  if (!result.found) return { code: 'SB_ERR_NO_CONVERSATION', reason: `no conversation with ${JSON.stringify(peer.length > 40 ? `${peer.slice(0, 40)}...` : peer)}` };
+  if (result.eventSeq !== undefined) ctx.router.deliver(session.uid, result.eventSeq, event, result.epoch);
+  return { readSeq: result.readSeq, unread: result.unread, eventSeq: result.eventSeq ?? 0 };
+}
+
+/**
+ * The read event for the user's other devices: an own entry (origin_device first, like an own
+ * copy), `event` {"type":"read","peer":...,"seq":...}, from the user, to the peer.
+ */
+export function readEventBody(session: Pick<LocalSession, 'uid' | 'deviceId'>, peer: string, seq: number, storedAt: number): Uint8Array {
+  const body = encodeMessageRequest({ from: session.uid, to: peer, storedAt, event: JSON.stringify({ type: 'read', peer, seq }) });
+  return ownCopyBody(body, session.deviceId);
+}
+
+/** The conversation a request names, as the chat handler keys it (a user name normalised like a recipient's). */
+function peerOf(ctx: ServerContext, request: ConversationRequest): string | undefined {
+  if (!request.peer) return undefined;
+  return ctx.recipients?.uidOf(request.peer) ?? request.peer;
+}
+
+function pageSize(limit: number | undefined): number {
+  return !limit ? DEFAULT_PAGE : Math.min(limit, MAX_PAGE);
+}
+
+/** A chat list entry as the response carries it. */
+export function listEntry(c: ConversationEntry): Conversation {
+  const entry: Conversation = { peer: c.conversation, lastSeq: c.lastSeq, lastAt: c.lastAt, readSeq: c.readSeq, unread: c.unread };
+  if (c.last) {
+    const { request, truncated } = previewMessage(c.last);
+    entry.last = request;
+    entry.truncated = truncated;
+    // The time deliveries show (the worker stamps it into the message), not the store's own by a millisecond.
+    if (request.storedAt) entry.lastAt = uint64Number(request.storedAt);
+  }
+  return entry;
+}
+
+/** A stored message as a page holds it; `stripped`: too large for a page on its own, its content and json left out. */
+function delivered(stored: StoredMessage, stripped: boolean): MessageRequest {
+  const request = storedMessage(stored);
+  if (stripped) {
+    request.content = '';
+    request.json = '';
+  }
+  return request;
+}
+
+function encodedLength(response: ConversationResponse): number {
+  return HEADER_LENGTH + encodeMessage({ type: HeadType.CONVERSATION_RESPONSE, conversationResponse: response }).length;
+}
+
+function respond(conn: Connection, sequence: UInt64 | undefined, session: LocalSession, outcome: ConversationResponse | Failure): void {
+  const response: ConversationResponse =
+    'reason' in outcome ? { result: false, code: resultCodeFor(outcome.code), info: outcome.reason, errorCode: outcome.code } : { result: true, code: ResultCode.SUCCESS, info: 'ok', ...outcome };
+  conn.send({ type: HeadType.CONVERSATION_RESPONSE, sequence, sessionId: session.sessionId, conversationResponse: response });
+}

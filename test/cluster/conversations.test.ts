@@ -1,0 +1,99 @@
+// Conversations across three real worker processes on one real Redis (PROTOCOL.md §14): senders
+// on every worker race messages to one user whose own devices, on two workers, send at the same
+// time; every count in every list then agrees with the conversation's history. A read mark made
+// on one worker reaches the user's devices on the others as the same inbox entry.
+
+import t from 'tap';
+import { startZooKeeper } from '../helpers/zookeeper.js';
+import { sleep } from '../../testkit/wait.js';
+import { LOGIN_RECHECKS_MS, startCluster, type WorkerProcess } from '../helpers/cluster.js';
+import { connectLoggedIn } from '../helpers/raw-session.js';
+import { isDelivery, seqOf, u64, type RawClient } from '../../testkit/raw-client.js';
+import { ConversationOp, type ImMessage, type MessageRequest } from '../../src/protocol/types.js';
+
+const zk = await startZooKeeper(t);
+const cluster = await startCluster(t, zk, { workers: 3 });
+const [a, b, c] = cluster.workers as [WorkerProcess, WorkerProcess, WorkerProcess];
+
+const login = (worker: WorkerProcess, uid: string, device: string) => connectLoggedIn(t, worker.port, uid, cluster.token(uid, device), device, { acks: true, ownCopies: true });
+
+/** Sends `count` messages without waiting, then resolves once all are acknowledged. */
+async function burst(client: RawClient, to: string, count: number, tag: string): Promise<void> {
+  const sequences = Array.from({ length: count }, (_, i) => client.chat(to, `${tag} ${i}`, { msgId: 1000 + i }));
+  for (const s of sequences) {
+    const r = (await client.response(s, 20_000)).messageResponse;
+    if (!r?.result) throw new Error(`refused: ${JSON.stringify(r)}`);
+  }
+}
+
+/** Every message of `uid`'s conversation with `peer`, paging back to the start. */
+async function wholeHistory(client: RawClient, peer: string): Promise<MessageRequest[]> {
+  const all: MessageRequest[] = [];
+  let before = 0;
+  for (;;) {
+    const page = (await client.conversation({ op: ConversationOp.HISTORY, peer, before, limit: 100 })).conversationResponse!;
+    all.unshift(...(page.messages ?? []));
+    before = Number(u64(page.nextBefore));
+    if (before === 0) return all;
+  }
+}
+
+const isReadEvent = (m: ImMessage) => isDelivery(m) && !!m.messageRequest?.event;
+
+t.test('racing senders on three workers: every unread count and read position agrees with the history', async (t) => {
+  const phone = await login(a, 'bob', 'phone');
+  const laptop = await login(b, 'bob', 'laptop');
+  const alice = await login(a, 'alice', 'a1');
+  const carol = await login(b, 'carol', 'c1');
+  const dave = await login(c, 'dave', 'd1');
+  await sleep(LOGIN_RECHECKS_MS);
+
+  await Promise.all([burst(alice, 'bob', 40, 'alice'), burst(carol, 'bob', 40, 'carol'), burst(dave, 'bob', 40, 'dave'), burst(phone, 'alice', 15, 'bob phone'), burst(laptop, 'carol', 15, 'bob laptop')]);
+
+  const list = (await laptop.conversation({ op: ConversationOp.LIST })).conversationResponse!;
+  t.same(list.conversations?.map((e) => e.peer).sort(), ['alice', 'carol', 'dave']);
+  for (const entry of list.conversations!) {
+    const history = await wholeHistory(laptop, entry.peer!);
+    const readSeq = Number(u64(entry.readSeq));
+    const own = history.filter((m) => m.from === 'bob');
+    const received = history.filter((m) => m.from === entry.peer);
+    t.equal(received.length, 40, `${entry.peer}: every message of the burst, once`);
+    t.equal(own.length, entry.peer === 'dave' ? 0 : 15, `${entry.peer}: and bob's own`);
+    t.equal(readSeq, own.length > 0 ? Number(u64(own.at(-1)!.seq)) : 0, `${entry.peer}: read up to bob's last reply`);
+    t.equal(entry.unread, received.filter((m) => Number(u64(m.seq)) > readSeq).length, `${entry.peer}: unread counts what came after it`);
+    t.equal(Number(u64(entry.lastSeq)), Number(u64(history.at(-1)!.seq)), `${entry.peer}: the last message is the history's last`);
+  }
+  // The other side's lists, kept by the same appends in their inboxes.
+  for (const [client, peer, sentByPeer] of [[alice, 'bob', 15], [dave, 'bob', 0]] as const) {
+    const [entry] = (await client.conversation({ op: ConversationOp.LIST })).conversationResponse!.conversations!;
+    const history = await wholeHistory(client, peer);
+    t.equal(history.filter((m) => m.from === peer).length, sentByPeer);
+    const readSeq = Number(u64(entry!.readSeq));
+    t.equal(entry!.unread, history.filter((m) => m.from === peer && Number(u64(m.seq)) > readSeq).length, `${client === alice ? 'alice' : 'dave'}: unread agrees`);
+  }
+});
+
+t.test('a read mark on one worker reaches the devices on the others, as one inbox entry', async (t) => {
+  const phone = await login(a, 'erin', 'phone');
+  const laptop = await login(b, 'erin', 'laptop');
+  const tablet = await login(c, 'erin', 'tablet');
+  const frank = await login(c, 'frank', 'f1');
+  await sleep(LOGIN_RECHECKS_MS);
+  await burst(frank, 'erin', 3, 'frank');
+  for (const device of [phone, laptop, tablet]) {
+    const got = await device.deliveries(3);
+    device.ack(seqOf(got.at(-1)!));
+  }
+  const mark = (await phone.conversation({ op: ConversationOp.READ, peer: 'frank', seq: 3 })).conversationResponse!;
+  t.match(mark, { result: true, unread: 0 });
+  const eventSeq = Number(u64(mark.eventSeq));
+  t.equal(eventSeq, 4);
+  for (const device of [laptop, tablet]) {
+    const event = await device.next(isReadEvent, 10_000);
+    t.equal(seqOf(event), eventSeq, 'the same entry on every worker');
+    t.same(JSON.parse(event.messageRequest!.event!), { type: 'read', peer: 'frank', seq: 3 });
+    t.equal(event.messageRequest?.originDevice, 'phone');
+  }
+  const [entry] = (await tablet.conversation({ op: ConversationOp.LIST })).conversationResponse!.conversations!;
+  t.match({ peer: entry!.peer, readSeq: Number(u64(entry!.readSeq)), unread: entry!.unread ?? 0 }, { peer: 'frank', readSeq: 3, unread: 0 });
+});
