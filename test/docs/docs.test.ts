@@ -7,7 +7,8 @@ import { ERROR_CODES } from '../../src/errors.js';
 import { CLUSTER_OPTIONS, DEV_OPTION, GATE_OPTIONS, HEALTH_OPTIONS, INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION, PROBE_OPTIONS, RECIPIENT_OPTIONS, REDIS_TIMEOUT_OPTION, SECRET_OPTION } from '../../src/cli/common.js';
 import { decodeMessage, encodeMessage, encodeMessageFrame, encodeMessageRequest, ownCopyBody, storedRequestBody } from '../../src/protocol/codec.js';
 import { loginResponse } from '../../src/protocol/messages.js';
-import { HeadType, MsgType, Platform } from '../../src/protocol/types.js';
+import { ConversationOp, HeadType, MsgType, Platform, type ImMessage } from '../../src/protocol/types.js';
+import { listEntry, readEventBody } from '../../src/server/handlers/conversations.js';
 import { deliveryFits, deliveryFrame, storedResponseFrame } from '../../src/protocol/chat-frames.js';
 import { encodeFrame } from '../../src/protocol/frame.js';
 import { WebGate, DEFAULT_GATE_LIMITS } from '../../src/gate/web-gate.js';
@@ -241,9 +242,9 @@ t.test("PROTOCOL.md §9 lists every peer close code, and §0 every status the ga
   t.same([...rows].filter((r) => !seen.has(r) && !exercisedElsewhere.includes(r)), [], 'no row of the table the gate was not seen to answer');
 });
 
-t.test('the worked own-copy frames of PROTOCOL.md §14 are what the worker writes', async (t) => {
-  // Each code block of the section, as the bytes that lead its lines (the rest is annotation).
-  const blocks = [...section(14).matchAll(/```\n([\s\S]*?)```/g)].map(([, text]) =>
+/** Each code block of a section, as the bytes that lead its lines (the rest is annotation). */
+function hexBlocks(text: string): string[] {
+  return [...text.matchAll(/```\n([\s\S]*?)```/g)].map(([, text]) =>
     text!
       .split('\n')
       .flatMap((line) => {
@@ -256,9 +257,28 @@ t.test('the worked own-copy frames of PROTOCOL.md §14 are what the worker write
       })
       .join(' '),
   );
+}
+
+t.test('the worked own-copy frames of PROTOCOL.md §14 are what the worker writes', async (t) => {
+  const blocks = hexBlocks(section(14)).slice(0, 3);
   const login = hexOf(encodeMessageFrame({ type: HeadType.LOGIN_REQUEST, sequence: 1, sessionId: '-1', loginRequest: { uid: 'alice', deviceId: 'laptop', token: 'T', acks: true, ownCopies: true } }));
   const response = hexOf(storedResponseFrame(9, 's1', 12, false, 7));
   const own = ownCopyBody(storedRequestBody({ msgId: 42, to: 'bob', content: 'hi bob' }, 'alice', 1_764_672_000_000, 'bob'), 'phone');
   t.same(blocks, [login, response, hexOf(deliveryFrame(own, 7))], 'the login, the response and the delivery of the copy');
   t.equal(decodeMessage(deliveryFrame(own, 7).subarray(8)).messageRequest?.originDevice, 'phone', 'which decodes with origin_device');
+});
+
+t.test('the worked conversation frames of PROTOCOL.md §14 are what client and worker write', async (t) => {
+  const blocks = hexBlocks(section(14)).slice(3);
+  const frame = (type: number, sequence: number, body: Partial<ImMessage>) => hexOf(encodeMessageFrame({ type, sequence, sessionId: 's1', ...body }));
+  const stored = 1_764_672_000_000;
+  const list = frame(HeadType.CONVERSATION_REQUEST, 5, { conversationRequest: { op: ConversationOp.LIST, limit: 20 } });
+  // The entry as the worker builds it from alice's stored message 42, seq 9.
+  const entry = listEntry({ conversation: 'alice', lastSeq: 9, lastAt: stored, readSeq: 7, unread: 2, last: { seq: 9, storedAt: stored, body: Buffer.from(storedRequestBody({ msgId: 42, to: 'bob', content: 'lunch?' }, 'alice', stored, 'bob')) } });
+  const listed = frame(HeadType.CONVERSATION_RESPONSE, 5, { conversationResponse: { result: true, code: 0, info: 'ok', conversations: [entry] } });
+  const read = frame(HeadType.CONVERSATION_REQUEST, 6, { conversationRequest: { op: ConversationOp.READ, peer: 'alice', seq: 9 } });
+  const marked = frame(HeadType.CONVERSATION_RESPONSE, 6, { conversationResponse: { result: true, code: 0, info: 'ok', readSeq: 9, unread: 0, eventSeq: 10 } });
+  const event = readEventBody({ uid: 'bob', deviceId: 'phone' }, 'alice', 9, 1_764_672_060_000);
+  t.same(blocks, [list, listed, read, marked, hexOf(deliveryFrame(event, 10))], 'the list request and response, the read mark and its response, the read event');
+  t.same(JSON.parse(decodeMessage(deliveryFrame(event, 10).subarray(8)).messageRequest!.event!), { type: 'read', peer: 'alice', seq: 9 });
 });
