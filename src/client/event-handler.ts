@@ -11,7 +11,10 @@ import { SwitchboardError, isErrorCode, type ErrorCode } from '../errors.js';
 import type { GroupEvent } from '../groups/group-store.js';
 import type { Logger } from '../log.js';
 import { decodeMessage, encodeMessageFrame, uint64Number } from '../protocol/codec.js';
-import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage } from '../protocol/types.js';
+import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage, type MessageRequest } from '../protocol/types.js';
+import { incomingMessage, parseReadEvent, type IncomingMessage, type ReadEvent } from './incoming.js';
+
+export type { IncomingMessage, ReadEvent };
 import { GroupPositions } from './group-positions.js';
 import type { ClientSettings, Endpoint, ImClientOptions } from './options.js';
 import type { PendingRequests } from './pending-requests.js';
@@ -19,34 +22,6 @@ import type { Transport, TransportHandlers } from './transport.js';
 
 export type ClientStatus = 'idle' | 'connecting' | 'ready' | 'reconnecting' | 'closed';
 
-export interface IncomingMessage {
-  /** Position in the recipient's inbox (0 from a server without inboxes). */
-  seq: number;
-  from: string;
-  to: string;
-  /**
-   * A copy of a message this user sent from another device (ownCopies): `from` is this user,
-   * `to` the peer, and `seq` its place in this user's own inbox.
-   */
-  own: boolean;
-  /** With `own`: the device that sent it ('' for one without an id); '' otherwise. */
-  originDevice: string;
-  content: string;
-  /** The sender's message id, as a decimal string (uint64). */
-  msgId: string;
-  /** The sender's clock (ms) when it sent the message: not to be trusted for display. */
-  time: number;
-  /**
-   * When the server stored the message (ms, the server's clock: MessageRequest.stored_at);
-   * undefined from a server that does not send it.
-   */
-  storedAt: number | undefined;
-  msgType: number;
-  json: string;
-  url: string;
-  property: string;
-  fromNick: string;
-}
 
 /**
  * A message of a group (a delivery with `group` set), to a client logged in with `groups`: the
@@ -82,6 +57,11 @@ export interface ImClientEvents {
   /** A group's membership event (login with `groups`); in the group's order with its messages. */
   groupEvent: [GroupEventMessage];
   notification: [ServerNotification];
+  /**
+   * Another device of this user marked a conversation read (login with `ownCopies`): set its
+   * read position to `seq` if higher and recount its unread messages. In the inbox's order, once.
+   */
+  read: [ReadEvent];
   /** The server announced it is closing this connection, and why. */
   closing: [{ code: string; reason: string }];
   /** Messages after `requested` were pruned from the inbox; the replay starts after `from`. */
@@ -166,6 +146,7 @@ export class EventHandler implements TransportHandlers {
   readonly #acks: boolean;
   readonly #groups: boolean;
   readonly #ownCopies: boolean;
+  readonly #noReplay: boolean;
   readonly #groupPositions: GroupPositions;
   #groupAckScheduled = false;
   #loginSequence = -1;
@@ -191,6 +172,7 @@ export class EventHandler implements TransportHandlers {
     this.#groups = options.groups === true;
     this.#acks = (options.acks ?? true) || this.#groups;
     this.#ownCopies = options.ownCopies === true;
+    this.#noReplay = options.noReplay === true;
     this.#groupPositions = new GroupPositions(options.groupPositions);
     this.#explicitHeartbeat = options.heartbeatIntervalMs;
     this.#heartbeatMs = settings.heartbeatIntervalMs;
@@ -239,6 +221,8 @@ export class EventHandler implements TransportHandlers {
           acks: this.#acks,
           ...(this.#groups ? { groups: true } : {}),
           ...(this.#ownCopies ? { ownCopies: true } : {}),
+          // Only while this device has no position: after its first login it has one, and a reconnect replays from it.
+          ...(this.#noReplay && this.#lastSeq === undefined ? { noReplay: true } : {}),
           ...(this.#lastSeq !== undefined ? { lastSeq: this.#lastSeq } : {}),
           ...(this.#lastSeq !== undefined && this.#inboxEpoch !== 0 ? { inboxEpoch: this.#inboxEpoch } : {}),
         },
@@ -261,6 +245,7 @@ export class EventHandler implements TransportHandlers {
         return;
       case HeadType.MESSAGE_RESPONSE:
       case HeadType.LOGOUT_RESPONSE:
+      case HeadType.CONVERSATION_RESPONSE:
         this.#pending.settle(message);
         return;
       case HeadType.MESSAGE_REQUEST:
@@ -385,27 +370,14 @@ export class EventHandler implements TransportHandlers {
         return;
       }
     }
-    const from = m.from ?? '';
-    const to = m.to ?? '';
-    const originDevice = m.originDevice ?? '';
-    this.#client.emit('message', {
-      seq,
-      from,
-      to,
-      // A copy from a device with no id carries an empty origin_device, which decodes as none: but
-      // in this user's inbox only an own copy is from this user to someone else.
-      own: originDevice !== '' || (from === this.#uid && to !== this.#uid),
-      originDevice,
-      content: m.content ?? '',
-      msgId: String(m.msgId ?? 0),
-      time: uint64Number(m.time),
-      storedAt: m.storedAt ? uint64Number(m.storedAt) : undefined,
-      msgType: m.msgType ?? 0,
-      json: m.json ?? '',
-      url: m.url ?? '',
-      property: m.property ?? '',
-      fromNick: m.fromNick ?? '',
-    });
+    if (m.event) {
+      // An event of this user's inbox (a read mark made on another device): never a message.
+      const read = parseReadEvent(m.event);
+      if (read) this.#client.emit('read', { ...read, originDevice: m.originDevice ?? '', eventSeq: seq, storedAt: m.storedAt ? uint64Number(m.storedAt) : undefined });
+      else this.#log.debug({ seq }, 'ignoring an inbox event of a kind this client does not know');
+    } else {
+      this.#client.emit('message', incomingMessage(m, this.#uid));
+    }
     // Processed once the listeners returned: that is the position to acknowledge and keep.
     if (seq > 0) {
       this.#lastSeq = seq;

@@ -1,6 +1,7 @@
 // The switchboard client SDK: one logged-in device. Used by the CLI, the tests and the bench.
 // Connects and logs in, sends chat messages (to a user, to a group) whose promises settle on the
-// MESSAGE_RESPONSE, emits incoming messages and group deliveries, heartbeats, and reconnects with capped exponential backoff and
+// MESSAGE_RESPONSE, asks for the chat list, history pages and read marks (conversations.ts),
+// emits incoming messages, read events and group deliveries, heartbeats, and reconnects with capped exponential backoff and
 // jitter. Status changes go through one setStatus(); an epoch counter makes callbacks of a
 // replaced socket harmless. Every lost connection and failed attempt says why ('disconnect'),
 // and what would only be refused again (an oversized message, a protocol error, a wrong
@@ -20,13 +21,22 @@ import { silentLogger, type Logger } from '../log.js';
 import { encodeMessageFrame, ownCopyBody, storedRequestBody, uint64Number } from '../protocol/codec.js';
 import { DELIVERY_OVERHEAD, deliveryFits } from '../protocol/chat-frames.js';
 import { HEADER_LENGTH } from '../protocol/frame.js';
-import { HeadType, type ImMessage, type MessageRequest } from '../protocol/types.js';
-import { EventHandler, serverError, type ClientInternals, type ClientStatus, type GroupEventMessage, type GroupMessage, type ImClientEvents, type IncomingMessage, type ServerNotification } from './event-handler.js';
+import { ConversationOp, HeadType, type ConversationRequest, type ConversationResponse, type ImMessage, type MessageRequest } from '../protocol/types.js';
+import { conversationList, historyPage, readMark, type ConversationList, type ConversationSummary, type HistoryPage, type ReadMark } from './conversations.js';
+import { EventHandler, serverError, type ClientInternals, type ClientStatus, type GroupEventMessage, type GroupMessage, type ImClientEvents, type IncomingMessage, type ReadEvent, type ServerNotification } from './event-handler.js';
 import { clientSettings, defaultRetryStrategy, type ClientSettings, type Endpoint, type ImClientOptions, type RetryStrategy } from './options.js';
 import { PendingRequests } from './pending-requests.js';
 import { Transport } from './transport.js';
 
-export { defaultRetryStrategy, type ClientStatus, type Endpoint, type GroupEventMessage, type GroupMessage, type ImClientEvents, type ImClientOptions, type IncomingMessage, type RetryStrategy, type ServerNotification };
+export { defaultRetryStrategy, type ClientStatus, type ConversationList, type ConversationSummary, type Endpoint, type GroupEventMessage, type GroupMessage, type HistoryPage, type ImClientEvents, type ImClientOptions, type IncomingMessage, type ReadEvent, type ReadMark, type RetryStrategy, type ServerNotification };
+
+/** A page of the chat list or of a conversation's history. */
+export interface PageOptions {
+  /** Older than this (the previous page's `nextBefore`); 0 or unset: from the newest. */
+  before?: number;
+  /** At most this many (default 50, the server's most 100). */
+  limit?: number;
+}
 export interface SendOptions {
   msgType?: number;
   json?: string;
@@ -239,6 +249,44 @@ export class ImClient extends EventEmitter<ImClientEvents> {
     const seq = uint64Number(body.seq);
     if (seq > 0) this.#events.sentToGroup(group, seq);
     return { msgId, sequence: uint64Number(response.sequence), seq, duplicate: body.duplicate === true };
+  }
+
+  /**
+   * One page of this user's chat list, most recent first (PROTOCOL.md §14): `limit` entries at
+   * most (default 50, at most 100), older than `before` (a `nextBefore` of the page before).
+   * Rejects with the server's code (SB_ERR_RATE_LIMITED, SB_ERR_STORE_UNAVAILABLE) or a client
+   * one; asked again after a lost connection (a read changes nothing).
+   */
+  async conversations(options: PageOptions = {}): Promise<ConversationList> {
+    return conversationList(await this.#conversationRequest({ op: ConversationOp.LIST, before: options.before ?? 0, limit: options.limit ?? 0 }), this.uid);
+  }
+
+  /**
+   * One page of the conversation with `peer`, newest first: the messages before `before` (0:
+   * the newest), ascending, `limit` at most (default 50, at most 100). Own messages come with
+   * `own` set. A conversation this user does not have is an empty page.
+   */
+  async history(peer: string, options: PageOptions = {}): Promise<HistoryPage> {
+    return historyPage(await this.#conversationRequest({ op: ConversationOp.HISTORY, peer, before: options.before ?? 0, limit: options.limit ?? 0 }), this.uid);
+  }
+
+  /**
+   * Marks the conversation with `peer` read up to inbox seq `seq` (e.g. the seq of the last
+   * message shown). The user's other devices get a 'read' event; this one only the answer.
+   * Rejects with SB_ERR_NO_CONVERSATION when there is no such conversation. Safe to repeat: a
+   * mark never moves the position back.
+   */
+  async markRead(peer: string, seq: number): Promise<ReadMark> {
+    if (!Number.isSafeInteger(seq) || seq <= 0) throw new SwitchboardError('SB_ERR_BAD_REQUEST', `seq must be a positive integer, got ${seq}`);
+    return readMark(await this.#conversationRequest({ op: ConversationOp.READ, peer, seq }));
+  }
+
+  async #conversationRequest(conversationRequest: ConversationRequest): Promise<ConversationResponse> {
+    // A read, or a mark that only moves forward: safe to send again after a lost connection.
+    const response = await this.#request(HeadType.CONVERSATION_REQUEST, { conversationRequest }, true);
+    const body = response.conversationResponse;
+    if (!body?.result) throw serverError(body?.errorCode, body?.info, 'conversation request refused');
+    return body;
   }
 
   #chatRequest(to: string, content: string, options: SendOptions): { msgId: string; request: MessageRequest } {

@@ -88,6 +88,13 @@ export interface ImClientOptions {
    * device, as for an original client. The copy of what this device sends never comes back.
    */
   ownCopies?: boolean;
+  /**
+   * A device with no position (no `lastSeq`) skips the replay of the inbox at its first login
+   * (the login's `no_replay`): the server sets its position to the inbox head and sends only
+   * what comes after. The app draws the chat list (conversations()) and pages history instead.
+   * Later logins of this client replay from its position as usual. Default false.
+   */
+  noReplay?: boolean;
   log?: Logger;
 }
 

@@ -1,0 +1,86 @@
+// What a device is delivered from its own inbox, as the SDK shows it: a 1:1 message (received,
+// or an own copy from another device) and the read event of a mark made on another device
+// (PROTOCOL.md §14). Shared by the deliveries (event-handler.ts) and history pages (conversations.ts).
+
+import { uint64Number } from '../protocol/codec.js';
+import type { MessageRequest } from '../protocol/types.js';
+
+export interface IncomingMessage {
+  /** Position in the recipient's inbox (0 from a server without inboxes). */
+  seq: number;
+  from: string;
+  to: string;
+  /**
+   * A copy of a message this user sent from another device (ownCopies): `from` is this user,
+   * `to` the peer, and `seq` its place in this user's own inbox.
+   */
+  own: boolean;
+  /** With `own`: the device that sent it ('' for one without an id); '' otherwise. */
+  originDevice: string;
+  content: string;
+  /** The sender's message id, as a decimal string (uint64). */
+  msgId: string;
+  /** The sender's clock (ms) when it sent the message: not to be trusted for display. */
+  time: number;
+  /**
+   * When the server stored the message (ms, the server's clock: MessageRequest.stored_at);
+   * undefined from a server that does not send it.
+   */
+  storedAt: number | undefined;
+  msgType: number;
+  json: string;
+  url: string;
+  property: string;
+  fromNick: string;
+}
+
+/** Another device of this user marked a conversation read (its read event, PROTOCOL.md §14). */
+export interface ReadEvent {
+  peer: string;
+  /** The conversation is read up to this inbox seq. */
+  seq: number;
+  /** The device that marked it. */
+  originDevice: string;
+  /** The event's own seq in this user's inbox. */
+  eventSeq: number;
+  storedAt: number | undefined;
+}
+
+/** A delivered (or paged) 1:1 message of `uid`'s inbox as the SDK shows it. */
+export function incomingMessage(m: MessageRequest, uid: string): IncomingMessage {
+  const from = m.from ?? '';
+  const to = m.to ?? '';
+  const originDevice = m.originDevice ?? '';
+  return {
+    seq: uint64Number(m.seq),
+    from,
+    to,
+    // A copy from a device with no id carries an empty origin_device, which decodes as none: but
+    // in this user's inbox only an own copy is from this user to someone else.
+    own: originDevice !== '' || (from === uid && to !== uid),
+    originDevice,
+    content: m.content ?? '',
+    msgId: String(m.msgId ?? 0),
+    time: uint64Number(m.time),
+    storedAt: m.storedAt ? uint64Number(m.storedAt) : undefined,
+    msgType: m.msgType ?? 0,
+    json: m.json ?? '',
+    url: m.url ?? '',
+    property: m.property ?? '',
+    fromNick: m.fromNick ?? '',
+  };
+}
+
+/** A read event's JSON ({"type":"read","peer","seq"}) as {peer, seq}; undefined for anything else. */
+export function parseReadEvent(json: string): { peer: string; seq: number } | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed !== 'object' || parsed === null) return undefined;
+  const { type, peer, seq } = parsed as Record<string, unknown>;
+  if (type !== 'read' || typeof peer !== 'string' || typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 0) return undefined;
+  return { peer, seq };
+}
