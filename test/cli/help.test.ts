@@ -44,7 +44,9 @@ t.test('worker --help lists no gate flag; start --help no cluster flag; gate --h
   t.match(start.stdout, /--redis/, 'start says stores can be in Redis');
 
   const gate = flagsOf((await run(t, ['gate', '--help'])).stdout);
-  for (const flag of [...Object.keys(LIMIT_OPTIONS), 'announce-host', 'cluster-secret', 'zk-readers', 'peer-port', 'inbox-max-messages', 'gate-port']) t.notOk(gate.has(flag), `gate: no --${flag}`);
+  for (const flag of [...Object.keys(LIMIT_OPTIONS), 'announce-host', 'cluster-secret', 'zk-readers', 'peer-port', 'gate-port']) t.notOk(gate.has(flag), `gate: no --${flag}`);
+  // The gate reads inboxes (the chat list over HTTP), and a read prunes by the retention limits: the workers' own.
+  for (const flag of ['inbox-max-messages', 'inbox-max-age-s', 'dedupe-window-s']) t.ok(gate.has(flag), `gate: --${flag}, as the workers'`);
 
   for (const [command, specs] of Object.entries({ ...SERVE_COMMAND_OPTIONS, gate: GATE_COMMAND_OPTIONS })) {
     const help = (await run(t, [command, '--help'])).stdout;

@@ -9,6 +9,7 @@ import type { GroupEventMessage, GroupMessage } from '../../client/im-client.js'
 import type { GateGroups } from '../../client/gate-groups.js';
 import { isGroupId } from '../../groups/group-store.js';
 import { SwitchboardError } from '../../errors.js';
+import type { ConversationCommand } from './chat-conversations.js';
 
 export const CHAT_HELP = (
   [
@@ -20,6 +21,9 @@ export const CHAT_HELP = (
     ['/remove GROUP user...', 'remove members (admins and the owner)'],
     ['/members GROUP', 'who is in it'],
     ['/leave GROUP', 'leave it'],
+    ['/list', 'your conversations, most recent first, with unread counts'],
+    ['/history USER [N]', 'the last N (20) messages with USER, then marks them read'],
+    ['/read USER', 'marks the conversation with USER read'],
     ['/help', 'this list'],
     ['/quit', 'log out (so does the end of input)'],
   ] as const
@@ -32,12 +36,16 @@ export type ChatLine =
   | { kind: 'direct'; to: string; text: string }
   | { kind: 'group'; group: string; text: string }
   | { kind: 'command'; name: GroupCommand; args: string[] }
+  | { kind: 'conversation'; name: ConversationCommand; args: string[] }
   | { kind: 'bad'; reason: string };
 
 export type GroupCommand = 'groups' | 'create' | 'add' | 'remove' | 'members' | 'leave';
 
 /** Each command's arguments: at least `min`, at most `max` (Infinity: a list of users). */
-const COMMANDS: Record<GroupCommand, { min: number; max: number; usage: string }> = {
+const COMMANDS: Record<GroupCommand | ConversationCommand, { min: number; max: number; usage: string }> = {
+  list: { min: 0, max: 0, usage: '/list' },
+  history: { min: 1, max: 2, usage: '/history USER [N]' },
+  read: { min: 1, max: 1, usage: '/read USER' },
   groups: { min: 0, max: 0, usage: '/groups' },
   create: { min: 1, max: Infinity, usage: '/create NAME [user...]' },
   add: { min: 2, max: Infinity, usage: '/add GROUP user...' },
@@ -58,9 +66,10 @@ export function parseChatLine(line: string): ChatLine {
   if (group) return { kind: 'group', group: group[1]!, text: group[2]! };
   if (text.startsWith('/')) {
     const [word, ...args] = text.slice(1).split(/\s+/);
-    const spec = Object.hasOwn(COMMANDS, word!) ? COMMANDS[word as GroupCommand] : undefined;
+    const spec = Object.hasOwn(COMMANDS, word!) ? COMMANDS[word as GroupCommand | ConversationCommand] : undefined;
     if (!spec) return { kind: 'bad', reason: `unknown command /${word}: /help lists them` };
     if (args.length < spec.min || args.length > spec.max) return { kind: 'bad', reason: `usage: ${spec.usage}` };
+    if (word === 'list' || word === 'history' || word === 'read') return { kind: 'conversation', name: word, args };
     return { kind: 'command', name: word as GroupCommand, args };
   }
   return { kind: 'bad', reason: 'type "@user message" or "#group message" to send, "/help" for the commands, "/quit" to leave' };

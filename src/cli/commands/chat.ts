@@ -3,7 +3,8 @@
 // `/quit` or the end of input logs out once what was sent is stored. With --gate it logs in with a
 // password through the HTTP gate (registering first with --register), goes to the worker the gate
 // names, and manages groups through the gate's group API with the login's token (/groups, /create,
-// /add, /remove, /members, /leave: chat-groups.ts). Input may be piped: lines read before the login
+// /add, /remove, /members, /leave: chat-groups.ts); /list, /history and /read show and mark the
+// conversations through the worker (chat-conversations.ts). Input may be piped: lines read before the login
 // are queued and sent, and output that is not a terminal gets plain lines (no prompt, no escape
 // codes).
 
@@ -12,6 +13,7 @@ import { TokenSigner, DEV_SECRET } from '../../auth/token.js';
 import { ImClient, defaultRetryStrategy, type ImClientOptions, type IncomingMessage } from '../../client/im-client.js';
 import { gateEndpoint, gateFailure, registerThroughGate } from '../../client/gate-login.js';
 import { GateGroups } from '../../client/gate-groups.js';
+import { ConversationCommands } from './chat-conversations.js';
 import { CHAT_HELP, GroupCommands, GroupDirectory, formatGroupEvent, formatGroupMessage, parseChatLine } from './chat-groups.js';
 import { SwitchboardError, isSwitchboardError } from '../../errors.js';
 import { PORT, parseOptions, usage, type OptionSpecs, type OptionValues } from '../options.js';
@@ -33,7 +35,7 @@ const OPTIONS = {
 const SUMMARY = `Chat: "@bob hello" sends to bob, "#team hello" to a group, "/quit" or the end of input logs out. Input may be piped.
 Typed in the chat:
 ${CHAT_HELP.map((line) => `  ${line}`).join('\n')}
-Group commands (/groups ...) need --gate.`;
+Group commands (/groups ...) need --gate; /list, /history and /read work either way.`;
 
 /** Sends written and not yet answered: the SDK's queue (1000) stays well below its bound. */
 const MAX_IN_FLIGHT = 100;
@@ -74,7 +76,8 @@ export async function chatCommand(argv: string[]): Promise<void> {
   const { client, ended } = chatClient(login, deviceId, out, directory);
   const userName = o.gate ? (name: string) => normalizeUsername(name) ?? name : (name: string) => name;
   const commands = new GroupCommands(login.groups, directory, userName);
-  const sender = new Sender(client, lines, out, userName, commands);
+  const conversations = new ConversationCommands(client, userName, (m) => formatMessage(m));
+  const sender = new Sender(client, lines, out, userName, commands, conversations);
   try {
     await client.connect().catch((err: unknown) => {
       if (taken && isSwitchboardError(err) && err.code === 'SB_ERR_LOGIN_FAILED') {
@@ -153,7 +156,8 @@ function chatClient({ where, uid }: ChatLogin, deviceId: string, out: ChatOutput
     retryStrategy: (attempt) => (loggedIn ? backoff(attempt) : null),
   });
 
-  client.on('message', (m) => out.line(`[${formatTime(shownTime(m, Date.now()))}] ${m.own ? `me → ${m.to}` : m.from}: ${m.content}`));
+  client.on('message', (m) => out.line(formatMessage(m)));
+  client.on('read', (r) => out.line(`* read up to #${r.seq} with ${r.peer}${r.originDevice ? ` (on ${r.originDevice})` : ''}`));
   client.on('groupMessage', (m) => out.line(formatGroupMessage(m, directory.name(m.group))));
   client.on('groupEvent', (e) => {
     directory.heard(e);
@@ -245,6 +249,7 @@ class Sender {
     readonly out: ChatOutput,
     readonly recipient: (name: string) => string,
     readonly groups: GroupCommands,
+    readonly conversations: ConversationCommands,
   ) {}
 
   /**
@@ -287,9 +292,11 @@ class Sender {
           break;
         }
         case 'command':
+        case 'conversation':
           await this.#drain(0);
           try {
-            for (const out of await this.groups.run(parsed.name, parsed.args)) this.out.line(out);
+            const lines = parsed.kind === 'command' ? await this.groups.run(parsed.name, parsed.args) : await this.conversations.run(parsed.name, parsed.args);
+            for (const out of lines) this.out.line(out);
           } catch (err) {
             this.#failWith(err, `* /${parsed.name} refused`);
           }
@@ -385,6 +392,11 @@ function endReason(err: Error, uid: string, deviceId: string): Error {
     return new SwitchboardError(err.code, `${uid} logged in with device "${deviceId}" elsewhere, which ended this chat (use another --device to chat from both)`);
   }
   return err;
+}
+
+/** `[12:01:03] alice: hi`, or `[12:01:03] me → bob: hi` for what this user sent. */
+export function formatMessage(m: IncomingMessage, now = Date.now()): string {
+  return `[${formatTime(shownTime(m, now), now)}] ${m.own ? `me → ${m.to}` : m.from}: ${m.content}`;
 }
 
 /**

@@ -1,0 +1,75 @@
+// `switchboard chat`'s conversation commands, through the worker connection (PROTOCOL.md §14):
+// /list prints the chat list with unread counts, /history USER [N] the last messages of one
+// conversation (and marks them read: they were shown), /read USER marks it read up to its last
+// message. Each returns the lines to print; a refusal throws the server's code.
+
+import type { ConversationSummary, ImClient, IncomingMessage } from '../../client/im-client.js';
+import { SwitchboardError } from '../../errors.js';
+
+export type ConversationCommand = 'list' | 'history' | 'read';
+
+/** Conversations /list prints: the most recent ones (the server's largest page). */
+export const LIST_SHOWN = 20;
+/** Messages /history prints unless told how many; at most HISTORY_MAX. */
+export const HISTORY_SHOWN = 20;
+export const HISTORY_MAX = 100;
+
+export class ConversationCommands {
+  constructor(
+    readonly client: ImClient,
+    /** A user name as typed, as the server knows it. */
+    readonly user: (name: string) => string,
+    /** How a message prints (the chat's own format). */
+    readonly formatMessage: (m: IncomingMessage) => string,
+  ) {}
+
+  async run(name: ConversationCommand, args: string[]): Promise<string[]> {
+    switch (name) {
+      case 'list': {
+        const { conversations, nextBefore } = await this.client.conversations({ limit: LIST_SHOWN });
+        if (conversations.length === 0) return ['* no conversations yet'];
+        const lines = conversations.map(formatListEntry);
+        if (nextBefore !== 0) lines.push(`* older conversations not shown (the ${LIST_SHOWN} most recent)`);
+        return lines;
+      }
+      case 'history': {
+        const peer = this.user(args[0]!);
+        const count = args[1] === undefined ? HISTORY_SHOWN : Number(args[1]);
+        if (!Number.isInteger(count) || count < 1 || count > HISTORY_MAX) throw new SwitchboardError('SB_ERR_BAD_REQUEST', `the count must be 1 to ${HISTORY_MAX}, got ${args[1]}`);
+        const page = await this.client.history(peer, { limit: count });
+        if (page.messages.length === 0) return [`* no messages with ${peer}${page.pruned ? ' (older ones were pruned by retention)' : ''}`];
+        const lines: string[] = [];
+        if (page.nextBefore !== 0) lines.push(`* … older messages with ${peer}: /history ${peer} ${HISTORY_MAX}`);
+        else if (page.pruned) lines.push('* (older messages were pruned by retention)');
+        lines.push(...page.messages.map(this.formatMessage));
+        // What was shown is read.
+        await this.#markRead(peer, page.messages.at(-1)!.seq);
+        return lines;
+      }
+      case 'read': {
+        const peer = this.user(args[0]!);
+        // Past the last message: the server takes it as the last one.
+        const mark = await this.client.markRead(peer, Number.MAX_SAFE_INTEGER);
+        return [`* ${peer}: read up to #${mark.readSeq}, ${mark.unread} unread`];
+      }
+    }
+  }
+
+  async #markRead(peer: string, seq: number): Promise<void> {
+    await this.client.markRead(peer, seq).catch((err: unknown) => {
+      // Retention may have aged the conversation out between the two requests: nothing to mark.
+      if (!(err instanceof SwitchboardError && err.code === 'SB_ERR_NO_CONVERSATION')) throw err;
+    });
+  }
+}
+
+/** `alice  2 unread  [12:01:03] alice: lunch?`, the preview on one line. */
+export function formatListEntry(c: ConversationSummary): string {
+  const unread = c.unread > 0 ? `${c.unread} unread` : 'read';
+  const last = c.last ? `${c.last.own ? 'me' : c.last.from}: ${oneLine(c.last.content)}${c.truncated ? '…' : ''}` : '(its last message was pruned)';
+  return `* ${c.peer}  ${unread}  ${last}`;
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s+/g, ' ');
+}

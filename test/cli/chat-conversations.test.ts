@@ -1,0 +1,61 @@
+// `switchboard chat`'s conversation commands, a real process (the compiled dist/: `npm run build`
+// first) against a real node: /list prints the chat list with unread counts, /history USER N the
+// last messages of one conversation and marks them read, /read USER marks one read; a mark made
+// on another device of the user prints as a read line, never as a message.
+
+import t from 'tap';
+import { ImClient } from '../../src/client/im-client.js';
+import { CliProcess } from '../helpers/cli-process.js';
+import { startNode } from '../helpers/node.js';
+import { until } from '../../testkit/wait.js';
+
+const SECRET = 'chat-test-secret-of-at-least-32-characters';
+const EXIT_MS = 20_000;
+
+t.test('/list, /history and /read; a read mark from another device prints as such', async (t) => {
+  const n = await startNode(t, {}, { secret: SECRET });
+  const connect = async (uid: string, deviceId: string) => {
+    const client = new ImClient({ host: '127.0.0.1', port: n.port, uid, deviceId, token: n.token(uid), retryStrategy: false });
+    t.teardown(() => client.close());
+    await client.connect();
+    return client;
+  };
+  const alice = await connect('alice', 'a');
+  const carol = await connect('carol', 'c');
+  const phone = await connect('bob', 'phone');
+  for (let i = 1; i <= 3; i++) await alice.send('bob', `alice ${i}`);
+  await carol.send('bob', 'carol 1');
+
+  const bob = new CliProcess(t, 'chat bob', ['chat', '--user', 'bob', '--port', String(n.port), '--secret', SECRET]);
+  await bob.waitFor('logged in', () => bob.stdout.includes('logged in as bob'));
+  await bob.waitFor('the replay', () => bob.stdout.includes('carol 1'));
+
+  bob.child.stdin.write('/list\n');
+  await bob.waitFor('the list', () => bob.stdout.includes('* alice '));
+  t.match(bob.stdout, /^\* carol {2}1 unread {2}carol: carol 1$/m, 'most recent first, with its unread count and preview');
+  t.match(bob.stdout, /^\* alice {2}3 unread {2}alice: alice 3$/m);
+  t.ok(bob.stdout.indexOf('* carol  1 unread') < bob.stdout.indexOf('* alice  3 unread'), 'carol wrote last');
+
+  bob.child.stdin.write('/history alice 2\n');
+  await bob.waitFor('the history', () => bob.stdout.includes('older messages with alice'));
+  t.match(bob.stdout, /^\* … older messages with alice: \/history alice 100\n\[\d\d:\d\d:\d\d\] alice: alice 2\n\[\d\d:\d\d:\d\d\] alice: alice 3$/m, 'the last two, oldest first, and a word on the rest');
+  // /history marked what it showed read: on every device.
+  await until('alice read on the phone', async () => (await phone.conversations()).conversations.find((c) => c.peer === 'alice')?.unread === 0);
+
+  bob.child.stdin.write('/read carol\n');
+  await bob.waitFor('carol read', () => bob.stdout.includes('* carol: read up to #4, 0 unread'));
+
+  // The phone marks a new message read: bob's chat is told, as a read line.
+  const { seq } = await alice.send('bob', 'alice 4');
+  await bob.waitFor('alice 4', () => bob.stdout.includes('alice: alice 4'));
+  await phone.markRead('alice', seq);
+  await bob.waitFor('the read line', () => bob.stdout.includes(`* read up to #${seq} with alice (on phone)`));
+
+  bob.child.stdin.write('/history nobody\n/read nobody\n/history alice 0\n');
+  await bob.waitFor('the refusals', () => bob.stdout.includes('/read refused') && bob.stdout.includes('the count must be'));
+  t.match(bob.stdout, /^\* no messages with nobody$/m);
+  t.match(bob.stdout, /^\* \/read refused: SB_ERR_NO_CONVERSATION/m);
+  t.notMatch(bob.stdout, /"type":"read"/, 'the event never prints as a message');
+  bob.child.stdin.end();
+  t.not((await bob.exit(EXIT_MS)).code, 0, 'a refused command makes the exit code non-zero, as a refused message does');
+});
