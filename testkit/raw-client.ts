@@ -125,6 +125,8 @@ export interface SyncOptions {
   ownCopies?: boolean;
   /** Replay nothing: the position becomes the inbox head (LoginRequest.no_replay). */
   noReplay?: boolean;
+  /** Take RECEIPTs for what this user sends (LoginRequest.receipts). */
+  receipts?: boolean;
 }
 
 /** A frame header with arbitrary (possibly invalid) fields. */
@@ -232,7 +234,7 @@ export class RawClient {
     token: string | undefined,
     deviceId: string,
     sequence: Long | number = PRE_LOGIN_SEQUENCE,
-    { acks, lastSeq, inboxEpoch, groups, ownCopies, noReplay }: SyncOptions = {},
+    { acks, lastSeq, inboxEpoch, groups, ownCopies, noReplay, receipts }: SyncOptions = {},
   ): ImMessage {
     return {
       type: HeadType.LOGIN_REQUEST,
@@ -250,6 +252,7 @@ export class RawClient {
         ...(groups !== undefined ? { groups } : {}),
         ...(ownCopies !== undefined ? { ownCopies } : {}),
         ...(noReplay !== undefined ? { noReplay } : {}),
+        ...(receipts !== undefined ? { receipts } : {}),
       },
     };
   }

@@ -19,7 +19,7 @@
 import type { Logger } from '../log.js';
 import { encodeMessageFrame } from '../protocol/codec.js';
 import { notification } from '../protocol/messages.js';
-import { HeadType, NotificationType } from '../protocol/types.js';
+import { HeadType, NotificationType, type Receipt } from '../protocol/types.js';
 import type { LocalSession } from '../session/local-session.js';
 import type { SessionDistributed } from '../session/session-distributed.js';
 import type { LocalPort, MessageRouter } from '../server/cluster-seam.js';
@@ -79,6 +79,19 @@ export class ClusterMessageRouter implements MessageRouter {
     this.#o.local.deliverGroup(group, seq, body, sender);
     // Dropped on a link that is down: the peer re-reads every session's groups after the reconnect.
     this.#o.workers.broadcast(encodeMessageFrame({ type: HeadType.PEER_GROUP, peerGroup: { group, seq, ...(body ? { body } : {}) } }), undefined, true);
+  }
+
+  receipt(uid: string, receipt: Receipt): void {
+    this.#o.local.receipt(uid, receipt);
+    const forward = (nodes: ReadonlySet<string>) => {
+      if (nodes.size === 0) return;
+      const frame = encodeMessageFrame({ type: HeadType.PEER_RECEIPT, peerReceipt: { uid, receipt } });
+      for (const nodeId of nodes) this.#o.workers.send(nodeId, frame);
+    };
+    const nodes = this.#o.routes.lookup(uid);
+    // At most once: a failed lookup loses the receipt (the next one covers it).
+    if (nodes instanceof Promise) nodes.then(forward, (err: unknown) => this.#o.log.debug({ err, uid }, 'route lookup failed; receipt dropped'));
+    else forward(nodes);
   }
 
   sessionOpened(session: LocalSession): void {

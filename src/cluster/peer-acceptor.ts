@@ -1,7 +1,7 @@
 // What a connection on the peer port may say (PROTOCOL.md §10). First the handshake, HELLO →
 // CHALLENGE → AUTH: the dialer must claim the id of another worker in the registry (the view may
 // lag a fresh registration by a moment, so an unknown id is waited for, boundedly) and prove the
-// cluster secret over the whole transcript. Only then peer frames: PEER_DELIVER, PEER_GROUP, PEER_NUDGE,
+// cluster secret over the whole transcript. Only then peer frames: PEER_DELIVER, PEER_GROUP, PEER_RECEIPT, PEER_NUDGE,
 // SESSION_ON / SESSION_OFF and heartbeats. Anything else closes the connection with a code.
 // One link per peer: a newer authenticated link from the same worker replaces the older.
 
@@ -170,6 +170,11 @@ export class PeerAcceptor {
         const g = message.peerGroup;
         // Without a body: the entry exists, its sessions read it from the log.
         if (g?.group && isGroupId(g.group)) this.#options.local.deliverGroup(g.group, uint64Number(g.seq), g.body?.length ? g.body : undefined);
+        return;
+      }
+      case HeadType.PEER_RECEIPT: {
+        const r = message.peerReceipt;
+        if (r?.uid && r.receipt) this.#options.local.receipt(r.uid, r.receipt);
         return;
       }
       case HeadType.PEER_NUDGE: {

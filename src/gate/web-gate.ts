@@ -20,6 +20,7 @@ import type { WorkerProbe } from './worker-probe.js';
 import type { GroupLimits, GroupStore } from '../groups/group-store.js';
 import { groupRoutes } from './group-routes.js';
 import { conversationRoutes } from './conversation-routes.js';
+import { settingsRoutes } from './settings-routes.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import type { GroupNotifier } from '../groups/group-notifier.js';
 
@@ -199,6 +200,7 @@ export class WebGate {
       const { inbox, normalizePeers = true } = this.#o.conversations;
       conversationRoutes(app, { inbox, signer: this.#o.signer, normalizePeers, rates: { store: this.#rateLimits, reads: this.#o.limits.conversationReads } });
     }
+    settingsRoutes(app, { users: this.#o.users, signer: this.#o.signer, rates: { store: this.#rateLimits, requests: this.#o.limits.conversationReads } });
     app.get('/healthz', async () => ({ ok: true, workers: this.#o.registry.workers().length }));
 
     app.get('/api/workers', async () => ({

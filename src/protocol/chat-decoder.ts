@@ -73,6 +73,8 @@ export const KNOWN_WIRE_TYPES = {
     peerGroup: LEN,
     conversationRequest: LEN,
     conversationResponse: LEN,
+    receipt: LEN,
+    peerReceipt: LEN,
   },
   MessageRequest: { msgId: VARINT, from: LEN, to: LEN, time: VARINT, msgType: VARINT, content: LEN, url: LEN, property: LEN, fromNick: LEN, json: LEN, seq: VARINT, storedAt: VARINT, group: LEN, event: LEN, originDevice: LEN },
   MessageAck: { seq: VARINT, group: LEN },

@@ -33,8 +33,10 @@ export const Field = {
     peerGroup: 22,
     conversationRequest: 23,
     conversationResponse: 24,
+    receipt: 25,
+    peerReceipt: 26,
   },
-  LoginRequest: { uid: 1, deviceId: 2, token: 3, platform: 4, appVersion: 5, acks: 16, lastSeq: 17, inboxEpoch: 18, groups: 19, ownCopies: 20, noReplay: 21 },
+  LoginRequest: { uid: 1, deviceId: 2, token: 3, platform: 4, appVersion: 5, acks: 16, lastSeq: 17, inboxEpoch: 18, groups: 19, ownCopies: 20, noReplay: 21, receipts: 22 },
   LoginResponse: { result: 1, code: 2, info: 3, expose: 4, errorCode: 16, inboxHead: 17, syncFrom: 18, gap: 19, inboxEpoch: 20, reset: 21, heartbeatIntervalMs: 22 },
   MessageRequest: { msgId: 1, from: 2, to: 3, time: 4, msgType: 5, content: 6, url: 8, property: 9, fromNick: 10, json: 11, seq: 16, storedAt: 17, group: 18, event: 19, originDevice: 20 },
   MessageResponse: { result: 1, code: 2, info: 3, expose: 4, errorCode: 16, seq: 17, duplicate: 18, ownSeq: 19 },
@@ -50,6 +52,8 @@ export const Field = {
   PeerDeliver: { uid: 1, seq: 2, body: 3, epoch: 4 },
   PeerNudge: { uids: 1, all: 2 },
   PeerGroup: { group: 1, seq: 2, body: 3 },
+  Receipt: { kind: 1, peer: 2, seq: 3, msgId: 4, at: 5 },
+  PeerReceipt: { uid: 1, receipt: 2 },
 } as const;
 
 export const HeadType = {
@@ -66,6 +70,8 @@ export const HeadType = {
   /** switchboard: the conversation list, a history page or a read mark (ConversationRequest.op). */
   CONVERSATION_REQUEST: 9,
   CONVERSATION_RESPONSE: 10,
+  /** switchboard: "delivered" / "read" for messages this user sent; to devices that asked (LoginRequest.receipts). */
+  RECEIPT: 11,
   /** switchboard cluster: worker <-> worker frames (see PeerHello etc.). */
   PEER_HELLO: 20,
   PEER_CHALLENGE: 21,
@@ -73,6 +79,7 @@ export const HeadType = {
   PEER_DELIVER: 23,
   PEER_NUDGE: 24,
   PEER_GROUP: 25,
+  PEER_RECEIPT: 26,
 } as const;
 export type HeadType = (typeof HeadType)[keyof typeof HeadType];
 
@@ -152,6 +159,8 @@ export interface LoginRequest {
   ownCopies?: boolean;
   /** Replay nothing: the position becomes the inbox head. */
   noReplay?: boolean;
+  /** RECEIPTs for the messages this user sends. */
+  receipts?: boolean;
 }
 
 export interface LoginResponse {
@@ -290,6 +299,26 @@ export interface PeerGroup {
   body?: Uint8Array;
 }
 
+/** Receipt.kind. */
+export const ReceiptKind = {
+  DELIVERED: 1,
+  READ: 2,
+} as const;
+export type ReceiptKind = (typeof ReceiptKind)[keyof typeof ReceiptKind];
+
+export interface Receipt {
+  kind?: number;
+  peer?: string;
+  seq?: UInt64;
+  msgId?: UInt64;
+  at?: UInt64;
+}
+
+export interface PeerReceipt {
+  uid?: string;
+  receipt?: Receipt | null;
+}
+
 export interface PeerNudge {
   uids?: string[];
   all?: boolean;
@@ -314,4 +343,6 @@ export interface ImMessage {
   peerGroup?: PeerGroup | null;
   conversationRequest?: ConversationRequest | null;
   conversationResponse?: ConversationResponse | null;
+  receipt?: Receipt | null;
+  peerReceipt?: PeerReceipt | null;
 }

@@ -6,6 +6,7 @@
 
 import type { WorkerAnnouncement } from '../registry/im-node.js';
 import type { LocalSession } from '../session/local-session.js';
+import type { Receipt } from '../protocol/types.js';
 
 export interface MessageRouter {
   /** A message was stored in `uid`'s inbox as `seq` of `epoch`: get it to every online session of `uid`. */
@@ -18,6 +19,8 @@ export interface MessageRouter {
    * that lack it read it from the log.
    */
   deliverGroup(group: string, seq: number, body: Uint8Array | undefined, sender?: LocalSession): void;
+  /** A receipt for `uid`'s sessions that take receipts, here and on the workers that hold any (live only, at most once). */
+  receipt(uid: string, receipt: Receipt): void;
   /** A session is ready on this worker (logged in, replay started). */
   sessionOpened(session: LocalSession): void;
   /** A session left this worker. */
@@ -35,6 +38,8 @@ export interface LocalPort {
   deliver(uid: string, seq: number, body: Uint8Array, epoch: number): void;
   /** Delivers group entry `seq` to this worker's sessions of the group's members (without `body`: they read it). */
   deliverGroup(group: string, seq: number, body: Uint8Array | undefined, sender?: LocalSession): void;
+  /** Writes a RECEIPT to this worker's sessions of `uid` that take receipts. */
+  receipt(uid: string, receipt: Receipt): void;
   /**
    * Makes this worker's sessions of these users read their inbox, and their groups too when
    * `groups`; undefined uids: every session, inbox and groups.
@@ -65,6 +70,10 @@ export class LocalRouter implements MessageRouter {
 
   deliverGroup(group: string, seq: number, body: Uint8Array | undefined, sender?: LocalSession): void {
     this.local.deliverGroup(group, seq, body, sender);
+  }
+
+  receipt(uid: string, receipt: Receipt): void {
+    this.local.receipt(uid, receipt);
   }
 
   sessionOpened(): void {}

@@ -8,6 +8,7 @@ import type { SessionDistributed } from '../session/session-distributed.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import type { GroupStore } from '../groups/group-store.js';
 import type { Delivery } from './delivery.js';
+import type { Receipts } from './receipts.js';
 import type { GroupDelivery } from './group-delivery.js';
 import type { MessageRouter } from './cluster-seam.js';
 import type { MessageRate } from './message-rate.js';
@@ -21,6 +22,8 @@ export interface ServerContext {
   readonly directory: SessionDistributed;
   readonly inbox: InboxStore;
   readonly delivery: Delivery;
+  /** DELIVERED and READ receipts to the senders' devices. */
+  readonly receipts: Receipts;
   /** Group chat: the groups' logs and their fan-out to this worker's sessions. */
   readonly groups: { readonly store: GroupStore; readonly delivery: GroupDelivery } | undefined;
   readonly router: MessageRouter;

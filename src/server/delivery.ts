@@ -39,6 +39,7 @@ import { deliveryFrame } from '../protocol/chat-frames.js';
 import { isOwnCopy, ownCopyFrom } from '../protocol/codec.js';
 import type { SyncStart } from '../protocol/messages.js';
 import { HandoffRing } from '../session/handoff-ring.js';
+import type { Receipts } from './receipts.js';
 import type { LocalSession } from '../session/local-session.js';
 
 /** Where a device asks its replay to start (LoginRequest.last_seq and inbox_epoch). */
@@ -54,6 +55,8 @@ export interface SyncRequest {
 export interface DeliveryOptions {
   /** A session reads its inbox for nudges at most once per this long. */
   nudgeIntervalMs: number;
+  /** Told of every delivery written and every ack: the DELIVERED receipts. */
+  receipts?: Pick<Receipts, 'written' | 'acknowledged'>;
 }
 
 export class Delivery {
@@ -61,6 +64,7 @@ export class Delivery {
   readonly #limits: WorkerLimits;
   readonly #log: Logger;
   readonly #nudgeIntervalMs: number;
+  readonly #receipts: DeliveryOptions['receipts'];
   /** Sessions whose position moved since it was last saved (legacy: or not all handed off yet). */
   readonly #dirty = new Set<LocalSession>();
   /** Sessions nudged during this tick, served after it (each once: nudgePending). */
@@ -71,6 +75,7 @@ export class Delivery {
     this.#limits = limits;
     this.#log = log;
     this.#nudgeIntervalMs = options.nudgeIntervalMs;
+    this.#receipts = options.receipts;
   }
 
   /**
@@ -159,7 +164,7 @@ export class Delivery {
         continue;
       }
       frame ??= deliveryFrame(body, seq);
-      this.#write(session, seq, frame);
+      this.#write(session, seq, frame, body);
     }
   }
 
@@ -171,6 +176,7 @@ export class Delivery {
     session.ackedSeq = upTo;
     session.unackedSince = upTo < session.sentSeq ? Date.now() : 0;
     this.#dirty.add(session);
+    this.#receipts?.acknowledged(session, upTo);
   }
 
   /**
@@ -183,6 +189,8 @@ export class Delivery {
       if (session.acks && session.unackedSince !== 0 && now - session.unackedSince > this.#limits.ackTimeoutMs) {
         session.sentSeq = session.ackedSeq;
         session.unackedSince = 0;
+        // Written again by the pump, and remembered again then.
+        session.receiptMarks = undefined;
         this.#pump(session);
       } else if (session.knownHead > session.sentSeq) {
         this.#pump(session);
@@ -235,7 +243,7 @@ export class Delivery {
     }
   };
 
-  #write(session: LocalSession, seq: number, frame: Buffer): void {
+  #write(session: LocalSession, seq: number, frame: Buffer, body: Uint8Array): void {
     const outbound = session.outbound;
     outbound.sendFrame(frame);
     // Dropped by this very write (slow consumer): it was discarded, and release() has saved the
@@ -252,6 +260,7 @@ export class Delivery {
     }
     session.sentSeq = seq;
     session.writtenSeq = seq;
+    this.#receipts?.written(session, seq, body);
   }
 
   /** An own copy not for this device: its position moves past it as if it had been written. */
@@ -300,7 +309,7 @@ export class Delivery {
           }
           if (m.seq <= session.sentSeq) continue;
           if (passesOver(session, m.body)) this.#passOver(session, m.seq);
-          else this.#write(session, m.seq, deliveryFrame(m.body, m.seq));
+          else this.#write(session, m.seq, deliveryFrame(m.body, m.seq), m.body);
           // The write dropped the connection: nothing after it is sent, so none of it may count.
           if (session.released) return;
         }

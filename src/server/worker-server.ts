@@ -17,6 +17,8 @@ import type { LocalSessionMap } from '../session/local-session-map.js';
 import type { SessionDistributed } from '../session/session-distributed.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import { Delivery } from './delivery.js';
+import { Receipts } from './receipts.js';
+import { receiptFrame } from '../protocol/receipts.js';
 import { GroupDelivery, type GroupDeliveryOptions } from './group-delivery.js';
 import type { GroupStore } from '../groups/group-store.js';
 import type { GroupNotifier } from '../groups/group-notifier.js';
@@ -86,12 +88,19 @@ export class WorkerServer {
     this.#log = options.log;
     this.sessions = options.sessions;
     const nodeId = new Promise<string>((resolve) => (this.#resolveNodeId = resolve));
-    const delivery = new Delivery(options.inbox, options.limits, options.log, { nudgeIntervalMs: sweepIntervalMs(options.limits) });
+    const receipts = new Receipts(options.users, () => this.#ctx.router, options.log.child({ component: 'receipts' }));
+    const delivery = new Delivery(options.inbox, options.limits, options.log, { nudgeIntervalMs: sweepIntervalMs(options.limits), receipts });
     const groups = options.groups && { store: options.groups.store, delivery: new GroupDelivery(options.groups.store, options.groups.options, options.log) };
     const local: LocalPort = {
       nodeId,
       deliver: (uid, seq, body, epoch) => delivery.deliverLive(this.sessions.byUser(uid), seq, body, epoch),
       deliverGroup: (group, seq, body, sender) => groups?.delivery.deliver(group, seq, body, sender),
+      receipt: (uid, receipt) => {
+        let frame: Buffer | undefined;
+        for (const session of this.sessions.byUser(uid)) {
+          if (Receipts.wants(session) && session.ready) session.outbound.sendFrame((frame ??= receiptFrame(receipt)));
+        }
+      },
       nudge: (uids, withGroups = false) => {
         if (uids !== undefined) {
           for (const uid of uids) {
@@ -123,6 +132,7 @@ export class WorkerServer {
       directory: options.directory,
       inbox: options.inbox,
       delivery,
+      receipts,
       groups,
       router: cluster?.router ?? new LocalRouter(local),
       rate: new MessageRate(options.limits),

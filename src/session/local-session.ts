@@ -2,7 +2,15 @@
 // The session layer knows nothing about sockets; the server's Connection implements Outbound.
 
 import type { Failure } from '../protocol/messages.js';
+import type { UInt64 } from '../protocol/types.js';
 import type { HandoffRing } from './handoff-ring.js';
+
+/** A delivery written and not yet acknowledged: the receipt its ack produces (src/server/receipts.ts). */
+export interface ReceiptMark {
+  seq: number;
+  from: string;
+  msgId: UInt64;
+}
 
 /** A token bucket's state: `tokens` as of `at` (ms); the owner knows the rate and size. */
 export interface RateState {
@@ -35,6 +43,17 @@ export class LocalSession {
   acks = false;
   /** The device takes the copies of what its user sends from other devices (LoginRequest.own_copies). */
   ownCopies = false;
+
+  // Receipts state, owned by the server's Receipts (see src/server/receipts.ts).
+  /** The device takes RECEIPTs for what its user sends (LoginRequest.receipts). */
+  receipts = false;
+  /** Its user's privacy setting: receipts are sent for and to this user. */
+  receiptsOn = true;
+  /** When receiptsOn was last read from the UserStore. */
+  receiptsCheckedAt = 0;
+  /** Deliveries written and not yet acknowledged, ascending by seq: what the next ack's receipts are about. */
+  receiptMarks: ReceiptMark[] | undefined;
+
   /** Replay position is known and the LoginResponse is out: deliveries may flow. */
   ready = false;
   /** Gone from the server: nothing more is sent and its position is saved. */

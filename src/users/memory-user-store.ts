@@ -5,6 +5,8 @@ import type { NewUser, UserRecord, UserStore } from './user-store.js';
 
 export class MemoryUserStore implements UserStore {
   readonly #users = new Map<string, UserRecord>();
+  /** Users who turned receipts off (accounts only: bounded by the accounts). */
+  readonly #noReceipts = new Set<string>();
 
   async create({ username, passwordHash, createdAt }: NewUser): Promise<boolean> {
     if (this.#users.has(username)) return false;
@@ -25,10 +27,22 @@ export class MemoryUserStore implements UserStore {
     return this.#users.size;
   }
 
+  async receipts(username: string): Promise<boolean> {
+    return !this.#noReceipts.has(username);
+  }
+
+  async setReceipts(username: string, on: boolean): Promise<boolean> {
+    if (!this.#users.has(username)) return false;
+    if (on) this.#noReceipts.delete(username);
+    else this.#noReceipts.add(username);
+    return true;
+  }
+
   /** Memory always answers. */
   async ping(): Promise<void> {}
 
   async close(): Promise<void> {
     this.#users.clear();
+    this.#noReceipts.clear();
   }
 }

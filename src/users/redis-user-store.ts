@@ -1,6 +1,6 @@
 // Redis UserStore.
 //
-//   <prefix>user:{username}   hash    username, passwordHash, createdAt
+//   <prefix>user:{username}   hash    username, passwordHash, createdAt; receipts = "0" once turned off
 //   <prefix>users:count       string  the number of accounts created
 //
 // create is one Lua script on the user's key (exists? else write all three fields), so two
@@ -21,8 +21,16 @@ redis.call('HSET', KEYS[1], 'username', ARGV[1], 'passwordHash', ARGV[2], 'creat
 return 1
 `;
 
+// KEYS: user hash   ARGV: "1" | "0". Returns 1 if set, 0 if there is no such account.
+const SET_RECEIPTS = `
+if redis.call('HEXISTS', KEYS[1], 'passwordHash') == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'receipts', ARGV[1])
+return 1
+`;
+
 type Scripts = {
   sbCreateUser(userKey: string, username: string, passwordHash: string, createdAt: string): Promise<number>;
+  sbSetReceipts(userKey: string, on: string): Promise<number>;
 };
 
 export interface RedisUserStoreOptions {
@@ -41,6 +49,7 @@ export class RedisUserStore implements UserStore {
     this.#prefix = options.keyPrefix ?? 'sb:';
     const redis = createRedisClient(options.url, options);
     redis.defineCommand('sbCreateUser', { numberOfKeys: 1, lua: CREATE });
+    redis.defineCommand('sbSetReceipts', { numberOfKeys: 1, lua: SET_RECEIPTS });
     this.#redis = redis as Redis & Scripts;
   }
 
@@ -83,6 +92,22 @@ export class RedisUserStore implements UserStore {
   async count(): Promise<number> {
     try {
       return Number((await this.#redis.get(this.#countKey())) ?? 0);
+    } catch (err) {
+      throw storeUnavailable('user', err);
+    }
+  }
+
+  async receipts(username: string): Promise<boolean> {
+    try {
+      return (await this.#redis.hget(this.#userKey(username), 'receipts')) !== '0';
+    } catch (err) {
+      throw storeUnavailable('user', err);
+    }
+  }
+
+  async setReceipts(username: string, on: boolean): Promise<boolean> {
+    try {
+      return (await this.#redis.sbSetReceipts(this.#userKey(username), on ? '1' : '0')) === 1;
     } catch (err) {
       throw storeUnavailable('user', err);
     }

@@ -39,6 +39,13 @@ export interface UserStore {
   exists(username: string): Promise<boolean>;
   /** The number of accounts created. */
   count(): Promise<number>;
+  /**
+   * The user's receipts privacy setting (PROTOCOL.md §14): true, the default, unless the user
+   * turned receipts off. A name without an account: true.
+   */
+  receipts(username: string): Promise<boolean>;
+  /** Sets it; resolves false, changing nothing, when there is no such account. */
+  setReceipts(username: string, on: boolean): Promise<boolean>;
   /** Resolves once the store answers; rejects with SB_ERR_STORE_UNAVAILABLE, in bounded time. */
   ping(): Promise<void>;
   close(): Promise<void>;

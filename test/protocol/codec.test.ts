@@ -99,6 +99,8 @@ t.test('every message kind survives encode/decode', async (t) => {
     PEER_DELIVER: { type: HeadType.PEER_DELIVER, peerDeliver: { uid: 'bob', seq: u64('77'), body: Buffer.from([0x12, 0x01, 0x61]) } },
     PEER_NUDGE: { type: HeadType.PEER_NUDGE, peerNudge: { uids: ['bob', 'carol'], all: false } },
     PEER_GROUP: { type: HeadType.PEER_GROUP, peerGroup: { group: 'gabcdefghijkl', seq: u64('12'), body: Buffer.from([0x12, 0x01, 0x61]) } },
+    RECEIPT: { type: HeadType.RECEIPT, receipt: { kind: 2, peer: 'bob', seq: u64('9'), msgId: u64(MAX_U64), at: u64('1764672000000') } },
+    PEER_RECEIPT: { type: HeadType.PEER_RECEIPT, peerReceipt: { uid: 'alice', receipt: { kind: 1, peer: 'bob', seq: u64('9'), msgId: u64('42'), at: u64('1764672000000') } } },
   };
   t.strictSame(Object.keys(messages).sort(), Object.keys(HeadType).sort(), 'one fixture per HeadType');
   for (const [name, msg] of Object.entries(messages)) {
@@ -233,14 +235,16 @@ t.test('HeadType values match PROTOCOL.md §3 and the proto enum', async (t) => 
       MESSAGE_ACK: 8,
       CONVERSATION_REQUEST: 9,
       CONVERSATION_RESPONSE: 10,
+      RECEIPT: 11,
       PEER_HELLO: 20,
       PEER_CHALLENGE: 21,
       PEER_AUTH: 22,
       PEER_DELIVER: 23,
       PEER_NUDGE: 24,
       PEER_GROUP: 25,
+      PEER_RECEIPT: 26,
     },
-    'the original 0..7 plus the MESSAGE_ACK, conversation and peer extensions',
+    'the original 0..7 plus the MESSAGE_ACK, conversation, receipt and peer extensions',
   );
   const protoEnum = messageType.lookupEnum('HeadType').values;
   t.strictSame({ ...protoEnum }, { ...HeadType }, 'proto/im.proto declares the same values');
@@ -338,6 +342,7 @@ t.test('httpStatusOf: the gate status each code has in the error catalogue (PROT
     SB_ERR_TOKEN_INVALID: 401,
     SB_ERR_TOKEN_EXPIRED: 401,
     SB_ERR_UNKNOWN_RECIPIENT: 404,
+    SB_ERR_NO_CONVERSATION: 404,
     SB_ERR_BAD_GROUP: 400,
     SB_ERR_GROUP_NOT_FOUND: 404,
     SB_ERR_GROUP_NOT_MEMBER: 403,

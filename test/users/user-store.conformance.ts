@@ -127,4 +127,22 @@ export function userStoreConformance(t: Test, makeStore: () => Promise<UserStore
     t.same(await store.get('dave'), original, 'mutating a returned record does not change the store');
     t.equal(await store.get('eve'), undefined);
   });
+
+  t.test('the receipts setting: on by default, off and on again per account; no account, no setting', async (t) => {
+    const store = await fresh(t);
+    await store.create(newUser('alice'));
+    await store.create(newUser('bob'));
+    t.equal(await store.receipts('alice'), true, 'on by default');
+    t.equal(await store.setReceipts('alice', false), true);
+    t.equal(await store.receipts('alice'), false);
+    t.equal(await store.receipts('bob'), true, "another user's is unchanged");
+    t.equal(await store.setReceipts('alice', true), true);
+    t.equal(await store.receipts('alice'), true);
+    t.equal(await store.setReceipts('nobody', false), false, 'no account: refused');
+    t.equal(await store.receipts('nobody'), true);
+    t.equal(await store.exists('nobody'), false, 'and no account was made');
+    t.same(await store.get('alice'), { uid: 'alice', ...newUser('alice') }, 'the record is unchanged');
+    await store.setReceipts('__proto__', false);
+    t.equal(await store.receipts('__proto__'), true, 'a name without an account, even this one');
+  });
 }

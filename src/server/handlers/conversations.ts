@@ -8,7 +8,8 @@
 // A request costs one message of the sender's rate (MessageRate), and the response is bounded by
 // the frame limit: a page holds what fits, and `next_before` says where the next one starts.
 
-import { encodeMessage, encodeMessageRequest, ownCopyBody, uint64Number } from '../../protocol/codec.js';
+import { encodeMessage, encodeMessageRequest, isOwnCopy, ownCopyBody, uint64Number } from '../../protocol/codec.js';
+import { originOf } from '../../protocol/receipts.js';
 import { previewMessage, storedMessage } from '../../protocol/conversation-view.js';
 import { HEADER_LENGTH } from '../../protocol/frame.js';
 import { resultCodeFor, type Failure } from '../../protocol/messages.js';
@@ -23,6 +24,8 @@ import type { ServerContext } from '../context.js';
 export const DEFAULT_PAGE = 50;
 /** The most a page holds, whatever `limit` asks (and fewer when the frame limit is reached first). */
 export const MAX_PAGE = 100;
+/** A READ looks this far back for the newest of the peer's messages it covers (its receipt); none among them: no receipt. */
+const RECEIPT_LOOKBACK = 8;
 /** Room kept in a response frame for the envelope and the page's own fields. */
 const RESPONSE_OVERHEAD = 128;
 
@@ -102,11 +105,28 @@ async function read(ctx: ServerContext, session: LocalSession, request: Conversa
   const peer = peerOf(ctx, request);
   const seq = uint64Number(request.seq);
   if (peer === undefined || seq <= 0) return { code: 'SB_ERR_BAD_REQUEST', reason: 'a READ request needs conversationRequest.peer and seq' };
-  const event = readEventBody(session, peer, seq, Date.now());
-  const result = await ctx.inbox.markRead(session.uid, peer, seq, event);
-  if (!result.found) return { code: 'SB_ERR_NO_CONVERSATION', reason: `no conversation with ${JSON.stringify(peer.length > 40 ? `${peer.slice(0, 40)}...` : peer)}` };
-  if (result.eventSeq !== undefined) ctx.router.deliver(session.uid, result.eventSeq, event, result.epoch);
+  // The mark is the conversation's newest message at or below `seq`: what the read event tells
+  // the other devices is then exactly the position stored (a mark past the last message, or
+  // anywhere between two of its messages, means the same messages).
+  const around = await ctx.inbox.history(session.uid, peer, seq + 1, RECEIPT_LOOKBACK);
+  const newest = around.messages.at(-1);
+  // (0: nothing of it at or below `seq`, nothing moves; the store still says whether it exists.)
+  const mark = newest ? newest.seq : Math.min(seq, around.oldest - 1);
+  const event = readEventBody(session, peer, mark, Date.now());
+  const result = await ctx.inbox.markRead(session.uid, peer, mark, event);
+  if (!result.found) return { code: 'SB_ERR_NO_CONVERSATION', reason: `no conversation with ${quoted(peer)}` };
+  if (result.eventSeq !== undefined) {
+    ctx.router.deliver(session.uid, result.eventSeq, event, result.epoch);
+    // READ receipt: the newest of the peer's own messages the mark covers (not this user's replies).
+    const received = [...around.messages].reverse().find((m) => !isOwnCopy(m.body));
+    const origin = received && originOf(received.body);
+    if (origin) ctx.receipts.read(session, peer, received!.seq, origin.msgId);
+  }
   return { readSeq: result.readSeq, unread: result.unread, eventSeq: result.eventSeq ?? 0 };
+}
+
+function quoted(peer: string): string {
+  return JSON.stringify(peer.length > 40 ? `${peer.slice(0, 40)}...` : peer);
 }
 
 /**

@@ -61,6 +61,7 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   const session = new LocalSession(randomUUID(), uid, deviceId, request!.platform ?? 0, conn);
   session.acks = request!.acks === true;
   session.ownCopies = request!.ownCopies === true;
+  session.receipts = request!.receipts === true;
   // In the map before the awaits below, so messages stored meanwhile raise its knownHead and
   // are part of the replay (Delivery holds them until start()).
   ctx.sessions.add(session);
@@ -77,6 +78,8 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   let sync: SyncStart;
   try {
     await ctx.directory.publish(session, nodeId);
+    // The receipts setting before the replay: its acks may produce receipts.
+    await ctx.receipts.prepare(session);
     sync = await ctx.delivery.prepare(session, requested);
     if (request!.groups && ctx.groups) await ctx.groups.delivery.prepare(session);
   } catch (err) {
@@ -92,5 +95,5 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   ctx.groups?.delivery.start(session);
   ctx.router.sessionOpened(session);
   // Through the worker's logger: an idle connection keeps no child logger (Connection.log).
-  ctx.log.info({ ...conn.logFields, replaced: replaced !== undefined, acks: session.acks, ownCopies: session.ownCopies, noReplay: requested.noReplay, ...sync }, 'login');
+  ctx.log.info({ ...conn.logFields, replaced: replaced !== undefined, acks: session.acks, ownCopies: session.ownCopies, receipts: session.receipts, noReplay: requested.noReplay, ...sync }, 'login');
 }

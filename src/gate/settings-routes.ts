@@ -1,0 +1,56 @@
+// The user's own settings at the gate: today one, the receipts privacy setting (PROTOCOL.md
+// §14). Off, the user's devices send no "delivered"/"read" receipts and get none. Workers read
+// it at each login and again at most every 30 s of a session (src/server/receipts.ts), so a
+// change reaches every device within that. Rate limited per user in the gate's RateLimitStore.
+
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { TokenSigner } from '../auth/token.js';
+import { SwitchboardError } from '../errors.js';
+import type { UserStore } from '../users/user-store.js';
+import type { RateLimit, RateLimitStore } from './rate-limit-store.js';
+import { bearer } from './group-routes.js';
+
+export interface SettingsRoutesOptions {
+  users: Pick<UserStore, 'receipts' | 'setReceipts'>;
+  signer: TokenSigner;
+  rates: { store: RateLimitStore; requests: RateLimit };
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The uid of the request's verified bearer token (settings routes). */
+    settingsUser: string;
+  }
+}
+
+export function settingsRoutes(app: FastifyInstance, options: SettingsRoutesOptions): void {
+  const { users, signer, rates } = options;
+  const body = { type: 'object', additionalProperties: false, required: ['receipts'], properties: { receipts: { type: 'boolean' } } } as const;
+
+  void app.register(async (scope) => {
+    scope.decorateRequest('settingsUser', '');
+    scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+      let uid: string;
+      try {
+        uid = signer.verify(bearer(request.headers.authorization)).uid;
+      } catch (err) {
+        reply.header('www-authenticate', 'Bearer');
+        throw err;
+      }
+      request.settingsUser = uid;
+      const window = await rates.store.add(`settings:${uid}`, 1, rates.requests.windowMs);
+      if (window.count <= rates.requests.max) return;
+      reply.header('retry-after', Math.max(1, Math.ceil(window.resetMs / 1000)));
+      throw new SwitchboardError('SB_ERR_RATE_LIMITED', `more than ${rates.requests.max} settings requests within ${rates.requests.windowMs / 1000} s; retry later`);
+    });
+
+    scope.get('/api/settings', async (request) => ({ receipts: await users.receipts(request.settingsUser) }));
+
+    scope.put<{ Body: { receipts: boolean } }>('/api/settings', { schema: { body } }, async (request) => {
+      const { receipts } = request.body;
+      if (!(await users.setReceipts(request.settingsUser, receipts))) throw new SwitchboardError('SB_ERR_UNKNOWN_RECIPIENT', `${request.settingsUser} has no account here: settings belong to accounts`);
+      request.log.info({ uid: request.settingsUser, receipts }, 'settings changed');
+      return { receipts };
+    });
+  });
+}

@@ -1,0 +1,58 @@
+// Receipts on the wire (PROTOCOL.md §14): the RECEIPT frame a sender's devices get, and what a
+// receipt needs of a stored message — its sender and msg_id — read from the stored body without
+// decoding it (per delivery written to a device that sends receipts: the hot path).
+
+import Long from 'long';
+import { encodeMessageFrame } from './codec.js';
+import { Field, HeadType, type Receipt, type UInt64 } from './types.js';
+import { WireReader, WireType } from './wire.js';
+
+const MSG_ID = Field.MessageRequest.msgId;
+const FROM = Field.MessageRequest.from;
+const EVENT = Field.MessageRequest.event;
+
+export interface MessageOrigin {
+  from: string;
+  msgId: UInt64;
+}
+
+const reader = new WireReader(Buffer.alloc(0), 0, 0, false);
+
+/**
+ * The sender and msg_id of a stored 1:1 message body; undefined for what no receipt is about (an
+ * event, a body without a sender, one that does not parse). The stored form writes msg_id and
+ * from first, so this reads two fields in the usual case.
+ */
+export function originOf(body: Uint8Array): MessageOrigin | undefined {
+  const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  const r = reader.reset(buf, 0, buf.length);
+  let from: string | undefined;
+  let msgId: UInt64 = 0;
+  while (r.pos < r.limit) {
+    const tag = r.tag();
+    if (tag < 0) return undefined;
+    const field = tag >>> 3;
+    const wireType = tag & 7;
+    if (field === MSG_ID && wireType === WireType.VARINT) {
+      if (!r.varint()) return undefined;
+      msgId = r.hi < 0x20_0000 ? r.hi * 0x1_0000_0000 + r.lo : Long.fromBits(r.lo | 0, r.hi | 0, true);
+    } else if (field === FROM && wireType === WireType.LEN) {
+      const end = r.length();
+      if (end < 0) return undefined;
+      from = buf.toString('utf8', r.pos, end);
+      r.pos = end;
+      // msg_id comes first when there is one: nothing more is needed.
+      return from === '' ? undefined : { from, msgId };
+    } else if (field === EVENT) {
+      return undefined;
+    } else if (!r.skip(wireType)) {
+      return undefined;
+    }
+  }
+  return undefined;
+}
+
+/** A RECEIPT frame (no sequence: nothing answers it). */
+export function receiptFrame(receipt: Receipt): Buffer {
+  return encodeMessageFrame({ type: HeadType.RECEIPT, receipt });
+}

@@ -1,0 +1,98 @@
+// Receipts (PROTOCOL.md §14): a sender's devices that asked (LoginRequest.receipts) are told
+// when a device of the recipient acknowledged its messages (DELIVERED) and when the recipient
+// marked the conversation read (READ). Cumulative: a receipt covers every message the sender
+// sent that recipient up to the recipient's inbox `seq`, so one per sender per ack is enough,
+// and a receipt lost (the sender offline, a link down) is covered by the next one. They are
+// never stored: at most once.
+//
+// For DELIVERED, each delivery written to an ack device is remembered (seq, sender, msg_id) until
+// the device acknowledges it: at most MAX_MARKS per session, the oldest dropped first (a later
+// receipt from the same sender covers it). A user who turned receipts off (the privacy setting in
+// the UserStore) sends none and gets none; the setting is read at login and again at most every
+// SETTING_TTL_MS while the session lives.
+
+import type { Logger } from '../log.js';
+import { isOwnCopy } from '../protocol/codec.js';
+import { originOf } from '../protocol/receipts.js';
+import { ReceiptKind, type Receipt, type UInt64 } from '../protocol/types.js';
+import type { LocalSession, ReceiptMark } from '../session/local-session.js';
+import type { UserStore } from '../users/user-store.js';
+import type { MessageRouter } from './cluster-seam.js';
+
+/** Deliveries remembered per session until acknowledged. */
+export const MAX_MARKS = 1024;
+/** How stale a session's copy of its user's receipts setting may get. */
+export const SETTING_TTL_MS = 30_000;
+
+export class Receipts {
+  readonly #users: Pick<UserStore, 'receipts'> | undefined;
+  readonly #router: () => MessageRouter;
+  readonly #log: Logger;
+
+  /** `router` is asked per receipt: the worker makes it after this. */
+  constructor(users: Pick<UserStore, 'receipts'> | undefined, router: () => MessageRouter, log: Logger) {
+    this.#users = users;
+    this.#router = router;
+    this.#log = log;
+  }
+
+  /** At login: the user's setting, before any delivery. Without a UserStore receipts are on. */
+  async prepare(session: LocalSession): Promise<void> {
+    if (!this.#users) return;
+    session.receiptsOn = await this.#users.receipts(session.uid);
+    session.receiptsCheckedAt = Date.now();
+  }
+
+  /** Delivery `seq` (stored `body`) was written to `session`. */
+  written(session: LocalSession, seq: number, body: Uint8Array): void {
+    if (!session.acks || !session.receiptsOn || isOwnCopy(body)) return;
+    const origin = originOf(body);
+    if (origin === undefined || origin.from === session.uid) return;
+    const marks = (session.receiptMarks ??= []);
+    if (marks.length >= MAX_MARKS) marks.shift();
+    marks.push({ seq, from: origin.from, msgId: origin.msgId });
+  }
+
+  /** `session` acknowledged everything up to `seq`: a DELIVERED receipt to each sender of what that covers. */
+  acknowledged(session: LocalSession, seq: number): void {
+    const marks = session.receiptMarks;
+    if (marks === undefined || marks.length === 0 || marks[0]!.seq > seq) return;
+    let n = 0;
+    // The newest acknowledged message of each sender (marks ascend by seq).
+    const newest = new Map<string, ReceiptMark>();
+    while (n < marks.length && marks[n]!.seq <= seq) newest.set(marks[n]!.from, marks[n++]!);
+    marks.splice(0, n);
+    this.#refresh(session);
+    if (!session.receiptsOn) return;
+    const at = Date.now();
+    for (const mark of newest.values()) this.#send(mark.from, { kind: ReceiptKind.DELIVERED, peer: session.uid, seq: mark.seq, msgId: mark.msgId, at });
+  }
+
+  /** `session`'s user marked the conversation with `peer` read, its newest message from `peer` covered being `seq` (msg_id `msgId`). */
+  read(session: LocalSession, peer: string, seq: number, msgId: UInt64): void {
+    this.#refresh(session);
+    if (!session.receiptsOn || peer === session.uid) return;
+    this.#send(peer, { kind: ReceiptKind.READ, peer: session.uid, seq, msgId, at: Date.now() });
+  }
+
+  /** Whether `session` is sent receipts: it asked, and its user has them on. */
+  static wants(session: LocalSession): boolean {
+    return session.receipts && session.receiptsOn;
+  }
+
+  #send(to: string, receipt: Receipt): void {
+    this.#router().receipt(to, receipt);
+  }
+
+  /** Re-reads the setting in the background once it is older than SETTING_TTL_MS; meanwhile the last one holds. */
+  #refresh(session: LocalSession): void {
+    const users = this.#users;
+    const now = Date.now();
+    if (!users || now - session.receiptsCheckedAt < SETTING_TTL_MS) return;
+    session.receiptsCheckedAt = now;
+    users.receipts(session.uid).then(
+      (on) => (session.receiptsOn = on),
+      (err: unknown) => this.#log.warn({ err, uid: session.uid }, 'receipts setting read failed; the last one holds'),
+    );
+  }
+}
