@@ -12,9 +12,9 @@ import type { GroupEvent } from '../groups/group-store.js';
 import type { Logger } from '../log.js';
 import { decodeMessage, encodeMessageFrame, uint64Number } from '../protocol/codec.js';
 import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage, type MessageRequest } from '../protocol/types.js';
-import { incomingMessage, parseReadEvent, type IncomingMessage, type ReadEvent } from './incoming.js';
+import { incomingMessage, parseReadEvent, receiptEvent, type IncomingMessage, type ReadEvent, type ReceiptEvent } from './incoming.js';
 
-export type { IncomingMessage, ReadEvent };
+export type { IncomingMessage, ReadEvent, ReceiptEvent };
 import { GroupPositions } from './group-positions.js';
 import type { ClientSettings, Endpoint, ImClientOptions } from './options.js';
 import type { PendingRequests } from './pending-requests.js';
@@ -62,6 +62,8 @@ export interface ImClientEvents {
    * read position to `seq` if higher and recount its unread messages. In the inbox's order, once.
    */
   read: [ReadEvent];
+  /** "delivered" / "read" for messages this user sent (login with `receipts`); at most once each. */
+  receipt: [ReceiptEvent];
   /** The server announced it is closing this connection, and why. */
   closing: [{ code: string; reason: string }];
   /** Messages after `requested` were pruned from the inbox; the replay starts after `from`. */
@@ -147,6 +149,7 @@ export class EventHandler implements TransportHandlers {
   readonly #groups: boolean;
   readonly #ownCopies: boolean;
   readonly #noReplay: boolean;
+  readonly #receipts: boolean;
   readonly #groupPositions: GroupPositions;
   #groupAckScheduled = false;
   #loginSequence = -1;
@@ -173,6 +176,7 @@ export class EventHandler implements TransportHandlers {
     this.#acks = (options.acks ?? true) || this.#groups;
     this.#ownCopies = options.ownCopies === true;
     this.#noReplay = options.noReplay === true;
+    this.#receipts = options.receipts === true;
     this.#groupPositions = new GroupPositions(options.groupPositions);
     this.#explicitHeartbeat = options.heartbeatIntervalMs;
     this.#heartbeatMs = settings.heartbeatIntervalMs;
@@ -223,6 +227,7 @@ export class EventHandler implements TransportHandlers {
           ...(this.#ownCopies ? { ownCopies: true } : {}),
           // Only while this device has no position: after its first login it has one, and a reconnect replays from it.
           ...(this.#noReplay && this.#lastSeq === undefined ? { noReplay: true } : {}),
+          ...(this.#receipts ? { receipts: true } : {}),
           ...(this.#lastSeq !== undefined ? { lastSeq: this.#lastSeq } : {}),
           ...(this.#lastSeq !== undefined && this.#inboxEpoch !== 0 ? { inboxEpoch: this.#inboxEpoch } : {}),
         },
@@ -254,6 +259,11 @@ export class EventHandler implements TransportHandlers {
       case HeadType.MESSAGE_NOTIFICATION:
         this.#onNotification(message);
         return;
+      case HeadType.RECEIPT: {
+        const receipt = message.receipt && receiptEvent(message.receipt);
+        if (receipt) this.#client.emit('receipt', receipt);
+        return;
+      }
       case HeadType.HEART_BEAT:
         return;
       default:

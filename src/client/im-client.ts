@@ -23,12 +23,12 @@ import { DELIVERY_OVERHEAD, deliveryFits } from '../protocol/chat-frames.js';
 import { HEADER_LENGTH } from '../protocol/frame.js';
 import { ConversationOp, HeadType, type ConversationRequest, type ConversationResponse, type ImMessage, type MessageRequest } from '../protocol/types.js';
 import { conversationList, historyPage, readMark, type ConversationList, type ConversationSummary, type HistoryPage, type ReadMark } from './conversations.js';
-import { EventHandler, serverError, type ClientInternals, type ClientStatus, type GroupEventMessage, type GroupMessage, type ImClientEvents, type IncomingMessage, type ReadEvent, type ServerNotification } from './event-handler.js';
+import { EventHandler, serverError, type ClientInternals, type ClientStatus, type GroupEventMessage, type GroupMessage, type ImClientEvents, type IncomingMessage, type ReadEvent, type ReceiptEvent, type ServerNotification } from './event-handler.js';
 import { clientSettings, defaultRetryStrategy, type ClientSettings, type Endpoint, type ImClientOptions, type RetryStrategy } from './options.js';
 import { PendingRequests } from './pending-requests.js';
 import { Transport } from './transport.js';
 
-export { defaultRetryStrategy, type ClientStatus, type ConversationList, type ConversationSummary, type Endpoint, type GroupEventMessage, type GroupMessage, type HistoryPage, type ImClientEvents, type ImClientOptions, type IncomingMessage, type ReadEvent, type ReadMark, type RetryStrategy, type ServerNotification };
+export { defaultRetryStrategy, type ClientStatus, type ConversationList, type ConversationSummary, type Endpoint, type GroupEventMessage, type GroupMessage, type HistoryPage, type ImClientEvents, type ImClientOptions, type IncomingMessage, type ReadEvent, type ReadMark, type ReceiptEvent, type RetryStrategy, type ServerNotification };
 
 /** A page of the chat list or of a conversation's history. */
 export interface PageOptions {

@@ -2,8 +2,8 @@
 // or an own copy from another device) and the read event of a mark made on another device
 // (PROTOCOL.md §14). Shared by the deliveries (event-handler.ts) and history pages (conversations.ts).
 
-import { uint64Number } from '../protocol/codec.js';
-import type { MessageRequest } from '../protocol/types.js';
+import { uint64Number, uint64String } from '../protocol/codec.js';
+import { ReceiptKind, type MessageRequest, type Receipt } from '../protocol/types.js';
 
 export interface IncomingMessage {
   /** Position in the recipient's inbox (0 from a server without inboxes). */
@@ -83,4 +83,26 @@ export function parseReadEvent(json: string): { peer: string; seq: number } | un
   const { type, peer, seq } = parsed as Record<string, unknown>;
   if (type !== 'read' || typeof peer !== 'string' || typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 0) return undefined;
   return { peer, seq };
+}
+
+/**
+ * A receipt for messages this user sent (login with `receipts`): `peer` has every message this
+ * user sent it up to `seq` (the peer's inbox seq, as SendResult.seq gives it) delivered to a
+ * device, or read. `msgId` is the newest of them ('0' when unknown): a device that did not send
+ * them (it has their own copies, not their seq) marks that message and those before it in the
+ * conversation. At most once: a lost one is covered by the next.
+ */
+export interface ReceiptEvent {
+  kind: 'delivered' | 'read';
+  peer: string;
+  seq: number;
+  msgId: string;
+  /** Server time of the delivery or the mark. */
+  at: number;
+}
+
+export function receiptEvent(r: Receipt): ReceiptEvent | undefined {
+  const kind = r.kind === ReceiptKind.DELIVERED ? 'delivered' : r.kind === ReceiptKind.READ ? 'read' : undefined;
+  if (kind === undefined || !r.peer) return undefined;
+  return { kind, peer: r.peer, seq: uint64Number(r.seq), msgId: uint64String(r.msgId ?? 0), at: uint64Number(r.at) };
 }

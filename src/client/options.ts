@@ -95,6 +95,12 @@ export interface ImClientOptions {
    * Later logins of this client replay from its position as usual. Default false.
    */
   noReplay?: boolean;
+  /**
+   * Take receipts ('receipt' events: "delivered" and "read") for the messages this user sends,
+   * from any of its devices (the login's `receipts`). Sent only while the user's receipts
+   * setting is on (the gate's /api/settings). Default false.
+   */
+  receipts?: boolean;
   log?: Logger;
 }
 
