@@ -8,8 +8,8 @@ import { startZooKeeper } from '../helpers/zookeeper.js';
 import { sleep } from '../../testkit/wait.js';
 import { LOGIN_RECHECKS_MS, startCluster, type WorkerProcess } from '../helpers/cluster.js';
 import { connectLoggedIn } from '../helpers/raw-session.js';
-import { isDelivery, seqOf, u64, type RawClient } from '../../testkit/raw-client.js';
-import { ConversationOp, type ImMessage, type MessageRequest } from '../../src/protocol/types.js';
+import { isDelivery, isType, seqOf, u64, type RawClient } from '../../testkit/raw-client.js';
+import { ConversationOp, HeadType, ReceiptKind, type ImMessage, type MessageRequest } from '../../src/protocol/types.js';
 
 const zk = await startZooKeeper(t);
 const cluster = await startCluster(t, zk, { workers: 3 });
@@ -96,4 +96,28 @@ t.test('a read mark on one worker reaches the devices on the others, as one inbo
   }
   const [entry] = (await tablet.conversation({ op: ConversationOp.LIST })).conversationResponse!.conversations!;
   t.match({ peer: entry!.peer, readSeq: Number(u64(entry!.readSeq)), unread: entry!.unread ?? 0 }, { peer: 'frank', readSeq: 3, unread: 0 });
+});
+
+t.test('receipts cross workers: an ack on one worker and a mark on another reach the sender on a third, once each', async (t) => {
+  const isReceipt = isType(HeadType.RECEIPT);
+  const sender = await connectLoggedIn(t, a.port, 'grace', cluster.token('grace', 'e1'), 'e1', { acks: true, receipts: true });
+  const senderTablet = await connectLoggedIn(t, b.port, 'grace', cluster.token('grace', 'e2'), 'e2', { acks: true, receipts: true });
+  const phone = await login(b, 'heidi', 'phone');
+  const laptop = await login(c, 'heidi', 'laptop');
+  await sleep(LOGIN_RECHECKS_MS);
+  const r = (await sender.chatAndWait('heidi', 'hello heidi', { msgId: 77 })).messageResponse!;
+  const seq = Number(u64(r.seq));
+  await phone.next((m) => isDelivery(m) && seqOf(m) === seq);
+  phone.ack(seq);
+  for (const device of [sender, senderTablet]) {
+    const receipt = (await device.next(isReceipt, 10_000)).receipt!;
+    t.same({ kind: receipt.kind, peer: receipt.peer, seq: Number(u64(receipt.seq)), msgId: Number(u64(receipt.msgId)) }, { kind: ReceiptKind.DELIVERED, peer: 'heidi', seq, msgId: 77 }, 'delivered, from a device on another worker');
+  }
+  await laptop.next((m) => isDelivery(m) && seqOf(m) === seq);
+  const mark = (await laptop.conversation({ op: ConversationOp.READ, peer: 'grace', seq })).conversationResponse!;
+  t.equal(mark.result, true);
+  const read = (await sender.next(isReceipt, 10_000)).receipt!;
+  t.same({ kind: read.kind, seq: Number(u64(read.seq)), msgId: Number(u64(read.msgId)) }, { kind: ReceiptKind.READ, seq, msgId: 77 }, 'read, marked on the third worker');
+  await sender.roundTrip();
+  t.same(sender.pending.filter(isReceipt), [], 'one receipt each, nothing more');
 });
