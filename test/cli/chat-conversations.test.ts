@@ -59,3 +59,29 @@ t.test('/list, /history and /read; a read mark from another device prints as suc
   bob.child.stdin.end();
   t.not((await bob.exit(EXIT_MS)).code, 0, 'a refused command makes the exit code non-zero, as a refused message does');
 });
+
+t.test('what the chat sends is marked delivered, then read, once each', async (t) => {
+  const n = await startNode(t, {}, { secret: SECRET });
+  const bob = new ImClient({ host: '127.0.0.1', port: n.port, uid: 'bob', deviceId: 'b', token: n.token('bob'), retryStrategy: false });
+  const bobPad = new ImClient({ host: '127.0.0.1', port: n.port, uid: 'bob', deviceId: 'pad', token: n.token('bob'), retryStrategy: false });
+  t.teardown(() => bob.close());
+  t.teardown(() => bobPad.close());
+  await bob.connect();
+  await bobPad.connect();
+  const alice = new CliProcess(t, 'chat alice', ['chat', '--user', 'alice', '--port', String(n.port), '--secret', SECRET]);
+  await alice.waitFor('logged in', () => alice.stdout.includes('logged in as alice'));
+  alice.child.stdin.write('@bob hi\n@bob there\n');
+  await alice.waitFor('stored', () => alice.stdout.includes('✓ stored (bob #2)'));
+  // Both of bob's devices acknowledge: one line.
+  await alice.waitFor('delivered', () => alice.stdout.includes('✓✓ delivered (bob #2)'));
+  await until('both devices have them', () => bob.lastSeq === 2 && bobPad.lastSeq === 2);
+  await bob.markRead('alice', 2);
+  await alice.waitFor('read', () => alice.stdout.includes('✓✓ read (bob #2)'));
+  // A barrier: bob's answer follows every receipt on alice's connection.
+  await bob.send('alice', 'seen');
+  await alice.waitFor('the answer', () => alice.stdout.includes('bob: seen'));
+  t.equal(alice.stdout.split('✓✓ delivered (bob #2)').length - 1, 1, 'delivered printed once for the two devices');
+  t.equal(alice.stdout.split('✓✓ read').length - 1, 1);
+  alice.child.stdin.end();
+  t.equal((await alice.exit(EXIT_MS)).code, 0);
+});

@@ -39,6 +39,8 @@ Group commands (/groups ...) need --gate; /list, /history and /read work either 
 
 /** Sends written and not yet answered: the SDK's queue (1000) stays well below its bound. */
 const MAX_IN_FLIGHT = 100;
+/** Peers whose receipts the chat remembers the last printed of (the oldest forgotten first). */
+const MAX_MARKED_PEERS = 10_000;
 /** Lines read and not yet sent before input is paused (piped input can be any size). */
 const MAX_QUEUED_LINES = 1000;
 
@@ -151,6 +153,8 @@ function chatClient({ where, uid }: ChatLogin, deviceId: string, out: ChatOutput
     groups: true,
     // What this user says from another device belongs in the conversation shown here.
     ownCopies: true,
+    // "delivered" and "read" marks for what this user sends (unless the user turned them off).
+    receipts: true,
     // The first connect fails at once, with its reason: a wrong port or a gate that is down is
     // not worth a wait. Once logged in, a lost connection is retried for as long as it takes.
     retryStrategy: (attempt) => (loggedIn ? backoff(attempt) : null),
@@ -158,6 +162,15 @@ function chatClient({ where, uid }: ChatLogin, deviceId: string, out: ChatOutput
 
   client.on('message', (m) => out.line(formatMessage(m)));
   client.on('read', (r) => out.line(`* read up to #${r.seq} with ${r.peer}${r.originDevice ? ` (on ${r.originDevice})` : ''}`));
+  // One line per step forward: each of the peer's devices acknowledges, and says the same again.
+  const marked = new Map<string, number>();
+  client.on('receipt', (r) => {
+    const key = `${r.kind}\0${r.peer}`;
+    if ((marked.get(key) ?? 0) >= r.seq) return;
+    if (marked.size >= MAX_MARKED_PEERS && !marked.has(key)) marked.delete(marked.keys().next().value!);
+    marked.set(key, r.seq);
+    out.line(`✓✓ ${r.kind} (${r.peer} #${r.seq})`);
+  });
   client.on('groupMessage', (m) => out.line(formatGroupMessage(m, directory.name(m.group))));
   client.on('groupEvent', (e) => {
     directory.heard(e);
