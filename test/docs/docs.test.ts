@@ -7,7 +7,8 @@ import { ERROR_CODES } from '../../src/errors.js';
 import { CLUSTER_OPTIONS, DEV_OPTION, GATE_OPTIONS, HEALTH_OPTIONS, INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION, PROBE_OPTIONS, RECIPIENT_OPTIONS, REDIS_TIMEOUT_OPTION, SECRET_OPTION } from '../../src/cli/common.js';
 import { decodeMessage, encodeMessage, encodeMessageFrame, encodeMessageRequest, ownCopyBody, storedRequestBody } from '../../src/protocol/codec.js';
 import { loginResponse } from '../../src/protocol/messages.js';
-import { ConversationOp, HeadType, MsgType, Platform, type ImMessage } from '../../src/protocol/types.js';
+import { ConversationOp, HeadType, MsgType, Platform, ReceiptKind, type ImMessage } from '../../src/protocol/types.js';
+import { receiptFrame } from '../../src/protocol/receipts.js';
 import { listEntry, readEventBody } from '../../src/server/handlers/conversations.js';
 import { deliveryFits, deliveryFrame, storedResponseFrame } from '../../src/protocol/chat-frames.js';
 import { encodeFrame } from '../../src/protocol/frame.js';
@@ -244,7 +245,8 @@ t.test("PROTOCOL.md §9 lists every peer close code, and §0 every status the ga
 
 /** Each code block of a section, as the bytes that lead its lines (the rest is annotation). */
 function hexBlocks(text: string): string[] {
-  return [...text.matchAll(/```\n([\s\S]*?)```/g)].map(([, text]) =>
+  // Fenced blocks without a language (a ```json block is not frames).
+  return [...text.matchAll(/^```(\w*)\n([\s\S]*?)^```$/gm)].filter(([, lang]) => lang === '').map(([, , text]) =>
     text!
       .split('\n')
       .flatMap((line) => {
@@ -269,7 +271,7 @@ t.test('the worked own-copy frames of PROTOCOL.md §14 are what the worker write
 });
 
 t.test('the worked conversation frames of PROTOCOL.md §14 are what client and worker write', async (t) => {
-  const blocks = hexBlocks(section(14)).slice(3);
+  const blocks = hexBlocks(section(14)).slice(3, 8);
   const frame = (type: number, sequence: number, body: Partial<ImMessage>) => hexOf(encodeMessageFrame({ type, sequence, sessionId: 's1', ...body }));
   const stored = 1_764_672_000_000;
   const list = frame(HeadType.CONVERSATION_REQUEST, 5, { conversationRequest: { op: ConversationOp.LIST, limit: 20 } });
@@ -281,4 +283,12 @@ t.test('the worked conversation frames of PROTOCOL.md §14 are what client and w
   const event = readEventBody({ uid: 'bob', deviceId: 'phone' }, 'alice', 9, 1_764_672_060_000);
   t.same(blocks, [list, listed, read, marked, hexOf(deliveryFrame(event, 10))], 'the list request and response, the read mark and its response, the read event');
   t.same(JSON.parse(decodeMessage(deliveryFrame(event, 10).subarray(8)).messageRequest!.event!), { type: 'read', peer: 'alice', seq: 9 });
+});
+
+t.test('the worked receipt frames of PROTOCOL.md §14 are what client and worker write', async (t) => {
+  const blocks = hexBlocks(section(14)).slice(8);
+  const login = hexOf(encodeMessageFrame({ type: HeadType.LOGIN_REQUEST, sequence: 1, sessionId: '-1', loginRequest: { uid: 'alice', deviceId: 'phone', token: 'T', acks: true, receipts: true } }));
+  const delivered = hexOf(receiptFrame({ kind: ReceiptKind.DELIVERED, peer: 'bob', seq: 12, msgId: 42, at: 1_764_672_030_000 }));
+  const read = hexOf(receiptFrame({ kind: ReceiptKind.READ, peer: 'bob', seq: 12, msgId: 42, at: 1_764_672_060_000 }));
+  t.same(blocks, [login, delivered, read], 'the login, a DELIVERED and a READ receipt');
 });
