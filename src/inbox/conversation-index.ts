@@ -99,12 +99,21 @@ export class ConversationIndex {
     return { conversations: found.slice(-limit).reverse(), more: found.length > limit };
   }
 
-  /** Forgets conversations whose last message is older than `cutoff`, and index entries below `oldest` (what the inbox no longer retains). */
-  expire(cutoff: number, oldest: number): void {
+  /**
+   * Forgets conversations whose last message is older than `cutoff`: O(those), least recent
+   * first. Index entries below what the inbox retains go when their conversation is next read
+   * or appended to (each index holds at most maxIndexed), not here: a read must not walk every
+   * conversation.
+   */
+  expire(cutoff: number): void {
     for (const c of this.#byId.values()) {
       if (c.lastAt >= cutoff) break;
       this.#drop(c);
     }
+  }
+
+  /** Drops every index's entries below `oldest` (what the inbox no longer retains): the periodic sweep's, O(conversations). */
+  trimAll(oldest: number): void {
     for (const c of this.#byId.values()) this.#trim(c, oldest);
   }
 

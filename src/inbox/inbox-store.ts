@@ -121,6 +121,16 @@ export interface ReadResult {
   epoch: number;
 }
 
+export interface RewriteResult {
+  /** False: the inbox does not retain the seq (pruned, or never stored); nothing changed. */
+  found: boolean;
+  /** False when found: the body was that already (a repeat); nothing changed. */
+  rewritten: boolean;
+  /** The event's seq, when one was appended (only with `rewritten`). */
+  eventSeq: number | undefined;
+  epoch: number;
+}
+
 export interface InboxStore {
   /**
    * Atomically assigns the next sequence and stores the message (or finds its duplicate). A store
@@ -154,6 +164,12 @@ export interface InboxStore {
    * Unread becomes the number of received messages after the new position.
    */
   markRead(uid: string, conversation: string, seq: number, event: Uint8Array): Promise<ReadResult>;
+  /**
+   * Replaces the body of message `seq` (a recalled message's tombstone, PROTOCOL.md §14); its
+   * store time, seq and conversation stay. When it did, `event` (if any) is appended in the same
+   * atomic step. Idempotent: a body equal to the stored one changes nothing and appends nothing.
+   */
+  rewrite(uid: string, seq: number, body: Uint8Array, event: AppendRequest | undefined): Promise<RewriteResult>;
   /** Messages after `after`, oldest first, at most `limit` (0: bounds only). */
   range(uid: string, after: number, limit: number): Promise<InboxRange>;
   /** The device's saved position (always one of the inbox's current epoch); undefined when the device has none. */

@@ -19,7 +19,7 @@ import type { Logger } from '../log.js';
 import { DedupeWindow, dedupeKey } from './dedupe-window.js';
 import { MessageLog } from './message-log.js';
 import { ConversationIndex } from './conversation-index.js';
-import { DEFAULT_INBOX_LIMITS, hasDedupeId, newEpoch, type AppendRequest, type AppendResult, type ConversationEntry, type ConversationPage, type HistoryPage, type InboxLimits, type InboxRange, type InboxStore, type ReadResult, type StoredMessage } from './inbox-store.js';
+import { DEFAULT_INBOX_LIMITS, hasDedupeId, newEpoch, type AppendRequest, type AppendResult, type ConversationEntry, type ConversationPage, type HistoryPage, type InboxLimits, type InboxRange, type InboxStore, type ReadResult, type RewriteResult, type StoredMessage } from './inbox-store.js';
 
 export interface MemoryInboxLimits extends InboxLimits {
   /** Accounted bytes of all inboxes together; an append past it is refused (SB_ERR_STORE_FULL). */
@@ -199,6 +199,21 @@ export class MemoryInboxStore implements InboxStore {
     return { found: true, readSeq: c.readSeq, unread: c.unread, eventSeq, epoch: inbox!.epoch };
   }
 
+  async rewrite(uid: string, seq: number, body: Uint8Array, event: AppendRequest | undefined): Promise<RewriteResult> {
+    const inbox = this.#read(uid);
+    const current = inbox?.log.get(seq);
+    if (inbox === undefined || current === undefined) return { found: false, rewritten: false, eventSeq: undefined, epoch: inbox?.epoch ?? this.#epoch };
+    if (Buffer.compare(current.body, body) === 0) return { found: true, rewritten: false, eventSeq: undefined, epoch: inbox.epoch };
+    const now = this.#now();
+    const before = bytesOf(inbox);
+    // Room for both first: a rewrite that cannot tell the devices is not made.
+    this.#reserve(inbox.log.rewriteCost(seq, body.length) + (event ? inbox.log.pushCost(event.body.length) : 0), now, this.#limits.maxBytes);
+    inbox.log.rewrite(seq, body);
+    const eventSeq = event ? this.#push(inbox, now, event.body) : undefined;
+    this.#settle(inbox, before);
+    return { found: true, rewritten: true, eventSeq, epoch: inbox.epoch };
+  }
+
   /** The inbox, pruned by age (its messages and conversations) as every read does; undefined when there is none. */
   #read(uid: string): Inbox | undefined {
     const inbox = this.#inboxes.get(uid);
@@ -206,7 +221,7 @@ export class MemoryInboxStore implements InboxStore {
     const before = bytesOf(inbox);
     const now = this.#now();
     this.#pruneAge(inbox, now);
-    inbox.conversations?.expire(now - this.#limits.maxAgeMs, oldestOf(inbox));
+    inbox.conversations?.expire(now - this.#limits.maxAgeMs);
     this.#settle(inbox, before);
     return inbox;
   }
@@ -307,7 +322,8 @@ export class MemoryInboxStore implements InboxStore {
       const before = bytesOf(inbox);
       this.#pruneAge(inbox, now);
       inbox.dedupe.expire(now);
-      inbox.conversations?.expire(now - this.#limits.maxAgeMs, oldestOf(inbox));
+      inbox.conversations?.expire(now - this.#limits.maxAgeMs);
+      inbox.conversations?.trimAll(oldestOf(inbox));
       if (inbox.log.length === 0 && inbox.dedupe.size === 0 && inbox.cursors.size === 0 && !inbox.conversations?.size && inbox.epoch === this.#epoch) {
         this.#inboxes.delete(uid);
         this.#heads.set(uid, inbox.head);

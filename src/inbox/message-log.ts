@@ -30,6 +30,11 @@ export class MessageLog {
   #fill = 0;
   /** The ring's and the slabs' bytes (see `bytes`). */
   #bytes = FIRST_CAPACITY * RING_ENTRY_BYTES;
+  /**
+   * Bodies rewritten larger than they were (a recall's tombstone of a tiny message): kept beside
+   * the slabs, which must stay in seq order for shift() to free them. Almost always empty.
+   */
+  #rewritten: Map<number, Buffer> | undefined;
 
   /** What an empty log costs, and what a first push of `length` bytes adds to it. */
   static readonly EMPTY_BYTES = FIRST_CAPACITY * RING_ENTRY_BYTES;
@@ -60,6 +65,34 @@ export class MessageLog {
    */
   get bytes(): number {
     return this.#bytes;
+  }
+
+  /** How much `bytes` grows if message `seq` is rewritten to `length` bytes (0 when it fits its place). */
+  rewriteCost(seq: number, length: number): number {
+    const k = seq - this.#firstSeq;
+    if (k < 0 || k >= this.#count) return 0;
+    return length <= this.#length[(this.#start + k) % this.#storedAt.length]! ? 0 : length;
+  }
+
+  /** Replaces the body of retained message `seq` (copied); its store time stays. False when not retained. */
+  rewrite(seq: number, body: Uint8Array): boolean {
+    const k = seq - this.#firstSeq;
+    if (k < 0 || k >= this.#count) return false;
+    const i = (this.#start + k) % this.#storedAt.length;
+    const previous = this.#rewritten?.get(seq);
+    if (previous) {
+      this.#bytes -= previous.length;
+      this.#rewritten!.delete(seq);
+    }
+    if (body.length <= this.#length[i]!) {
+      // In its place: what is left of the old body is simply not read any more.
+      this.#slabs[this.#slabOf[i]! - this.#slabBase]!.set(body, this.#offset[i]!);
+      this.#length[i] = body.length;
+      return true;
+    }
+    (this.#rewritten ??= new Map()).set(seq, Buffer.from(body));
+    this.#bytes += body.length;
+    return true;
   }
 
   /** How much `bytes` grows if a body of `length` bytes is pushed now (before any pruning). */
@@ -94,6 +127,11 @@ export class MessageLog {
   /** Forgets the oldest message, and the slabs no retained message uses any more. */
   shift(): void {
     if (this.#count === 0) return;
+    const rewritten = this.#rewritten?.get(this.#firstSeq);
+    if (rewritten) {
+      this.#bytes -= rewritten.length;
+      this.#rewritten!.delete(this.#firstSeq);
+    }
     this.#start = (this.#start + 1) % this.#storedAt.length;
     this.#count--;
     this.#firstSeq++;
@@ -122,6 +160,8 @@ export class MessageLog {
     const k = seq - this.#firstSeq;
     if (k < 0 || k >= this.#count) return undefined;
     const i = (this.#start + k) % this.#storedAt.length;
+    const rewritten = this.#rewritten?.get(seq);
+    if (rewritten) return { seq, storedAt: this.#storedAt[i]!, body: rewritten };
     const slab = this.#slabs[this.#slabOf[i]! - this.#slabBase]!;
     const offset = this.#offset[i]!;
     return { seq, storedAt: this.#storedAt[i]!, body: slab.subarray(offset, offset + this.#length[i]!) };

@@ -231,4 +231,32 @@ export function conversationsConformance(t: Test, make: MakeInbox): void {
     for (const peer of peers) t.same(texts((await inbox.history('bob', peer, 0, 10)).messages), [peer], peer);
     t.match(await inbox.markRead('bob', '__proto__', 1, body('e')), { found: true, readSeq: 1, unread: 0 });
   });
+
+  t.test('rewrite: a tombstone in place of a message, its seq, time and conversation kept, and its event in the same step', async (t) => {
+    const inbox = await make({ maxMessages: 5 });
+    t.teardown(() => inbox.close());
+    await received(inbox, 'bob', 'alice', 'a1'); // 1
+    await received(inbox, 'bob', 'alice', 'a long second message'); // 2
+    await received(inbox, 'bob', 'alice', 'a3'); // 3
+    const before = (await inbox.range('bob', 1, 1)).messages[0]!;
+    const event = { uid: 'bob', sender: 'alice', msgId: '0', body: body('recall event') };
+    const done = await inbox.rewrite('bob', 2, body('gone'), event);
+    t.match(done, { found: true, rewritten: true, eventSeq: 4 });
+    t.equal(done.epoch, (await inbox.range('bob', 0, 0)).epoch);
+    const after = (await inbox.range('bob', 1, 10)).messages;
+    t.same(after.map((m) => [m.seq, m.body.toString()]), [[2, 'gone'], [3, 'a3'], [4, 'recall event']], 'replaced where it was, the event after the rest');
+    t.equal(after[0]!.storedAt, before.storedAt, 'its store time kept');
+    t.same(texts((await inbox.history('bob', 'alice', 0, 10)).messages), ['a1', 'gone', 'a3'], 'history shows the tombstone; the event is in no conversation');
+    t.same(rows(await inbox.conversations('bob', 0, 10)), [{ conversation: 'alice', lastSeq: 3, readSeq: 0, unread: 3 }], 'the counts stay');
+
+    t.match(await inbox.rewrite('bob', 2, body('gone'), event), { found: true, rewritten: false, eventSeq: undefined }, 'a repeat changes nothing');
+    t.equal((await inbox.range('bob', 0, 0)).head, 4, 'and appends nothing');
+    await inbox.rewrite('bob', 3, body('a tombstone longer than the message it replaces'), undefined);
+    t.same(texts((await inbox.history('bob', 'alice', 0, 10)).messages), ['a1', 'gone', 'a tombstone longer than the message it replaces'], 'longer than the body it replaces, without an event');
+    for (let i = 0; i < 4; i++) await received(inbox, 'bob', 'carol', `c${i}`); // 5..8: 1..3 pruned
+    t.match(await inbox.rewrite('bob', 2, body('again'), event), { found: false, rewritten: false }, 'a pruned seq: nothing to rewrite');
+    t.match(await inbox.rewrite('bob', 99, body('x'), event), { found: false });
+    t.match(await inbox.rewrite('nobody', 1, body('x'), event), { found: false });
+    t.same((await inbox.range('bob', 0, 10)).messages.map((m) => m.body.toString()), ['recall event', 'c0', 'c1', 'c2', 'c3'], 'pruning went past the rewritten ones');
+  });
 }

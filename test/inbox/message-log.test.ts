@@ -118,3 +118,29 @@ t.test('a ring pruned to a quarter gives half back', async (t) => {
   for (let s = log.firstSeq; s < log.firstSeq + log.length; s++) if (log.get(s)?.seq === s) intact++;
   t.equal(intact, 16, 'the messages kept survive the move');
 });
+
+t.test('rewrite: in place when it fits, beside the slabs when larger; bytes follow, and shift frees both', async (t) => {
+  const log = new MessageLog();
+  for (let seq = 1; seq <= 4; seq++) log.push(seq, 1000 + seq, Buffer.from(`message number ${seq}`));
+  const bytes = log.bytes;
+  t.equal(log.rewriteCost(2, 4), 0, 'a smaller body fits its place');
+  t.equal(log.rewrite(2, Buffer.from('gone')), true);
+  t.equal(log.bytes, bytes, 'in place: nothing more held');
+  t.same([log.get(2)!.body.toString(), log.get(2)!.storedAt], ['gone', 1002]);
+  t.same(log.get(3)!.body.toString(), 'message number 3', 'its neighbour untouched');
+  const larger = Buffer.from('x'.repeat(100));
+  t.equal(log.rewriteCost(3, larger.length), 100);
+  log.rewrite(3, larger);
+  t.equal(log.bytes, bytes + 100, 'a larger body is held beside the slabs');
+  larger.fill(0x79);
+  t.equal(log.get(3)!.body.toString(), 'x'.repeat(100), 'copied in');
+  log.rewrite(3, Buffer.from('y'.repeat(120)));
+  t.equal(log.bytes, bytes + 120, 'rewritten again: the previous one released');
+  t.equal(log.rewrite(9, Buffer.from('z')), false, 'not retained');
+  log.shift();
+  log.shift();
+  log.shift();
+  t.equal(log.get(3), undefined);
+  t.ok(log.bytes <= bytes, 'shifted: the body beside the slabs is released with its message');
+  t.same(log.get(4)!.body.toString(), 'message number 4');
+});

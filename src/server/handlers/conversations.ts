@@ -53,8 +53,9 @@ export function handleConversations(ctx: ServerContext, conn: Connection, sessio
       respond(conn, sequence, session, { code: 'SB_ERR_BAD_REQUEST', reason: `conversationRequest.op must be 1 (LIST), 2 (HISTORY) or 3 (READ), got ${request.op ?? 0}` });
       return;
   }
+  // Not returned: the connection reads on while the store answers (the response has the request's sequence).
   conn.startTask();
-  return work.then(
+  void work.then(
     (outcome) => {
       respond(conn, sequence, session, outcome);
       conn.endTask();
@@ -74,9 +75,13 @@ async function list(ctx: ServerContext, session: LocalSession, request: Conversa
   const before = uint64Number(request.before);
   const page = await ctx.inbox.conversations(session.uid, before, pageSize(request.limit));
   const conversations = page.conversations.map(listEntry);
-  // What fits the frame: halve the page until it does (each entry is small: a preview).
+  // What fits the frame: halve the page until it does. Each entry is small (a preview), so the
+  // bound of its size mostly shows the page fits without encoding it twice.
+  const room = ctx.limits.maxFrameLength - RESPONSE_OVERHEAD;
   let n = conversations.length;
-  while (n > 1 && encodedLength({ conversations: conversations.slice(0, n) }) > ctx.limits.maxFrameLength - RESPONSE_OVERHEAD) n = Math.ceil(n / 2);
+  if (conversations.reduce((bytes, c) => bytes + entryBound(c), 0) > room) {
+    while (n > 1 && encodedLength({ conversations: conversations.slice(0, n) }) > room) n = Math.ceil(n / 2);
+  }
   const more = page.more || n < conversations.length;
   return { conversations: conversations.slice(0, n), nextBefore: more && n > 0 ? page.conversations[n - 1]!.lastSeq : 0 };
 }
@@ -169,6 +174,13 @@ function delivered(stored: StoredMessage, stripped: boolean): MessageRequest {
     request.json = '';
   }
   return request;
+}
+
+/** At most the bytes entry `c` takes in a response: its strings at 3 bytes a UTF-16 unit, and 24 bytes of tags, lengths and varints per field. */
+function entryBound(c: Conversation): number {
+  const last = c.last;
+  const strings = (c.peer?.length ?? 0) + (last ? (last.from?.length ?? 0) + (last.to?.length ?? 0) + (last.content?.length ?? 0) + (last.originDevice?.length ?? 0) + (last.group?.length ?? 0) : 0);
+  return strings * 3 + 24 * 16;
 }
 
 function encodedLength(response: ConversationResponse): number {
