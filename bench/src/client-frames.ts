@@ -4,7 +4,9 @@
 //   Message { type = MESSAGE_REQUEST (1), sequence = msg_id (2),
 //             messageRequest (6) = { msg_id (1), from (2), to (3), time (4), msg_type = 1 (5), content (6) } }
 //   Message { type = MESSAGE_ACK (1), ack (16) = { seq (1) } }
-// and for groups the same two with MessageRequest.group (18) instead of `to`, MessageAck.group (2) beside `seq`.
+// and for groups the same two with MessageRequest.group (18) instead of `to`, MessageAck.group (2) beside `seq`;
+// and for `bench conversations` the chat list and history requests (PROTOCOL.md §14):
+//   Message { type = CONVERSATION_REQUEST (1), sequence (2), conversationRequest (23) = { op (1), peer (2), before (3), limit (4) } }
 
 import { HEADER_LENGTH, writeHeader } from '../../src/protocol/frame.js';
 import { Field, HeadType } from '../../src/protocol/types.js';
@@ -29,6 +31,13 @@ const ACK_TAG = tagBytes(Field.Message.ack, LEN);
 /** MessageRequest.group: 92 01. */
 const GROUP_TAG = tagBytes(R.group, LEN);
 const ACK_GROUP_TAG = oneByteTag(Field.MessageAck.group, LEN);
+/** Message.conversationRequest: ba 01. */
+const CONVERSATION_TAG = tagBytes(Field.Message.conversationRequest, LEN);
+const C = Field.ConversationRequest;
+const OP_TAG = oneByteTag(C.op, VARINT);
+const PEER_TAG = oneByteTag(C.peer, LEN);
+const BEFORE_TAG = oneByteTag(C.before, VARINT);
+const LIMIT_TAG = oneByteTag(C.limit, VARINT);
 
 /**
  * A bench client's LOGIN_REQUEST: a token login as an acks device. `lastSeq` above any inbox
@@ -129,5 +138,37 @@ export function groupAckFrame(group: string, seq: number): Buffer {
   frame[pos++] = ACK_SEQ_TAG;
   pos = writeVarint(frame, pos, seq);
   latin1Field(frame, pos, ACK_GROUP_TAG, group);
+  return frame;
+}
+
+/**
+ * A CONVERSATION_REQUEST: `op` LIST (1) or HISTORY (2) of the conversation with `peer` (latin1),
+ * entries below `before` (0: from the newest), at most `limit` (0: the server's 50). Fields at
+ * their default are left out, as protobuf encoders do.
+ */
+export function conversationRequestFrame(sequence: number, op: number, before: number, limit: number, peer = ''): Buffer {
+  const request =
+    2 + (peer ? 1 + varintLength(peer.length) + peer.length : 0) + (before ? 1 + varintLength(before) : 0) + (limit ? 1 + varintLength(limit) : 0);
+  const body = 2 + 1 + varintLength(sequence) + CONVERSATION_TAG.length + varintLength(request) + request;
+  const frame = Buffer.allocUnsafe(HEADER_LENGTH + body);
+  writeHeader(frame, 0, body);
+  let pos = HEADER_LENGTH;
+  frame[pos++] = TYPE_TAG;
+  frame[pos++] = HeadType.CONVERSATION_REQUEST;
+  frame[pos++] = SEQUENCE_TAG;
+  pos = writeVarint(frame, pos, sequence);
+  pos = writeBytes(frame, pos, CONVERSATION_TAG);
+  pos = writeVarint(frame, pos, request);
+  frame[pos++] = OP_TAG;
+  frame[pos++] = op;
+  if (peer) pos = latin1Field(frame, pos, PEER_TAG, peer);
+  if (before) {
+    frame[pos++] = BEFORE_TAG;
+    pos = writeVarint(frame, pos, before);
+  }
+  if (limit) {
+    frame[pos++] = LIMIT_TAG;
+    writeVarint(frame, pos, limit);
+  }
   return frame;
 }

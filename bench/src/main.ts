@@ -9,6 +9,7 @@ import { loginStormScenario } from './scenarios/login-storm.js';
 import { idleScenario } from './scenarios/idle.js';
 import { failoverScenario } from './scenarios/failover.js';
 import { groupScenario } from './scenarios/group.js';
+import { conversationsScenario } from './scenarios/conversations.js';
 import type { ScenarioOptions } from './scenarios/options.js';
 import { formatReport, type BenchReport } from './report.js';
 import { writeReports } from './report-files.js';
@@ -26,6 +27,7 @@ const SCENARIOS: Record<ScenarioName, (o: BenchOptions, c: RunContext) => Promis
   idle: (o, c) => idleScenario(idleOptions(o, c)),
   failover: (o, c) => failoverScenario(failoverOptions(o, c)),
   group: (o, c) => groupScenario(groupOptions(o, c)),
+  conversations: (o, c) => conversationsScenario(conversationsOptions(o, c)),
 };
 
 export const runBench: BenchEntry['runBench'] = async (scenario, o, context) => {
@@ -106,6 +108,15 @@ function groupOptions(o: BenchOptions, c: RunContext) {
     controlRate: o['control-rate'],
     payloadBytes: o.payload,
     drainMs: o['drain-ms'],
+  };
+}
+
+function conversationsOptions(o: BenchOptions, c: RunContext) {
+  return {
+    ...common(o, c),
+    inbox: inbox(o),
+    conversations: o.conversations,
+    payloadBytes: o.payload,
   };
 }
 

@@ -42,6 +42,7 @@ export const BENCH_OPTIONS = {
   'group-window': { ...count(1, 256), group: 'load', description: 'group: messages each sender keeps in flight (until every other member has it)', default: 4 },
   'group-rate': { type: 'number', min: 0, group: 'load', description: 'group: open loop, msg/s each sender sends whatever the deliveries (0: the closed loop of --group-window)', default: 0 },
   'control-rate': { type: 'number', min: 0, group: 'load', description: 'group: msg/s of the 1:1 control pair beside the large group (0: none)', default: 100 },
+  conversations: { ...count(1, 9_000), group: 'load', description: "conversations: the measured user's conversations, each from its own sender (one of them holds the 500 messages of the history pages); at most 9 000, so that all of them fit the inbox's 10 000 retained messages", default: 1000 },
   'drain-ms': { ...ms(0), group: 'load', description: 'after the run, wait this long at most for outstanding deliveries', default: 5000 },
   json: { type: 'string', group: 'reports', description: 'write the report as JSON to this file' },
   html: { type: 'string', group: 'reports', description: 'write a self-contained HTML report to this file' },
@@ -57,6 +58,7 @@ export const SCENARIOS = {
   idle: 'logged-in connections that only heartbeat: worker RSS per connection',
   failover: 'chat through SDK clients while a worker is SIGKILLed: loss, duplicates, recovery',
   group: 'group chat (many groups, one large group) beside 1:1 chat: fan-out deliveries/s, latency, event-loop delay, loss',
+  conversations: "a user with --conversations conversations: chat-list (LIST) and history-page (HISTORY) requests/s and latency on the user's own connections",
 } as const;
 
 export type ScenarioName = keyof typeof SCENARIOS;
@@ -92,7 +94,8 @@ async function loadBench(): Promise<BenchEntry> {
 }
 
 function help(): string {
-  const rows = Object.entries(SCENARIOS).map(([name, summary]) => `  ${name.padEnd(12)} ${summary}`);
+  const width = Math.max(...Object.keys(SCENARIOS).map((name) => name.length));
+  const rows = Object.entries(SCENARIOS).map(([name, summary]) => `  ${name.padEnd(width)}  ${summary}`);
   return `${usage('bench <scenario>', 'Measures switchboard under real load; see bench/README.md.', BENCH_OPTIONS, { env: false })}\nscenarios:\n${rows.join('\n')}\n`;
 }
 
