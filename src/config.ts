@@ -26,6 +26,8 @@ export interface WorkerLimits {
   closeGraceMs: number;
   /** Deliveries an ack-capable device has not acknowledged after this long are sent again. */
   ackTimeoutMs: number;
+  /** A sender may recall a 1:1 message for this long after it was stored (PROTOCOL.md §14); 0: never. */
+  recallWindowMs: number;
   /** Messages read from the inbox per batch when replaying. */
   syncBatchSize: number;
   /** How often a worker rewrites its sessions' SessionStore records (their TTL). */
@@ -70,6 +72,7 @@ export const DEFAULT_LIMITS: Readonly<WorkerLimits> = Object.freeze({
   inboundQueueLimit: 256,
   closeGraceMs: 2_000,
   ackTimeoutMs: 10_000,
+  recallWindowMs: 300_000,
   syncBatchSize: 100,
   sessionRefreshMs: 30_000,
   // Far above a person typing and above what most bots need (a bot that needs more raises

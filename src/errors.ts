@@ -56,6 +56,8 @@ export const ERROR_CODES = {
   SB_ERR_STORE_UNAVAILABLE: { message: 'a store (Redis) did not answer in time or refused; try again later (a message: with the same msg_id)', http: 503 },
   SB_ERR_STORE_FULL: { message: 'the inbox store is at its memory bound; send it again later with the same msg_id', result: 'STORE_FULL' },
   SB_ERR_UNKNOWN_RECIPIENT: { message: 'no user with this name exists', result: 'UNKNOWN_RECIPIENT', http: 404 },
+  SB_ERR_NO_MESSAGE: { message: 'no message of yours with this msg_id is among the latest of the conversation', result: 'BAD_REQUEST', http: 404 },
+  SB_ERR_RECALL_EXPIRED: { message: 'the message is older than the recall window', result: 'BAD_REQUEST', http: 409 },
   SB_ERR_NO_CONVERSATION: { message: 'the user has no conversation with this peer (none yet, or it aged out)', result: 'BAD_REQUEST', http: 404 },
   SB_ERR_FLOOD: { message: 'too many messages were refused for exceeding the message rate' },
 

@@ -127,6 +127,8 @@ export interface SyncOptions {
   noReplay?: boolean;
   /** Take RECEIPTs for what this user sends (LoginRequest.receipts). */
   receipts?: boolean;
+  /** Take inbox events, recalls (LoginRequest.inbox_events). */
+  inboxEvents?: boolean;
 }
 
 /** A frame header with arbitrary (possibly invalid) fields. */
@@ -234,7 +236,7 @@ export class RawClient {
     token: string | undefined,
     deviceId: string,
     sequence: Long | number = PRE_LOGIN_SEQUENCE,
-    { acks, lastSeq, inboxEpoch, groups, ownCopies, noReplay, receipts }: SyncOptions = {},
+    { acks, lastSeq, inboxEpoch, groups, ownCopies, noReplay, receipts, inboxEvents }: SyncOptions = {},
   ): ImMessage {
     return {
       type: HeadType.LOGIN_REQUEST,
@@ -253,6 +255,7 @@ export class RawClient {
         ...(ownCopies !== undefined ? { ownCopies } : {}),
         ...(noReplay !== undefined ? { noReplay } : {}),
         ...(receipts !== undefined ? { receipts } : {}),
+        ...(inboxEvents !== undefined ? { inboxEvents } : {}),
       },
     };
   }

@@ -12,9 +12,9 @@ import type { GroupEvent } from '../groups/group-store.js';
 import type { Logger } from '../log.js';
 import { decodeMessage, encodeMessageFrame, uint64Number } from '../protocol/codec.js';
 import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage, type MessageRequest } from '../protocol/types.js';
-import { incomingMessage, parseReadEvent, receiptEvent, type IncomingMessage, type ReadEvent, type ReceiptEvent } from './incoming.js';
+import { incomingMessage, parseInboxEvent, receiptEvent, type IncomingMessage, type ReadEvent, type RecallEvent, type ReceiptEvent } from './incoming.js';
 
-export type { IncomingMessage, ReadEvent, ReceiptEvent };
+export type { IncomingMessage, ReadEvent, RecallEvent, ReceiptEvent };
 import { GroupPositions } from './group-positions.js';
 import type { ClientSettings, Endpoint, ImClientOptions } from './options.js';
 import type { PendingRequests } from './pending-requests.js';
@@ -28,7 +28,7 @@ export type ClientStatus = 'idle' | 'connecting' | 'ready' | 'reconnecting' | 'c
  * fields of a 1:1 message, but `seq` is the group's (one order for every member's every
  * device) and the group stands where the recipient would.
  */
-export interface GroupMessage extends Omit<IncomingMessage, 'to' | 'own' | 'originDevice'> {
+export interface GroupMessage extends Omit<IncomingMessage, 'to' | 'own' | 'originDevice' | 'recalled'> {
   group: string;
 }
 
@@ -62,6 +62,8 @@ export interface ImClientEvents {
    * read position to `seq` if higher and recount its unread messages. In the inbox's order, once.
    */
   read: [ReadEvent];
+  /** A message was recalled by its sender (login with `inboxEvents`; with `ownCopies` also this user's own, from another device). */
+  recall: [RecallEvent];
   /** "delivered" / "read" for messages this user sent (login with `receipts`); at most once each. */
   receipt: [ReceiptEvent];
   /** The server announced it is closing this connection, and why. */
@@ -150,6 +152,7 @@ export class EventHandler implements TransportHandlers {
   readonly #ownCopies: boolean;
   readonly #noReplay: boolean;
   readonly #receipts: boolean;
+  readonly #inboxEvents: boolean;
   readonly #groupPositions: GroupPositions;
   #groupAckScheduled = false;
   #loginSequence = -1;
@@ -177,6 +180,7 @@ export class EventHandler implements TransportHandlers {
     this.#ownCopies = options.ownCopies === true;
     this.#noReplay = options.noReplay === true;
     this.#receipts = options.receipts === true;
+    this.#inboxEvents = options.inboxEvents === true;
     this.#groupPositions = new GroupPositions(options.groupPositions);
     this.#explicitHeartbeat = options.heartbeatIntervalMs;
     this.#heartbeatMs = settings.heartbeatIntervalMs;
@@ -228,6 +232,7 @@ export class EventHandler implements TransportHandlers {
           // Only while this device has no position: after its first login it has one, and a reconnect replays from it.
           ...(this.#noReplay && this.#lastSeq === undefined ? { noReplay: true } : {}),
           ...(this.#receipts ? { receipts: true } : {}),
+          ...(this.#inboxEvents ? { inboxEvents: true } : {}),
           ...(this.#lastSeq !== undefined ? { lastSeq: this.#lastSeq } : {}),
           ...(this.#lastSeq !== undefined && this.#inboxEpoch !== 0 ? { inboxEpoch: this.#inboxEpoch } : {}),
         },
@@ -382,8 +387,9 @@ export class EventHandler implements TransportHandlers {
     }
     if (m.event) {
       // An event of this user's inbox (a read mark made on another device): never a message.
-      const read = parseReadEvent(m.event);
-      if (read) this.#client.emit('read', { ...read, originDevice: m.originDevice ?? '', eventSeq: seq, storedAt: m.storedAt ? uint64Number(m.storedAt) : undefined });
+      const event = parseInboxEvent(m.event);
+      if (event?.type === 'read') this.#client.emit('read', { peer: event.peer, seq: event.seq, originDevice: m.originDevice ?? '', eventSeq: seq, storedAt: m.storedAt ? uint64Number(m.storedAt) : undefined });
+      else if (event?.type === 'recall') this.#client.emit('recall', { peer: event.peer, seq: event.seq, msgId: event.msgId, from: m.from ?? '', eventSeq: seq });
       else this.#log.debug({ seq }, 'ignoring an inbox event of a kind this client does not know');
     } else {
       this.#client.emit('message', incomingMessage(m, this.#uid));

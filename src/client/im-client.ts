@@ -23,12 +23,12 @@ import { DELIVERY_OVERHEAD, deliveryFits } from '../protocol/chat-frames.js';
 import { HEADER_LENGTH } from '../protocol/frame.js';
 import { ConversationOp, HeadType, type ConversationRequest, type ConversationResponse, type ImMessage, type MessageRequest } from '../protocol/types.js';
 import { conversationList, historyPage, readMark, type ConversationList, type ConversationSummary, type HistoryPage, type ReadMark } from './conversations.js';
-import { EventHandler, serverError, type ClientInternals, type ClientStatus, type GroupEventMessage, type GroupMessage, type ImClientEvents, type IncomingMessage, type ReadEvent, type ReceiptEvent, type ServerNotification } from './event-handler.js';
+import { EventHandler, serverError, type ClientInternals, type ClientStatus, type GroupEventMessage, type GroupMessage, type ImClientEvents, type IncomingMessage, type ReadEvent, type RecallEvent, type ReceiptEvent, type ServerNotification } from './event-handler.js';
 import { clientSettings, defaultRetryStrategy, type ClientSettings, type Endpoint, type ImClientOptions, type RetryStrategy } from './options.js';
 import { PendingRequests } from './pending-requests.js';
 import { Transport } from './transport.js';
 
-export { defaultRetryStrategy, type ClientStatus, type ConversationList, type ConversationSummary, type Endpoint, type GroupEventMessage, type GroupMessage, type HistoryPage, type ImClientEvents, type ImClientOptions, type IncomingMessage, type ReadEvent, type ReadMark, type ReceiptEvent, type RetryStrategy, type ServerNotification };
+export { defaultRetryStrategy, type ClientStatus, type ConversationList, type ConversationSummary, type Endpoint, type GroupEventMessage, type GroupMessage, type HistoryPage, type ImClientEvents, type ImClientOptions, type IncomingMessage, type ReadEvent, type ReadMark, type RecallEvent, type ReceiptEvent, type RetryStrategy, type ServerNotification };
 
 /** A page of the chat list or of a conversation's history. */
 export interface PageOptions {
@@ -279,6 +279,18 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   async markRead(peer: string, seq: number): Promise<ReadMark> {
     if (!Number.isSafeInteger(seq) || seq <= 0) throw new SwitchboardError('SB_ERR_BAD_REQUEST', `seq must be a positive integer, got ${seq}`);
     return readMark(await this.#conversationRequest({ op: ConversationOp.READ, peer, seq }));
+  }
+
+  /**
+   * Recalls the message `msgId` (SendResult.msgId) this user sent `peer`, within the server's
+   * recall window: it becomes a tombstone in both inboxes, and the peer's devices (and this
+   * user's other ones) get a 'recall' event. Resolves with the message's seq in the peer's inbox;
+   * rejects with SB_ERR_NO_MESSAGE (not one of this user's to `peer`) or SB_ERR_RECALL_EXPIRED.
+   * Safe to repeat.
+   */
+  async recall(peer: string, msgId: string | number): Promise<{ seq: number }> {
+    const body = await this.#conversationRequest({ op: ConversationOp.RECALL, peer, msgId: String(msgId) as unknown as number });
+    return { seq: uint64Number(body.seq) };
   }
 
   async #conversationRequest(conversationRequest: ConversationRequest): Promise<ConversationResponse> {

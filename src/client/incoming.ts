@@ -32,6 +32,8 @@ export interface IncomingMessage {
   url: string;
   property: string;
   fromNick: string;
+  /** The sender recalled it: this is its tombstone, and `content` says so (PROTOCOL.md §14). */
+  recalled: boolean;
 }
 
 /** Another device of this user marked a conversation read (its read event, PROTOCOL.md §14). */
@@ -68,11 +70,15 @@ export function incomingMessage(m: MessageRequest, uid: string): IncomingMessage
     url: m.url ?? '',
     property: m.property ?? '',
     fromNick: m.fromNick ?? '',
+    recalled: m.recalled === true,
   };
 }
 
 /** A read event's JSON ({"type":"read","peer","seq"}) as {peer, seq}; undefined for anything else. */
-export function parseReadEvent(json: string): { peer: string; seq: number } | undefined {
+/** An inbox event of this user's (PROTOCOL.md §14), parsed; undefined for a kind this client does not know. */
+export type InboxEvent = { type: 'read'; peer: string; seq: number } | { type: 'recall'; peer: string; seq: number; msgId: string };
+
+export function parseInboxEvent(json: string): InboxEvent | undefined {
   let parsed: unknown;
   try {
     parsed = JSON.parse(json);
@@ -80,9 +86,27 @@ export function parseReadEvent(json: string): { peer: string; seq: number } | un
     return undefined;
   }
   if (typeof parsed !== 'object' || parsed === null) return undefined;
-  const { type, peer, seq } = parsed as Record<string, unknown>;
-  if (type !== 'read' || typeof peer !== 'string' || typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 0) return undefined;
-  return { peer, seq };
+  const { type, peer, seq, msgId } = parsed as Record<string, unknown>;
+  if (typeof peer !== 'string' || typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 0) return undefined;
+  if (type === 'read') return { type, peer, seq };
+  if (type === 'recall' && typeof msgId === 'string') return { type, peer, seq, msgId };
+  return undefined;
+}
+
+/**
+ * A message of this user's conversation with `peer` was recalled by its sender (login with
+ * `inboxEvents`, or `ownCopies` for what this user recalled from another device): show the
+ * message at inbox `seq` (msg_id `msgId`) as recalled. Later replays and history pages carry
+ * its tombstone (`recalled` set) instead of the message.
+ */
+export interface RecallEvent {
+  peer: string;
+  seq: number;
+  msgId: string;
+  /** Who sent (and recalled) it: `peer`, or this user for its own message. */
+  from: string;
+  /** The event's own seq in this user's inbox. */
+  eventSeq: number;
 }
 
 /**

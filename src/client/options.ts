@@ -101,6 +101,12 @@ export interface ImClientOptions {
    * setting is on (the gate's /api/settings). Default false.
    */
   receipts?: boolean;
+  /**
+   * Take inbox events: 'recall' when a sender recalls a message to this user (the login's
+   * `inbox_events`). Without it the server passes over them for this device, which still shows
+   * recalled messages as tombstones in later replays and history pages. Default false.
+   */
+  inboxEvents?: boolean;
   log?: Logger;
 }
 

@@ -36,16 +36,16 @@ export const Field = {
     receipt: 25,
     peerReceipt: 26,
   },
-  LoginRequest: { uid: 1, deviceId: 2, token: 3, platform: 4, appVersion: 5, acks: 16, lastSeq: 17, inboxEpoch: 18, groups: 19, ownCopies: 20, noReplay: 21, receipts: 22 },
+  LoginRequest: { uid: 1, deviceId: 2, token: 3, platform: 4, appVersion: 5, acks: 16, lastSeq: 17, inboxEpoch: 18, groups: 19, ownCopies: 20, noReplay: 21, receipts: 22, inboxEvents: 23 },
   LoginResponse: { result: 1, code: 2, info: 3, expose: 4, errorCode: 16, inboxHead: 17, syncFrom: 18, gap: 19, inboxEpoch: 20, reset: 21, heartbeatIntervalMs: 22 },
-  MessageRequest: { msgId: 1, from: 2, to: 3, time: 4, msgType: 5, content: 6, url: 8, property: 9, fromNick: 10, json: 11, seq: 16, storedAt: 17, group: 18, event: 19, originDevice: 20 },
+  MessageRequest: { msgId: 1, from: 2, to: 3, time: 4, msgType: 5, content: 6, url: 8, property: 9, fromNick: 10, json: 11, seq: 16, storedAt: 17, group: 18, event: 19, originDevice: 20, recalled: 21 },
   MessageResponse: { result: 1, code: 2, info: 3, expose: 4, errorCode: 16, seq: 17, duplicate: 18, ownSeq: 19 },
   MessageNotification: { noId: 1, json: 2, timestamp: 3 },
   MessageHeartBeat: { seq: 1, uid: 2, json: 3 },
   MessageAck: { seq: 1, group: 2 },
-  ConversationRequest: { op: 1, peer: 2, before: 3, limit: 4, seq: 5 },
+  ConversationRequest: { op: 1, peer: 2, before: 3, limit: 4, seq: 5, msgId: 6 },
   Conversation: { peer: 1, lastSeq: 2, lastAt: 3, readSeq: 4, unread: 5, last: 6, truncated: 7 },
-  ConversationResponse: { result: 1, code: 2, info: 3, errorCode: 16, conversations: 17, messages: 18, nextBefore: 19, oldest: 20, pruned: 21, readSeq: 22, unread: 23, eventSeq: 24 },
+  ConversationResponse: { result: 1, code: 2, info: 3, errorCode: 16, conversations: 17, messages: 18, nextBefore: 19, oldest: 20, pruned: 21, readSeq: 22, unread: 23, eventSeq: 24, seq: 25 },
   PeerHello: { nodeId: 1, nonce: 2 },
   PeerChallenge: { nodeId: 1, nonce: 2, mac: 3 },
   PeerAuth: { mac: 1 },
@@ -161,6 +161,8 @@ export interface LoginRequest {
   noReplay?: boolean;
   /** RECEIPTs for the messages this user sends. */
   receipts?: boolean;
+  /** Inbox events (recalls) are sent to this device. */
+  inboxEvents?: boolean;
 }
 
 export interface LoginResponse {
@@ -198,6 +200,8 @@ export interface MessageRequest {
   event?: string;
   /** Server-set on the copy in the sender's own inbox: the device that sent it. */
   originDevice?: string;
+  /** switchboard: set by the server on the tombstone of a recalled message. */
+  recalled?: boolean;
 }
 
 export interface MessageResponse {
@@ -223,6 +227,7 @@ export const ConversationOp = {
   LIST: 1,
   HISTORY: 2,
   READ: 3,
+  RECALL: 4,
 } as const;
 export type ConversationOp = (typeof ConversationOp)[keyof typeof ConversationOp];
 
@@ -232,6 +237,7 @@ export interface ConversationRequest {
   before?: UInt64;
   limit?: number;
   seq?: UInt64;
+  msgId?: UInt64;
 }
 
 export interface Conversation {
@@ -257,6 +263,7 @@ export interface ConversationResponse {
   readSeq?: UInt64;
   unread?: number;
   eventSeq?: UInt64;
+  seq?: UInt64;
 }
 
 export interface MessageNotification {

@@ -24,7 +24,7 @@
 //
 // Own copies (a message's copy in its sender's inbox, for the sender's other devices) are passed
 // over, not written, for the device that sent them and for devices that did not log in with
-// own_copies: the position moves past them as if written, and a device's ack of the last seq
+// own_copies, and inbox events (recalls) for devices that did not log in with inbox_events: the position moves past them as if written, and a device's ack of the last seq
 // actually written to it (writtenSeq) covers those passed over after it.
 //
 // Nudges (PEER_NUDGE: "deliveries may have been dropped, read the inbox") are coalesced: those
@@ -37,6 +37,7 @@ import type { Logger } from '../log.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import { deliveryFrame } from '../protocol/chat-frames.js';
 import { isOwnCopy, ownCopyFrom } from '../protocol/codec.js';
+import { isInboxEvent } from '../protocol/recall.js';
 import type { SyncStart } from '../protocol/messages.js';
 import { HandoffRing } from '../session/handoff-ring.js';
 import type { Receipts } from './receipts.js';
@@ -387,7 +388,11 @@ export class Delivery {
   }
 }
 
-/** An own copy (isOwnCopy) that `session` does not take: it sent the message, or did not ask for own copies. */
+/**
+ * An entry `session` does not take: an own copy (isOwnCopy) when it sent the message or did not
+ * ask for own copies; an inbox event (a recall) when it did not ask for them.
+ */
 function passesOver(session: LocalSession, body: Uint8Array): boolean {
-  return isOwnCopy(body) && (!session.ownCopies || ownCopyFrom(body, session.deviceIdBytes));
+  if (isOwnCopy(body)) return !session.ownCopies || ownCopyFrom(body, session.deviceIdBytes);
+  return !session.inboxEvents && isInboxEvent(body);
 }

@@ -20,9 +20,9 @@ export async function connectLoggedIn(
   deviceId = 'dev-1',
   options: ConnectOptions & SyncOptions = {},
 ): Promise<RawClient> {
-  const { acks, lastSeq, inboxEpoch, groups, ownCopies, noReplay, receipts, ...socketOptions } = options;
+  const { acks, lastSeq, inboxEpoch, groups, ownCopies, noReplay, receipts, inboxEvents, ...socketOptions } = options;
   const client = await connect(t, port, socketOptions);
-  const response = await client.login(uid, token, deviceId, { acks, lastSeq, inboxEpoch, groups, ownCopies, noReplay, receipts });
+  const response = await client.login(uid, token, deviceId, { acks, lastSeq, inboxEpoch, groups, ownCopies, noReplay, receipts, inboxEvents });
   if (!response.loginResponse?.result) {
     throw new Error(`login of ${uid}/${deviceId} refused: ${JSON.stringify(response.loginResponse)}`);
   }

@@ -62,6 +62,7 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   session.acks = request!.acks === true;
   session.ownCopies = request!.ownCopies === true;
   session.receipts = request!.receipts === true;
+  session.inboxEvents = request!.inboxEvents === true;
   // In the map before the awaits below, so messages stored meanwhile raise its knownHead and
   // are part of the replay (Delivery holds them until start()).
   ctx.sessions.add(session);
@@ -95,5 +96,5 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   ctx.groups?.delivery.start(session);
   ctx.router.sessionOpened(session);
   // Through the worker's logger: an idle connection keeps no child logger (Connection.log).
-  ctx.log.info({ ...conn.logFields, replaced: replaced !== undefined, acks: session.acks, ownCopies: session.ownCopies, receipts: session.receipts, noReplay: requested.noReplay, ...sync }, 'login');
+  ctx.log.info({ ...conn.logFields, replaced: replaced !== undefined, acks: session.acks, ownCopies: session.ownCopies, receipts: session.receipts, inboxEvents: session.inboxEvents, noReplay: requested.noReplay, ...sync }, 'login');
 }
