@@ -85,3 +85,28 @@ t.test('what the chat sends is marked delivered, then read, once each', async (t
   alice.child.stdin.end();
   t.equal((await alice.exit(EXIT_MS)).code, 0);
 });
+
+t.test('/recall takes back the last message the chat sent; a recall by the other side prints as such', async (t) => {
+  const n = await startNode(t, {}, { secret: SECRET });
+  const bob = new ImClient({ host: '127.0.0.1', port: n.port, uid: 'bob', deviceId: 'b', token: n.token('bob'), retryStrategy: false, inboxEvents: true });
+  const recalls: string[] = [];
+  bob.on('recall', (r) => recalls.push(`${r.peer} #${r.seq}`));
+  t.teardown(() => bob.close());
+  await bob.connect();
+  const alice = new CliProcess(t, 'chat alice', ['chat', '--user', 'alice', '--port', String(n.port), '--secret', SECRET]);
+  await alice.waitFor('logged in', () => alice.stdout.includes('logged in as alice'));
+  alice.child.stdin.write('/recall\n@bob wrong chat, sorry\n');
+  await alice.waitFor('stored', () => alice.stdout.includes('✓ stored (bob #1)'));
+  t.match(alice.stdout, /^\* \/recall refused: SB_ERR_NO_MESSAGE this chat has sent nothing to recall$/m, 'nothing sent yet: refused');
+  alice.child.stdin.write('/recall bob\n');
+  await alice.waitFor('recalled', () => alice.stdout.includes('* recalled your last message to bob (bob #1)'));
+  await until('bob is told', () => recalls.length === 1);
+  t.same(recalls, ['alice #1']);
+
+  const { msgId, seq } = await bob.send('alice', 'and mine too');
+  await alice.waitFor('the message', () => alice.stdout.includes('bob: and mine too'));
+  await bob.recall('alice', msgId);
+  await alice.waitFor('the recall', () => alice.stdout.includes(`* bob recalled a message (#${seq})`));
+  alice.child.stdin.end();
+  t.not((await alice.exit(EXIT_MS)).code, 0, 'the refused /recall makes the exit code non-zero');
+});

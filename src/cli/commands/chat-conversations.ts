@@ -1,20 +1,26 @@
 // `switchboard chat`'s conversation commands, through the worker connection (PROTOCOL.md §14):
 // /list prints the chat list with unread counts, /history USER [N] the last messages of one
 // conversation (and marks them read: they were shown), /read USER marks it read up to its last
-// message. Each returns the lines to print; a refusal throws the server's code.
+// message, /recall [USER] recalls the last message this chat sent (to USER). Each returns the
+// lines to print; a refusal throws the server's code.
 
 import type { ConversationSummary, ImClient, IncomingMessage } from '../../client/im-client.js';
 import { SwitchboardError } from '../../errors.js';
 
-export type ConversationCommand = 'list' | 'history' | 'read';
+export type ConversationCommand = 'list' | 'history' | 'read' | 'recall';
 
 /** Conversations /list prints: the most recent ones (the server's largest page). */
 export const LIST_SHOWN = 20;
 /** Messages /history prints unless told how many; at most HISTORY_MAX. */
 export const HISTORY_SHOWN = 20;
 export const HISTORY_MAX = 100;
+/** Peers whose last message from this chat /recall remembers (the oldest forgotten first). */
+const MAX_REMEMBERED = 10_000;
 
 export class ConversationCommands {
+  /** The msg_id of the last message this chat sent each peer, most recent last. */
+  readonly #lastSent = new Map<string, string>();
+
   constructor(
     readonly client: ImClient,
     /** A user name as typed, as the server knows it. */
@@ -23,8 +29,24 @@ export class ConversationCommands {
     readonly formatMessage: (m: IncomingMessage) => string,
   ) {}
 
+  /** This chat sent `peer` the message `msgId` (it was stored): what /recall takes back. */
+  sent(peer: string, msgId: string): void {
+    this.#lastSent.delete(peer);
+    if (this.#lastSent.size >= MAX_REMEMBERED) this.#lastSent.delete(this.#lastSent.keys().next().value!);
+    this.#lastSent.set(peer, msgId);
+  }
+
   async run(name: ConversationCommand, args: string[]): Promise<string[]> {
     switch (name) {
+      case 'recall': {
+        // The last message sent to USER, or to anyone.
+        const peer = args[0] === undefined ? [...this.#lastSent.keys()].at(-1) : this.user(args[0]);
+        const msgId = peer === undefined ? undefined : this.#lastSent.get(peer);
+        if (peer === undefined || msgId === undefined) throw new SwitchboardError('SB_ERR_NO_MESSAGE', args[0] === undefined ? 'this chat has sent nothing to recall' : `this chat has sent ${peer} nothing to recall`);
+        const { seq } = await this.client.recall(peer, msgId);
+        this.#lastSent.delete(peer);
+        return [`* recalled your last message to ${peer} (${peer} #${seq})`];
+      }
       case 'list': {
         const { conversations, nextBefore } = await this.client.conversations({ limit: LIST_SHOWN });
         if (conversations.length === 0) return ['* no conversations yet'];

@@ -24,6 +24,7 @@ export const CHAT_HELP = (
     ['/list', 'your conversations, most recent first, with unread counts'],
     ['/history USER [N]', 'the last N (20) messages with USER, then marks them read'],
     ['/read USER', 'marks the conversation with USER read'],
+    ['/recall [USER]', 'recalls the last message you sent (to USER) from this chat'],
     ['/help', 'this list'],
     ['/quit', 'log out (so does the end of input)'],
   ] as const
@@ -46,6 +47,7 @@ const COMMANDS: Record<GroupCommand | ConversationCommand, { min: number; max: n
   list: { min: 0, max: 0, usage: '/list' },
   history: { min: 1, max: 2, usage: '/history USER [N]' },
   read: { min: 1, max: 1, usage: '/read USER' },
+  recall: { min: 0, max: 1, usage: '/recall [USER]' },
   groups: { min: 0, max: 0, usage: '/groups' },
   create: { min: 1, max: Infinity, usage: '/create NAME [user...]' },
   add: { min: 2, max: Infinity, usage: '/add GROUP user...' },
@@ -69,7 +71,7 @@ export function parseChatLine(line: string): ChatLine {
     const spec = Object.hasOwn(COMMANDS, word!) ? COMMANDS[word as GroupCommand | ConversationCommand] : undefined;
     if (!spec) return { kind: 'bad', reason: `unknown command /${word}: /help lists them` };
     if (args.length < spec.min || args.length > spec.max) return { kind: 'bad', reason: `usage: ${spec.usage}` };
-    if (word === 'list' || word === 'history' || word === 'read') return { kind: 'conversation', name: word, args };
+    if (word === 'list' || word === 'history' || word === 'read' || word === 'recall') return { kind: 'conversation', name: word, args };
     return { kind: 'command', name: word as GroupCommand, args };
   }
   return { kind: 'bad', reason: 'type "@user message" or "#group message" to send, "/help" for the commands, "/quit" to leave' };

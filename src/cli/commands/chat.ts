@@ -4,7 +4,8 @@
 // password through the HTTP gate (registering first with --register), goes to the worker the gate
 // names, and manages groups through the gate's group API with the login's token (/groups, /create,
 // /add, /remove, /members, /leave: chat-groups.ts); /list, /history and /read show and mark the
-// conversations through the worker (chat-conversations.ts). Input may be piped: lines read before the login
+// conversations through the worker, and /recall takes back what it sent (chat-conversations.ts).
+// Input may be piped: lines read before the login
 // are queued and sent, and output that is not a terminal gets plain lines (no prompt, no escape
 // codes).
 
@@ -35,7 +36,7 @@ const OPTIONS = {
 const SUMMARY = `Chat: "@bob hello" sends to bob, "#team hello" to a group, "/quit" or the end of input logs out. Input may be piped.
 Typed in the chat:
 ${CHAT_HELP.map((line) => `  ${line}`).join('\n')}
-Group commands (/groups ...) need --gate; /list, /history and /read work either way.`;
+Group commands (/groups ...) need --gate; /list, /history, /read and /recall work either way.`;
 
 /** Sends written and not yet answered: the SDK's queue (1000) stays well below its bound. */
 const MAX_IN_FLIGHT = 100;
@@ -155,12 +156,15 @@ function chatClient({ where, uid }: ChatLogin, deviceId: string, out: ChatOutput
     ownCopies: true,
     // "delivered" and "read" marks for what this user sends (unless the user turned them off).
     receipts: true,
+    // Recalls: what was recalled prints as such.
+    inboxEvents: true,
     // The first connect fails at once, with its reason: a wrong port or a gate that is down is
     // not worth a wait. Once logged in, a lost connection is retried for as long as it takes.
     retryStrategy: (attempt) => (loggedIn ? backoff(attempt) : null),
   });
 
   client.on('message', (m) => out.line(formatMessage(m)));
+  client.on('recall', (r) => out.line(r.from === uid ? `* you recalled your message to ${r.peer} (#${r.seq})` : `* ${r.peer} recalled a message (#${r.seq})`));
   client.on('read', (r) => out.line(`* read up to #${r.seq} with ${r.peer}${r.originDevice ? ` (on ${r.originDevice})` : ''}`));
   // One line per step forward: each of the peer's devices acknowledges, and says the same again.
   const marked = new Map<string, number>();
@@ -327,7 +331,9 @@ class Sender {
   // Through the gate the names are switchboard accounts: `@Alice` is alice, as the gate folds
   // names. With a token the server decides (it folds them where it checks accounts).
   #send(to: string, content: string): void {
-    this.#track(this.client.send(to, content), to, to);
+    const sent = this.client.send(to, content);
+    sent.then((r) => this.conversations.sent(to, r.msgId), () => {});
+    this.#track(sent, to, to);
   }
 
   #sendToGroup(group: string, content: string): void {
