@@ -5,10 +5,11 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { ERROR_CODES } from '../../src/errors.js';
 import { CLUSTER_OPTIONS, DEV_OPTION, GATE_OPTIONS, HEALTH_OPTIONS, INBOX_OPTIONS, LIMIT_OPTIONS, LOG_OPTION, PROBE_OPTIONS, RECIPIENT_OPTIONS, REDIS_TIMEOUT_OPTION, SECRET_OPTION } from '../../src/cli/common.js';
-import { decodeMessage, encodeMessage, encodeMessageFrame, encodeMessageRequest, ownCopyBody, storedRequestBody } from '../../src/protocol/codec.js';
+import { decodeMessage, decodeStoredRequest, encodeMessage, encodeMessageFrame, encodeMessageRequest, ownCopyBody, storedRequestBody } from '../../src/protocol/codec.js';
 import { loginResponse } from '../../src/protocol/messages.js';
 import { ConversationOp, HeadType, MsgType, Platform, ReceiptKind, type ImMessage } from '../../src/protocol/types.js';
 import { receiptFrame } from '../../src/protocol/receipts.js';
+import { inboxEventBody, isInboxEvent, tombstoneBody } from '../../src/protocol/recall.js';
 import { listEntry, readEventBody } from '../../src/server/handlers/conversations.js';
 import { deliveryFits, deliveryFrame, storedResponseFrame } from '../../src/protocol/chat-frames.js';
 import { encodeFrame } from '../../src/protocol/frame.js';
@@ -286,9 +287,22 @@ t.test('the worked conversation frames of PROTOCOL.md §14 are what client and w
 });
 
 t.test('the worked receipt frames of PROTOCOL.md §14 are what client and worker write', async (t) => {
-  const blocks = hexBlocks(section(14)).slice(8);
+  const blocks = hexBlocks(section(14)).slice(8, 11);
   const login = hexOf(encodeMessageFrame({ type: HeadType.LOGIN_REQUEST, sequence: 1, sessionId: '-1', loginRequest: { uid: 'alice', deviceId: 'phone', token: 'T', acks: true, receipts: true } }));
   const delivered = hexOf(receiptFrame({ kind: ReceiptKind.DELIVERED, peer: 'bob', seq: 12, msgId: 42, at: 1_764_672_030_000 }));
   const read = hexOf(receiptFrame({ kind: ReceiptKind.READ, peer: 'bob', seq: 12, msgId: 42, at: 1_764_672_060_000 }));
   t.same(blocks, [login, delivered, read], 'the login, a DELIVERED and a READ receipt');
+});
+
+t.test('the worked recall frames of PROTOCOL.md §14 are what client and worker write', async (t) => {
+  const blocks = hexBlocks(section(14)).slice(11);
+  const frame = (type: number, sequence: number, body: Partial<ImMessage>) => hexOf(encodeMessageFrame({ type, sequence, sessionId: 's1', ...body }));
+  const request = frame(HeadType.CONVERSATION_REQUEST, 8, { conversationRequest: { op: ConversationOp.RECALL, peer: 'bob', msgId: 42 } });
+  const response = frame(HeadType.CONVERSATION_RESPONSE, 8, { conversationResponse: { result: true, code: 0, info: 'ok', seq: 12, eventSeq: 9 } });
+  const stored = storedRequestBody({ msgId: 42, to: 'bob', content: 'hi bob', msgType: 1 }, 'alice', 1_764_672_000_000, 'bob');
+  const event = inboxEventBody(JSON.stringify({ type: 'recall', peer: 'alice', seq: 12, msgId: '42' }), { from: 'alice', to: 'bob', storedAt: 1_764_672_090_000 });
+  const tombstone = tombstoneBody(decodeStoredRequest(stored));
+  t.same(blocks, [request, response, hexOf(deliveryFrame(event, 13)), hexOf(deliveryFrame(tombstone, 12))], 'the request, its answer, the recall event and the tombstone');
+  t.ok(isInboxEvent(event), 'the event starts with its event field');
+  t.match(decodeMessage(deliveryFrame(tombstone, 12).subarray(8)).messageRequest, { recalled: true, content: '[recalled]' });
 });
