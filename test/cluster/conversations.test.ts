@@ -121,3 +121,22 @@ t.test('receipts cross workers: an ack on one worker and a mark on another reach
   await sender.roundTrip();
   t.same(sender.pending.filter(isReceipt), [], 'one receipt each, nothing more');
 });
+
+t.test('a recall on one worker reaches the recipient on another and the sender\'s device on a third', async (t) => {
+  const writer = await connectLoggedIn(t, a.port, 'ivan', cluster.token('ivan', 'i1'), 'i1', { acks: true, ownCopies: true, inboxEvents: true });
+  const writerLaptop = await connectLoggedIn(t, c.port, 'ivan', cluster.token('ivan', 'i2'), 'i2', { acks: true, ownCopies: true, inboxEvents: true });
+  const reader = await connectLoggedIn(t, b.port, 'judy', cluster.token('judy', 'j1'), 'j1', { acks: true, inboxEvents: true });
+  await sleep(LOGIN_RECHECKS_MS);
+  const r = (await writer.chatAndWait('judy', 'take this back', { msgId: 5 })).messageResponse!;
+  const seq = Number(u64(r.seq));
+  await reader.next((m) => isDelivery(m) && seqOf(m) === seq);
+  const ownSeq = seqOf(await writerLaptop.next(isDelivery));
+  const done = (await writerLaptop.conversation({ op: ConversationOp.RECALL, peer: 'judy', msgId: 5 })).conversationResponse!;
+  t.equal(done.result, true, 'recalled from a device on a third worker');
+  const event = await reader.next((m) => isDelivery(m) && !!m.messageRequest?.event, 10_000);
+  t.same(JSON.parse(event.messageRequest!.event!), { type: 'recall', peer: 'ivan', seq, msgId: '5' });
+  const own = await writer.next((m) => isDelivery(m) && !!m.messageRequest?.event, 10_000);
+  t.same(JSON.parse(own.messageRequest!.event!), { type: 'recall', peer: 'judy', seq: ownSeq, msgId: '5' }, "the sender's device on the first worker is told too");
+  const [tombstone] = (await reader.conversation({ op: ConversationOp.HISTORY, peer: 'ivan' })).conversationResponse!.messages!;
+  t.match(tombstone, { recalled: true, content: '[recalled]' });
+});
