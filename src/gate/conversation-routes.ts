@@ -7,13 +7,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TokenSigner } from '../auth/token.js';
 import { normalizeUsername } from '../auth/password.js';
-import { SwitchboardError } from '../errors.js';
 import type { ConversationEntry, InboxStore, StoredMessage } from '../inbox/inbox-store.js';
 import { previewMessage, storedMessage } from '../protocol/conversation-view.js';
 import type { MessageRequest } from '../protocol/types.js';
 import { uint64String } from '../protocol/codec.js';
 import type { RateLimit, RateLimitStore } from './rate-limit-store.js';
-import { bearer } from './group-routes.js';
+import { takeUserRate, tokenUser } from './user-requests.js';
 
 export interface ConversationRoutesOptions {
   inbox: InboxStore;
@@ -45,19 +44,8 @@ export function conversationRoutes(app: FastifyInstance, options: ConversationRo
   void app.register(async (scope) => {
     scope.decorateRequest('conversationUser', '');
     scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-      let uid: string;
-      try {
-        uid = signer.verify(bearer(request.headers.authorization)).uid;
-      } catch (err) {
-        reply.header('www-authenticate', 'Bearer');
-        throw err;
-      }
-      request.conversationUser = uid;
-      const window = await rates.store.add(`conversation-read:${uid}`, 1, rates.reads.windowMs);
-      if (window.count <= rates.reads.max) return;
-      if (window.count === rates.reads.max + 1) request.log.info({ uid, max: rates.reads.max, windowMs: rates.reads.windowMs }, 'conversation reads rate limited');
-      reply.header('retry-after', Math.max(1, Math.ceil(window.resetMs / 1000)));
-      throw new SwitchboardError('SB_ERR_RATE_LIMITED', `more than ${rates.reads.max} conversation reads within ${rates.reads.windowMs / 1000} s; retry later`);
+      const uid = (request.conversationUser = tokenUser(signer, request, reply));
+      await takeUserRate(rates.store, `conversation-read:${uid}`, rates.reads, request, reply, 'conversation reads', 'conversation reads rate limited', { uid });
     });
 
     scope.get<{ Querystring: PageQuery }>('/api/conversations', { schema: { querystring: page } }, async (request) => {

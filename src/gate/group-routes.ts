@@ -14,6 +14,7 @@ import type { UserStore } from '../users/user-store.js';
 import type { GroupNotifier } from '../groups/group-notifier.js';
 import type { RateLimit, RateLimitStore } from './rate-limit-store.js';
 import { checkGroupId, groupLimits, type GroupLimits, type GroupMeta, type GroupStore } from '../groups/group-store.js';
+import { takeUserRate, tokenUser } from './user-requests.js';
 
 export interface GroupRoutesOptions {
   store: GroupStore;
@@ -109,12 +110,8 @@ export function groupRoutes(app: FastifyInstance, options: GroupRoutesOptions): 
    */
   const admit = async (request: FastifyRequest, reply: FastifyReply) => {
     const read = request.method === 'GET' || request.method === 'HEAD';
-    const limit = read ? rates.reads : rates.changes;
-    const window = await rates.store.add(`${read ? 'group-read' : 'group-change'}:${request.groupActor}`, 1, limit.windowMs);
-    if (window.count <= limit.max) return;
-    if (window.count === limit.max + 1) request.log.info({ uid: request.groupActor, read, max: limit.max, windowMs: limit.windowMs }, 'group requests rate limited');
-    reply.header('retry-after', Math.max(1, Math.ceil(window.resetMs / 1000)));
-    throw new SwitchboardError('SB_ERR_RATE_LIMITED', `more than ${limit.max} group ${read ? 'reads' : 'changes'} within ${limit.windowMs / 1000} s; retry later`);
+    const uid = request.groupActor;
+    await takeUserRate(rates.store, `${read ? 'group-read' : 'group-change'}:${uid}`, read ? rates.reads : rates.changes, request, reply, `group ${read ? 'reads' : 'changes'}`, 'group requests rate limited', { uid, read });
   };
 
   // Routes in a scope of their own: the token hook runs before the body is even parsed, so an
@@ -123,12 +120,7 @@ export function groupRoutes(app: FastifyInstance, options: GroupRoutesOptions): 
   void app.register(async (scope) => {
     scope.decorateRequest('groupActor', '');
     scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-      try {
-        request.groupActor = signer.verify(bearer(request.headers.authorization)).uid;
-      } catch (err) {
-        reply.header('www-authenticate', 'Bearer');
-        throw err;
-      }
+      request.groupActor = tokenUser(signer, request, reply);
       await admit(request, reply);
     });
 
@@ -228,13 +220,4 @@ export function groupRoutes(app: FastifyInstance, options: GroupRoutesOptions): 
       return seqOf(result.seq);
     });
   });
-}
-
-/** The token of an `Authorization: Bearer <token>` header. */
-/** The token of an `Authorization: Bearer <token>` header (SB_ERR_NO_TOKEN, SB_ERR_TOKEN_INVALID otherwise). */
-export function bearer(header: string | undefined): string {
-  if (header === undefined || header === '') throw new SwitchboardError('SB_ERR_NO_TOKEN', 'the request carries no Authorization: Bearer <token>');
-  const match = /^Bearer +(\S+) *$/i.exec(header);
-  if (!match) throw new SwitchboardError('SB_ERR_TOKEN_INVALID', 'the Authorization header is not "Bearer <token>"');
-  return match[1]!;
 }

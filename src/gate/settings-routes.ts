@@ -8,7 +8,7 @@ import type { TokenSigner } from '../auth/token.js';
 import { SwitchboardError } from '../errors.js';
 import type { UserStore } from '../users/user-store.js';
 import type { RateLimit, RateLimitStore } from './rate-limit-store.js';
-import { bearer } from './group-routes.js';
+import { takeUserRate, tokenUser } from './user-requests.js';
 
 export interface SettingsRoutesOptions {
   users: Pick<UserStore, 'receipts' | 'setReceipts'>;
@@ -30,18 +30,8 @@ export function settingsRoutes(app: FastifyInstance, options: SettingsRoutesOpti
   void app.register(async (scope) => {
     scope.decorateRequest('settingsUser', '');
     scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-      let uid: string;
-      try {
-        uid = signer.verify(bearer(request.headers.authorization)).uid;
-      } catch (err) {
-        reply.header('www-authenticate', 'Bearer');
-        throw err;
-      }
-      request.settingsUser = uid;
-      const window = await rates.store.add(`settings:${uid}`, 1, rates.requests.windowMs);
-      if (window.count <= rates.requests.max) return;
-      reply.header('retry-after', Math.max(1, Math.ceil(window.resetMs / 1000)));
-      throw new SwitchboardError('SB_ERR_RATE_LIMITED', `more than ${rates.requests.max} settings requests within ${rates.requests.windowMs / 1000} s; retry later`);
+      const uid = (request.settingsUser = tokenUser(signer, request, reply));
+      await takeUserRate(rates.store, `settings:${uid}`, rates.requests, request, reply, 'settings requests', 'settings requests rate limited', { uid });
     });
 
     scope.get('/api/settings', async (request) => ({ receipts: await users.receipts(request.settingsUser) }));

@@ -7,17 +7,11 @@
 import t, { type Test } from 'tap';
 import { ImClient, type GroupEventMessage, type GroupMessage, type ImClientOptions } from '../../src/client/im-client.js';
 import { HeadType } from '../../src/protocol/types.js';
-import { TEST_SECRET, startNode, type TestNode } from '../helpers/node.js';
+import { PASSWORD, startNode, startSwitchboard, type TestNode } from '../helpers/node.js';
 import { sleep, until } from '../../testkit/wait.js';
 import { FrameProxy } from './frame-proxy.js';
 import { GateGroups } from '../../src/client/gate-groups.js';
-import { gateEndpoint, registerThroughGate } from '../../src/client/gate-login.js';
-import { createSwitchboard } from '../../src/node.js';
-import { DEFAULT_LIMITS } from '../../src/config.js';
-import { DEFAULT_HEALTH_SETTINGS } from '../../src/server/store-health.js';
-import { DEFAULT_INBOX_LIMITS } from '../../src/inbox/inbox-store.js';
-import { DEFAULT_GATE_LIMITS } from '../../src/gate/web-gate.js';
-import { silentLogger } from '../../src/log.js';
+import { gateEndpoint } from '../../src/client/gate-login.js';
 
 interface Member {
   client: ImClient;
@@ -161,17 +155,8 @@ t.test('refusals by code: not a member, no such group, not a group id; a client 
 });
 
 t.test('the whole way: accounts and logins at the gate, the group made and changed with GateGroups, spoken in over the SDK', async (t) => {
-  const switchboard = createSwitchboard({
-    secret: TEST_SECRET,
-    log: silentLogger(),
-    worker: { host: '127.0.0.1', port: 0, limits: { ...DEFAULT_LIMITS, closeGraceMs: 200 }, health: DEFAULT_HEALTH_SETTINGS, inboxLimits: DEFAULT_INBOX_LIMITS, memoryInboxBytes: 16 * 1024 * 1024, checkRecipients: true },
-    gate: { host: '127.0.0.1', port: 0, limits: DEFAULT_GATE_LIMITS, registration: true, trustProxy: [] },
-  });
-  t.teardown(() => switchboard.stop());
-  const { gate } = await switchboard.start();
-  const gateUrl = `http://127.0.0.1:${gate!.port}`;
-  const password = 'a password long enough';
-  for (const user of ['alice', 'bob', 'carol']) await registerThroughGate(gateUrl, user, password);
+  const gateUrl = await startSwitchboard(t, ['alice', 'bob', 'carol']);
+  const password = PASSWORD;
 
   const through = (uid: string) => {
     let token = '';

@@ -6,32 +6,10 @@
 
 import t, { type Test } from 'tap';
 import { ImClient, type ImClientOptions, type ReadEvent, type ReceiptEvent } from '../../src/client/im-client.js';
-import { gateEndpoint, registerThroughGate } from '../../src/client/gate-login.js';
+import { gateEndpoint } from '../../src/client/gate-login.js';
 import { GateSettings } from '../../src/client/gate-settings.js';
-import { createSwitchboard } from '../../src/node.js';
-import { DEFAULT_LIMITS } from '../../src/config.js';
-import { DEFAULT_HEALTH_SETTINGS } from '../../src/server/store-health.js';
-import { DEFAULT_INBOX_LIMITS } from '../../src/inbox/inbox-store.js';
-import { DEFAULT_GATE_LIMITS } from '../../src/gate/web-gate.js';
-import { silentLogger } from '../../src/log.js';
-import { TEST_SECRET } from '../helpers/node.js';
+import { PASSWORD, startSwitchboard } from '../helpers/node.js';
 import { until } from '../../testkit/wait.js';
-
-const PASSWORD = 'a password long enough';
-
-async function switchboard(t: Test): Promise<string> {
-  const sb = createSwitchboard({
-    secret: TEST_SECRET,
-    log: silentLogger(),
-    worker: { host: '127.0.0.1', port: 0, limits: { ...DEFAULT_LIMITS, closeGraceMs: 200 }, health: DEFAULT_HEALTH_SETTINGS, inboxLimits: DEFAULT_INBOX_LIMITS, memoryInboxBytes: 16 * 1024 * 1024, checkRecipients: true },
-    gate: { host: '127.0.0.1', port: 0, limits: DEFAULT_GATE_LIMITS, registration: true, trustProxy: [] },
-  });
-  t.teardown(() => sb.stop());
-  const { gate } = await sb.start();
-  const url = `http://127.0.0.1:${gate!.port}`;
-  for (const user of ['alice', 'bob']) await registerThroughGate(url, user, PASSWORD);
-  return url;
-}
 
 interface Device {
   client: ImClient;
@@ -54,7 +32,7 @@ async function device(t: Test, gate: string, uid: string, deviceId: string, opti
 const shape = (r: ReceiptEvent) => `${r.kind} ${r.peer} #${r.seq} ${r.msgId}`;
 
 t.test('"delivered" once the recipient processed them, "read" once marked; to every device of the sender that asked', async (t) => {
-  const gate = await switchboard(t);
+  const gate = await startSwitchboard(t, ['alice', 'bob']);
   const phone = await device(t, gate, 'alice', 'phone', { receipts: true });
   const laptop = await device(t, gate, 'alice', 'laptop', { receipts: true });
   const tablet = await device(t, gate, 'alice', 'tablet');
@@ -84,7 +62,7 @@ t.test('"delivered" once the recipient processed them, "read" once marked; to ev
 });
 
 t.test('GateSettings: receipts off for bob: his devices send none and get none', async (t) => {
-  const gate = await switchboard(t);
+  const gate = await startSwitchboard(t, ['alice', 'bob']);
   const alice = await device(t, gate, 'alice', 'phone', { receipts: true });
   const bob = await device(t, gate, 'bob', 'b', { receipts: true });
   t.same(await bob.settings.get(), { receipts: true }, 'on by default');

@@ -1,8 +1,14 @@
-// Starts a real switchboard node on a free loopback port for a test, and stops it after.
+// Starts a real switchboard node (or a whole embedded switchboard, gate included) on free loopback
+// ports for a test, and stops it after.
 
 import type { Test } from 'tap';
-import { createNode, type NodeOptions, type SwitchboardNode } from '../../src/node.js';
-import type { WorkerLimits } from '../../src/config.js';
+import { createNode, createSwitchboard, type NodeOptions, type SwitchboardNode } from '../../src/node.js';
+import { DEFAULT_LIMITS, type WorkerLimits } from '../../src/config.js';
+import { DEFAULT_HEALTH_SETTINGS } from '../../src/server/store-health.js';
+import { DEFAULT_INBOX_LIMITS } from '../../src/inbox/inbox-store.js';
+import { DEFAULT_GATE_LIMITS } from '../../src/gate/web-gate.js';
+import { registerThroughGate } from '../../src/client/gate-login.js';
+import { silentLogger } from '../../src/log.js';
 import type { ImNode } from '../../src/registry/im-node.js';
 
 export const TEST_SECRET = 'test-secret';
@@ -26,3 +32,24 @@ export async function startNode(t: Test, limits: Partial<WorkerLimits> = {}, opt
     token: (uid, deviceId, ttlMs = 60_000) => node.signer.mint({ uid, deviceId, ttlMs }),
   };
 }
+
+/**
+ * An embedded switchboard (gate and worker in this process, stores in memory, accounts checked)
+ * with `users` registered (password PASSWORD); resolves the gate's URL.
+ */
+export async function startSwitchboard(t: Test, users: readonly string[] = []): Promise<string> {
+  const switchboard = createSwitchboard({
+    secret: TEST_SECRET,
+    log: silentLogger(),
+    worker: { host: '127.0.0.1', port: 0, limits: { ...DEFAULT_LIMITS, closeGraceMs: 200 }, health: DEFAULT_HEALTH_SETTINGS, inboxLimits: DEFAULT_INBOX_LIMITS, memoryInboxBytes: 16 * 1024 * 1024, checkRecipients: true },
+    gate: { host: '127.0.0.1', port: 0, limits: DEFAULT_GATE_LIMITS, registration: true, trustProxy: [] },
+  });
+  t.teardown(() => switchboard.stop());
+  const { gate } = await switchboard.start();
+  const url = `http://127.0.0.1:${gate!.port}`;
+  for (const user of users) await registerThroughGate(url, user, PASSWORD);
+  return url;
+}
+
+/** The password of startSwitchboard's users. */
+export const PASSWORD = 'a password long enough';
