@@ -67,6 +67,8 @@ export interface NodeOptions {
    * Closed by stop().
    */
   users?: UserStore;
+  /** How stale a session's copy of its user's receipts setting may get; default 30 s (tests shorten it). */
+  receiptSettingTtlMs?: number;
   /** Defaults to in-memory groups (embedded mode). Closed by stop(). */
   groups?: GroupStore;
   /** How the gate's membership changes reach this worker; defaults to one in memory (embedded mode: the gate in this process). Closed by stop(). */
@@ -127,6 +129,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
     inbox,
     registry,
     users,
+    receiptSettingTtlMs: options.receiptSettingTtlMs,
     groups: {
       store: groups,
       notifier: groupNotifier,

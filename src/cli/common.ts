@@ -251,6 +251,7 @@ export const GATE_OPTIONS = {
   'rate-group-changes': { ...count(1), group: 'gate', description: 'group changes (create, update, dissolve, add, remove, leave, role, transfer) per user per minute', default: DEFAULT_GATE_LIMITS.groupChanges.max },
   'rate-group-reads': { ...count(1), group: 'gate', description: 'group reads (GET /api/groups...) per user per minute', default: DEFAULT_GATE_LIMITS.groupReads.max },
   'rate-conversation-reads': { ...count(1), group: 'gate', description: 'conversation reads (GET /api/conversations...) per user per minute', default: DEFAULT_GATE_LIMITS.conversationReads.max },
+  'rate-settings': { ...count(1), group: 'gate', description: 'settings requests (/api/settings) per user per minute', default: DEFAULT_GATE_LIMITS.settingsRequests.max },
   'trust-proxy': { type: 'string', group: 'gate', description: 'proxies whose X-Forwarded-For names the client: comma-separated addresses, CIDRs, loopback, linklocal, uniquelocal; unset: none' },
 } as const satisfies OptionSpecs;
 
@@ -265,6 +266,7 @@ export function gateLimitsFrom(v: OptionValues<typeof GATE_OPTIONS>, dev: boolea
     groupChanges: { ...DEFAULT_GATE_LIMITS.groupChanges, max: v['rate-group-changes'] },
     groupReads: { ...DEFAULT_GATE_LIMITS.groupReads, max: v['rate-group-reads'] },
     conversationReads: { ...DEFAULT_GATE_LIMITS.conversationReads, max: v['rate-conversation-reads'] },
+    settingsRequests: { ...DEFAULT_GATE_LIMITS.settingsRequests, max: v['rate-settings'] },
   };
 }
 

@@ -11,14 +11,14 @@ import { SwitchboardError, isErrorCode, type ErrorCode } from '../errors.js';
 import type { GroupEvent } from '../groups/group-store.js';
 import type { Logger } from '../log.js';
 import { decodeMessage, encodeMessageFrame, uint64Number } from '../protocol/codec.js';
-import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage, type MessageRequest } from '../protocol/types.js';
+import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage } from '../protocol/types.js';
 import { incomingMessage, parseInboxEvent, receiptEvent, type IncomingMessage, type ReadEvent, type RecallEvent, type ReceiptEvent } from './incoming.js';
-
-export type { IncomingMessage, ReadEvent, RecallEvent, ReceiptEvent };
 import { GroupPositions } from './group-positions.js';
 import type { ClientSettings, Endpoint, ImClientOptions } from './options.js';
 import type { PendingRequests } from './pending-requests.js';
 import type { Transport, TransportHandlers } from './transport.js';
+
+export type { IncomingMessage, ReadEvent, RecallEvent, ReceiptEvent };
 
 export type ClientStatus = 'idle' | 'connecting' | 'ready' | 'reconnecting' | 'closed';
 
@@ -64,7 +64,7 @@ export interface ImClientEvents {
   read: [ReadEvent];
   /** A message was recalled by its sender (login with `inboxEvents`; with `ownCopies` also this user's own, from another device). */
   recall: [RecallEvent];
-  /** "delivered" / "read" for messages this user sent (login with `receipts`); at most once each. */
+  /** "delivered" / "read" for messages this user sent (login with `receipts`); cumulative, at most once per acknowledging device and mark: keep the highest `seq` per kind and peer. */
   receipt: [ReceiptEvent];
   /** The server announced it is closing this connection, and why. */
   closing: [{ code: string; reason: string }];
@@ -350,7 +350,9 @@ export class EventHandler implements TransportHandlers {
     // already processed: it is forgotten.
     // A device that had a position is told where it is now (a new epoch included, e.g. the first
     // one a server tells it); one without a position gets it with its first delivery.
-    const moved = this.#lastSeq !== undefined && (this.#lastSeq !== syncFrom || (epoch !== 0 && epoch !== previousEpoch));
+    // A first login with noReplay starts at the head: saved at once, or an app restarted before its
+    // first delivery would ask for no replay again and skip what came in between.
+    const moved = this.#lastSeq !== undefined ? this.#lastSeq !== syncFrom || (epoch !== 0 && epoch !== previousEpoch) : this.#noReplay;
     this.#lastSeq = syncFrom;
     if (epoch !== 0) this.#inboxEpoch = epoch;
     if (moved) this.#settings.savePosition?.(syncFrom, this.#inboxEpoch);

@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TokenSigner } from '../auth/token.js';
 import { normalizeUsername } from '../auth/password.js';
 import type { ConversationEntry, InboxStore, StoredMessage } from '../inbox/inbox-store.js';
-import { previewMessage, storedMessage } from '../protocol/conversation-view.js';
+import { DEFAULT_PAGE, MAX_PAGE, previewMessage, storedMessage } from '../protocol/conversation-view.js';
 import type { MessageRequest } from '../protocol/types.js';
 import { uint64String } from '../protocol/codec.js';
 import type { RateLimit, RateLimitStore } from './rate-limit-store.js';
@@ -22,9 +22,6 @@ export interface ConversationRoutesOptions {
   rates: { store: RateLimitStore; reads: RateLimit };
 }
 
-/** A page holds this many entries when `limit` is not given, and at most MAX_PAGE. */
-const DEFAULT_PAGE = 50;
-const MAX_PAGE = 100;
 
 interface PageQuery {
   before?: string;
@@ -39,7 +36,7 @@ export function conversationRoutes(app: FastifyInstance, options: ConversationRo
     properties: { before: { type: 'string', pattern: '^[0-9]{1,16}$' }, limit: { type: 'string', pattern: '^[0-9]{1,7}$' } },
   } as const;
   const params = { type: 'object', required: ['peer'], properties: { peer: { type: 'string', minLength: 1, maxLength: 256 } } } as const;
-  const pageOf = (q: PageQuery) => ({ before: q.before === undefined ? 0 : Number(q.before), limit: q.limit === undefined || q.limit === '0' ? DEFAULT_PAGE : Math.min(Number(q.limit), MAX_PAGE) });
+  const pageOf = (q: PageQuery) => ({ before: q.before === undefined ? 0 : Number(q.before), limit: q.limit === undefined || Number(q.limit) === 0 ? DEFAULT_PAGE : Math.min(Number(q.limit), MAX_PAGE) });
 
   void app.register(async (scope) => {
     scope.decorateRequest('conversationUser', '');

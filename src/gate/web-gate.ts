@@ -42,6 +42,8 @@ export interface GateLimits extends LoginLimits {
   groupReads: RateLimit;
   /** Conversation reads (chat list, history pages) per user. */
   conversationReads: RateLimit;
+  /** /api/settings requests per user. */
+  settingsRequests: RateLimit;
 }
 
 export const DEFAULT_GATE_LIMITS: Readonly<GateLimits> = Object.freeze({
@@ -56,6 +58,7 @@ export const DEFAULT_GATE_LIMITS: Readonly<GateLimits> = Object.freeze({
   groupChanges: Object.freeze({ max: 60, windowMs: 60_000 }),
   groupReads: Object.freeze({ max: 600, windowMs: 60_000 }),
   conversationReads: Object.freeze({ max: 600, windowMs: 60_000 }),
+  settingsRequests: Object.freeze({ max: 60, windowMs: 60_000 }),
 });
 
 /**
@@ -200,7 +203,7 @@ export class WebGate {
       const { inbox, normalizePeers = true } = this.#o.conversations;
       conversationRoutes(app, { inbox, signer: this.#o.signer, normalizePeers, rates: { store: this.#rateLimits, reads: this.#o.limits.conversationReads } });
     }
-    settingsRoutes(app, { users: this.#o.users, signer: this.#o.signer, rates: { store: this.#rateLimits, requests: this.#o.limits.conversationReads } });
+    settingsRoutes(app, { users: this.#o.users, signer: this.#o.signer, rates: { store: this.#rateLimits, requests: this.#o.limits.settingsRequests } });
     app.get('/healthz', async () => ({ ok: true, workers: this.#o.registry.workers().length }));
 
     app.get('/api/workers', async () => ({

@@ -24,11 +24,16 @@ export interface Conversation {
   seqs: number[];
   counts: number[];
   start: number;
+  /** Its neighbours in the order of last activity (the index's list). */
+  older: Conversation | undefined;
+  newer: Conversation | undefined;
 }
 
 export class ConversationIndex {
-  /** Least recent first: an append moves its conversation to the end. */
   readonly #byId = new Map<string, Conversation>();
+  /** The list by last activity: an append moves its conversation to the newest end. */
+  #oldest: Conversation | undefined;
+  #newest: Conversation | undefined;
   #bytes = 0;
   readonly #maxConversations: number;
   readonly #maxIndexed: number;
@@ -60,13 +65,18 @@ export class ConversationIndex {
   add(id: string, seq: number, at: number, own: boolean): void {
     let c = this.#byId.get(id);
     if (c === undefined) {
-      c = { id, lastSeq: 0, lastAt: 0, readSeq: 0, unread: 0, received: 0, total: 0, seqs: [], counts: [], start: 0 };
+      c = { id, lastSeq: 0, lastAt: 0, readSeq: 0, unread: 0, received: 0, total: 0, seqs: [], counts: [], start: 0, older: undefined, newer: undefined };
       this.#bytes += CONVERSATION_BYTES + id.length;
-      if (this.#byId.size >= this.#maxConversations) this.#drop(this.#byId.values().next().value!);
+      if (this.#byId.size >= this.#maxConversations) this.#drop(this.#oldest!);
+      this.#byId.set(id, c);
     } else {
-      this.#byId.delete(id);
+      this.#unlink(c);
     }
-    this.#byId.set(id, c);
+    // The newest end.
+    c.older = this.#newest;
+    if (this.#newest) this.#newest.newer = c;
+    else this.#oldest = c;
+    this.#newest = c;
     c.lastSeq = seq;
     c.lastAt = at;
     c.total++;
@@ -86,17 +96,15 @@ export class ConversationIndex {
 
   /**
    * Conversations with lastSeq < before (0: all), most recent first, at most `limit`, and whether
-   * there are more. O(conversations): at most maxConversations per inbox.
+   * there are more. From the newest end: O(the conversations skipped and listed).
    */
   page(before: number, limit: number): { conversations: Conversation[]; more: boolean } {
     if (limit <= 0) return { conversations: [], more: false };
-    // Least recent first, so ascending lastSeq: those that qualify are a prefix.
+    let c = this.#newest;
+    while (c !== undefined && before !== 0 && c.lastSeq >= before) c = c.older;
     const found: Conversation[] = [];
-    for (const c of this.#byId.values()) {
-      if (before !== 0 && c.lastSeq >= before) break;
-      found.push(c);
-    }
-    return { conversations: found.slice(-limit).reverse(), more: found.length > limit };
+    for (; c !== undefined && found.length < limit; c = c.older) found.push(c);
+    return { conversations: found, more: c !== undefined };
   }
 
   /**
@@ -106,10 +114,7 @@ export class ConversationIndex {
    * conversation.
    */
   expire(cutoff: number): void {
-    for (const c of this.#byId.values()) {
-      if (c.lastAt >= cutoff) break;
-      this.#drop(c);
-    }
+    while (this.#oldest !== undefined && this.#oldest.lastAt < cutoff) this.#drop(this.#oldest);
   }
 
   /** Drops every index's entries below `oldest` (what the inbox no longer retains): the periodic sweep's, O(conversations). */
@@ -151,7 +156,16 @@ export class ConversationIndex {
     return true;
   }
 
+  #unlink(c: Conversation): void {
+    if (c.older) c.older.newer = c.newer;
+    else this.#oldest = c.newer;
+    if (c.newer) c.newer.older = c.older;
+    else this.#newest = c.older;
+    c.older = c.newer = undefined;
+  }
+
   #drop(c: Conversation): void {
+    this.#unlink(c);
     this.#byId.delete(c.id);
     this.#bytes -= CONVERSATION_BYTES + c.id.length + INDEXED_BYTES * (c.seqs.length - c.start);
   }

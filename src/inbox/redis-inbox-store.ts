@@ -28,6 +28,9 @@ import { DEFAULT_INBOX_LIMITS, hasDedupeId, EpochSource, type AppendRequest, typ
 // Expired messages are pruned from the oldest end on every 16th append and on every read;
 // between prunes, reads skip nothing because they prune first.
 function scripts({ maxMessages, maxAgeMs, dedupeWindowMs }: InboxLimits) {
+  // The conversation keys' expiry and how often it is pushed back (see converse).
+  const refreshMs = Math.floor(maxAgeMs / 4);
+  const ttlMs = maxAgeMs + refreshMs;
   const prune = `
 local function prune(log, now)
   local n = redis.call('ZCARD', log)
@@ -53,14 +56,16 @@ end
 `;
   // A conversation's entry, and forgetting one (its entry, list slot and index).
   const conversation = `
-local function entryOf(cvKey, id)
-  local entry = redis.call('HGET', cvKey, id)
+local function parseEntry(entry)
   if not entry then return nil end
-  local lastSeq, lastAt, readSeq, unread, received, total = string.match(entry, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
-  return {lastSeq = tonumber(lastSeq), lastAt = lastAt, readSeq = tonumber(readSeq), unread = tonumber(unread), received = tonumber(received), total = tonumber(total)}
+  local lastSeq, lastAt, readSeq, unread, received, total, cxAt = string.match(entry, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+  return {lastSeq = tonumber(lastSeq), lastAt = lastAt, readSeq = tonumber(readSeq), unread = tonumber(unread), received = tonumber(received), total = tonumber(total), cxAt = tonumber(cxAt)}
+end
+local function entryOf(cvKey, id)
+  return parseEntry(redis.call('HGET', cvKey, id))
 end
 local function saveEntry(cvKey, id, e)
-  redis.call('HSET', cvKey, id, e.lastSeq .. '|' .. e.lastAt .. '|' .. e.readSeq .. '|' .. e.unread .. '|' .. e.received .. '|' .. e.total)
+  redis.call('HSET', cvKey, id, e.lastSeq .. '|' .. e.lastAt .. '|' .. e.readSeq .. '|' .. e.unread .. '|' .. e.received .. '|' .. e.total .. '|' .. e.cxAt)
 end
 local function forget(clKey, cvKey, id)
   redis.call('ZREM', clKey, id)
@@ -88,13 +93,16 @@ end
   // One inbox's append: {seq, duplicate (0|1), epoch}. conv '' : an entry of no conversation.
   const append = `${prune}${epoch}${conversation}
 local function converse(clKey, cvKey, cxKey, id, own, seq, now)
-  local e = entryOf(cvKey, id)
+  -- The entry, and when the list's keys last had their expiry pushed back (field '', no uid).
+  local got = redis.call('HMGET', cvKey, id, '')
+  local e = parseEntry(got[1])
+  local at = tonumber(now)
   if not e then
     if redis.call('ZCARD', clKey) >= ${maxMessages} then
       local least = redis.call('ZRANGE', clKey, 0, 0)
       forget(clKey, cvKey, least[1])
     end
-    e = {lastSeq = 0, lastAt = now, readSeq = 0, unread = 0, received = 0, total = 0}
+    e = {lastSeq = 0, lastAt = now, readSeq = 0, unread = 0, received = 0, total = 0, cxAt = 0}
   end
   e.lastSeq = seq
   e.lastAt = now
@@ -109,14 +117,22 @@ local function converse(clKey, cvKey, cxKey, id, own, seq, now)
     e.unread = e.unread + 1
     count = e.received * 2
   end
-  saveEntry(cvKey, id, e)
-  redis.call('ZADD', clKey, seq, id)
   redis.call('ZADD', cxKey, seq, seq .. ':' .. count)
   -- The inbox retains at most maxMessages seqs: older index entries go now and then.
   if e.total % 16 == 0 then redis.call('ZREMRANGEBYSCORE', cxKey, '-inf', '(' .. (seq - ${maxMessages} + 1)) end
-  redis.call('PEXPIRE', clKey, ${maxAgeMs})
-  redis.call('PEXPIRE', cvKey, ${maxAgeMs})
-  redis.call('PEXPIRE', cxKey, ${maxAgeMs})
+  -- Expiries: ${ttlMs} ms, pushed back once a quarter of the retention age has passed since the
+  -- last time, so a key outlives its newest entry by at least the retention age.
+  if at - e.cxAt > ${refreshMs} then
+    redis.call('PEXPIRE', cxKey, ${ttlMs})
+    e.cxAt = at
+  end
+  saveEntry(cvKey, id, e)
+  redis.call('ZADD', clKey, seq, id)
+  if at - tonumber(got[2] or '0') > ${refreshMs} then
+    redis.call('HSET', cvKey, '', now)
+    redis.call('PEXPIRE', cvKey, ${ttlMs})
+    redis.call('PEXPIRE', clKey, ${ttlMs})
+  end
 end
 local function append(seqKey, epKey, logKey, ddKey, clKey, cvKey, cxKey, body, now, dedupe, candidate, conv, own)
   local ep = epoch(epKey, candidate)

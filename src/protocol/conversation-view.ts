@@ -5,6 +5,10 @@
 import { decodeStoredRequest } from './codec.js';
 import type { MessageRequest } from './types.js';
 
+/** A chat-list or history page holds this many entries when the client asks for none, and at most MAX_PAGE. */
+export const DEFAULT_PAGE = 50;
+export const MAX_PAGE = 100;
+
 /** A list entry's last message keeps this many bytes of its content (cut at a character boundary). */
 export const PREVIEW_BYTES = 256;
 

@@ -16,8 +16,6 @@ export interface MessageOrigin {
   msgId: UInt64;
 }
 
-const reader = new WireReader(Buffer.alloc(0), 0, 0, false);
-
 /**
  * The sender and msg_id of a stored 1:1 message body; undefined for what no receipt is about (an
  * event, a body without a sender, one that does not parse). The stored form writes msg_id and
@@ -25,7 +23,7 @@ const reader = new WireReader(Buffer.alloc(0), 0, 0, false);
  */
 export function originOf(body: Uint8Array): MessageOrigin | undefined {
   const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-  const r = reader.reset(buf, 0, buf.length);
+  const r = new WireReader(buf, 0, buf.length, false);
   let from: string | undefined;
   let msgId: UInt64 = 0;
   while (r.pos < r.limit) {

@@ -6,10 +6,11 @@
 // never stored: at most once.
 //
 // For DELIVERED, each delivery written to an ack device is remembered (seq, sender, msg_id) until
-// the device acknowledges it: at most MAX_MARKS per session, the oldest dropped first (a later
-// receipt from the same sender covers it). A user who turned receipts off (the privacy setting in
-// the UserStore) sends none and gets none; the setting is read at login and again at most every
-// SETTING_TTL_MS while the session lives.
+// the device acknowledges it: at most MAX_MARKS per session, the older half dropped when full (a
+// later receipt from the same sender covers them). A user who turned receipts off (the privacy
+// setting in the UserStore) sends none and gets none; the setting is read at login and again,
+// in the background, once it is older than the TTL (30 s) when the session acknowledges, marks
+// read or would be sent a receipt.
 
 import type { Logger } from '../log.js';
 import { isOwnCopy } from '../protocol/codec.js';
@@ -19,28 +20,39 @@ import type { LocalSession, ReceiptMark } from '../session/local-session.js';
 import type { UserStore } from '../users/user-store.js';
 import type { MessageRouter } from './cluster-seam.js';
 
-/** Deliveries remembered per session until acknowledged. */
-export const MAX_MARKS = 1024;
-/** How stale a session's copy of its user's receipts setting may get. */
+/** Deliveries remembered per session until acknowledged (about 80 bytes each). */
+export const MAX_MARKS = 256;
+/** How stale a session's copy of its user's receipts setting may get, by default. */
 export const SETTING_TTL_MS = 30_000;
 
 export class Receipts {
   readonly #users: Pick<UserStore, 'receipts'> | undefined;
   readonly #router: () => MessageRouter;
   readonly #log: Logger;
+  readonly #settingTtlMs: number;
 
   /** `router` is asked per receipt: the worker makes it after this. */
-  constructor(users: Pick<UserStore, 'receipts'> | undefined, router: () => MessageRouter, log: Logger) {
+  constructor(users: Pick<UserStore, 'receipts'> | undefined, router: () => MessageRouter, log: Logger, settingTtlMs = SETTING_TTL_MS) {
     this.#users = users;
     this.#router = router;
     this.#log = log;
+    this.#settingTtlMs = settingTtlMs;
   }
 
-  /** At login: the user's setting, before any delivery. Without a UserStore receipts are on. */
+  /**
+   * At login: the user's setting, before any delivery. Without a UserStore receipts are on. A
+   * store that does not answer does not fail the login: receipts are off for the session (the
+   * private choice) until a later read succeeds.
+   */
   async prepare(session: LocalSession): Promise<void> {
     if (!this.#users) return;
-    session.receiptsOn = await this.#users.receipts(session.uid);
     session.receiptsCheckedAt = Date.now();
+    try {
+      session.receiptsOn = await this.#users.receipts(session.uid);
+    } catch (err) {
+      session.receiptsOn = false;
+      this.#log.warn({ err, uid: session.uid }, 'receipts setting read failed; the last one holds');
+    }
   }
 
   /** Delivery `seq` (stored `body`) was written to `session`. */
@@ -49,12 +61,14 @@ export class Receipts {
     const origin = originOf(body);
     if (origin === undefined || origin.from === session.uid) return;
     const marks = (session.receiptMarks ??= []);
-    if (marks.length >= MAX_MARKS) marks.shift();
+    // Amortised O(1): half at once, not one at a time.
+    if (marks.length >= MAX_MARKS) marks.splice(0, MAX_MARKS / 2);
     marks.push({ seq, from: origin.from, msgId: origin.msgId });
   }
 
   /** `session` acknowledged everything up to `seq`: a DELIVERED receipt to each sender of what that covers. */
   acknowledged(session: LocalSession, seq: number): void {
+    this.#refresh(session);
     const marks = session.receiptMarks;
     if (marks === undefined || marks.length === 0 || marks[0]!.seq > seq) return;
     let n = 0;
@@ -62,7 +76,6 @@ export class Receipts {
     const newest = new Map<string, ReceiptMark>();
     while (n < marks.length && marks[n]!.seq <= seq) newest.set(marks[n]!.from, marks[n++]!);
     marks.splice(0, n);
-    this.#refresh(session);
     if (!session.receiptsOn) return;
     const at = Date.now();
     for (const mark of newest.values()) this.#send(mark.from, { kind: ReceiptKind.DELIVERED, peer: session.uid, seq: mark.seq, msgId: mark.msgId, at });
@@ -76,19 +89,22 @@ export class Receipts {
   }
 
   /** Whether `session` is sent receipts: it asked, and its user has them on. */
-  static wants(session: LocalSession): boolean {
-    return session.receipts && session.receiptsOn;
+  wants(session: LocalSession): boolean {
+    if (!session.receipts) return false;
+    this.#refresh(session);
+    return session.receiptsOn;
   }
 
   #send(to: string, receipt: Receipt): void {
     this.#router().receipt(to, receipt);
   }
 
-  /** Re-reads the setting in the background once it is older than SETTING_TTL_MS; meanwhile the last one holds. */
+  /** Re-reads the setting in the background once it is older than the TTL; meanwhile the last one holds. */
   #refresh(session: LocalSession): void {
     const users = this.#users;
+    if (!users) return;
     const now = Date.now();
-    if (!users || now - session.receiptsCheckedAt < SETTING_TTL_MS) return;
+    if (now - session.receiptsCheckedAt < this.#settingTtlMs) return;
     session.receiptsCheckedAt = now;
     users.receipts(session.uid).then(
       (on) => (session.receiptsOn = on),

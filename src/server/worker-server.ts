@@ -57,6 +57,8 @@ export interface WorkerServerOptions {
    * fan-out's limits. Unset: logins with `groups` get no group deliveries and group messages are refused.
    */
   groups?: { store: GroupStore; notifier: GroupNotifier; options: GroupDeliveryOptions };
+  /** How stale a session's receipts setting may get (default 30 s; tests shorten it). */
+  receiptSettingTtlMs?: number;
   /** Cluster mode: builds the router and the cluster's own listeners around this worker's LocalPort. */
   cluster?: (local: LocalPort) => WorkerCluster;
 }
@@ -88,7 +90,7 @@ export class WorkerServer {
     this.#log = options.log;
     this.sessions = options.sessions;
     const nodeId = new Promise<string>((resolve) => (this.#resolveNodeId = resolve));
-    const receipts = new Receipts(options.users, () => this.#ctx.router, options.log.child({ component: 'receipts' }));
+    const receipts = new Receipts(options.users, () => this.#ctx.router, options.log.child({ component: 'receipts' }), options.receiptSettingTtlMs);
     const delivery = new Delivery(options.inbox, options.limits, options.log, { nudgeIntervalMs: sweepIntervalMs(options.limits), receipts });
     const groups = options.groups && { store: options.groups.store, delivery: new GroupDelivery(options.groups.store, options.groups.options, options.log) };
     const local: LocalPort = {
@@ -98,7 +100,7 @@ export class WorkerServer {
       receipt: (uid, receipt) => {
         let frame: Buffer | undefined;
         for (const session of this.sessions.byUser(uid)) {
-          if (Receipts.wants(session) && session.ready) session.outbound.sendFrame((frame ??= receiptFrame(receipt)));
+          if (session.ready && receipts.wants(session)) session.outbound.sendFrame((frame ??= receiptFrame(receipt)));
         }
       },
       nudge: (uids, withGroups = false) => {

@@ -139,8 +139,10 @@ t.test('noReplay: a new device starts at the inbox head and pages instead; its l
   const alice = await online(t, n, 'alice');
   for (let i = 1; i <= 5; i++) await alice.client.send('bob', `old ${i}`);
 
-  const fresh = await online(t, n, 'bob', { deviceId: 'new-phone', noReplay: true });
+  const saved: number[] = [];
+  const fresh = await online(t, n, 'bob', { deviceId: 'new-phone', noReplay: true, savePosition: (seq) => saved.push(seq) });
   t.equal(fresh.client.lastSeq, 5, 'the position is the head');
+  t.same(saved, [5], 'and saved at once: an app restarted now resumes there instead of skipping again');
   t.same((await fresh.client.history('alice', { limit: 2 })).messages.map((m) => m.content), ['old 4', 'old 5'], 'what it skipped, by page');
   await alice.client.send('bob', 'live');
   await until('the live message', () => fresh.messages.length === 1);

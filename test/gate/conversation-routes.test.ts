@@ -75,6 +75,7 @@ function suite(t: Test, make: MakeInbox): void {
     t.same(paged.body.conversations.map((c: any) => c.peer), ['alice']);
     t.equal(paged.body.nextBefore, 4);
     t.same((await get('bob', '/api/conversations?limit=1&before=4')).body.conversations.map((c: any) => c.peer), ['carol']);
+    for (const zero of ['0', '00', '000']) t.equal((await get('bob', `/api/conversations?limit=${zero}`)).body.conversations.length, 2, `limit=${zero}: the default page`);
 
     const history = await get('bob', '/api/conversations/alice/messages?limit=2');
     t.equal(history.status, 200);

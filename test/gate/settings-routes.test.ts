@@ -64,7 +64,7 @@ t.test('refusals: no token, a bad one, a body that is not the setting, no accoun
 });
 
 t.test('a flood past the per-user rate is refused with retry-after; other users are unaffected', async (t) => {
-  const { call } = await gateOn(t, { conversationReads: { max: 3, windowMs: 60_000 } });
+  const { call } = await gateOn(t, { settingsRequests: { max: 3, windowMs: 60_000 } });
   for (let i = 0; i < 3; i++) t.equal((await call('GET', 'alice')).status, 200);
   const refused = await call('PUT', 'alice', { receipts: false });
   t.same([refused.status, refused.code], [429, 'SB_ERR_RATE_LIMITED']);

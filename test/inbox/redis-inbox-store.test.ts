@@ -50,3 +50,15 @@ t.test('the epoch round-trips exactly at its largest (2^53 - 1)', async (t) => {
   await inbox.saveCursor('bob', 'phone', 1, largest);
   t.equal(await inbox.cursor('bob', 'phone'), 1, 'saveCursor compares it exactly');
 });
+
+t.test("a conversation's keys expire: at least the retention age after its last message, at most a quarter more", async (t) => {
+  const maxAgeMs = 400_000;
+  const inbox = new RedisInboxStore({ url: redis.url, keyPrefix: 'ttl:', limits: { maxAgeMs } });
+  t.teardown(() => inbox.close());
+  for (let i = 1; i <= 3; i++) await inbox.append({ uid: 'bob', sender: 'alice', msgId: String(i), body: body(`m${i}`), conversation: 'alice' });
+  for (const key of ['ttl:{bob}:cl', 'ttl:{bob}:cv', 'ttl:{bob}:cx:alice']) {
+    const ttl = await inbox.redis.pttl(key);
+    t.ok(ttl > maxAgeMs - 10_000 && ttl <= maxAgeMs * 1.25, `${key}: ${ttl} ms`);
+  }
+  t.same((await inbox.conversations('bob', 0, 10)).conversations.map((c) => c.conversation), ['alice'], 'the expiry bookkeeping is no conversation');
+});

@@ -10,13 +10,14 @@ import { connect, connectLoggedIn } from '../helpers/raw-session.js';
 import { isType, u64, type RawClient } from '../../testkit/raw-client.js';
 import { ConversationOp, HeadType, ReceiptKind, type ImMessage } from '../../src/protocol/types.js';
 import { MemoryUserStore } from '../../src/users/memory-user-store.js';
+import { sleep, until } from '../../testkit/wait.js';
 
 const isReceipt = isType(HeadType.RECEIPT);
 
-async function node(t: Test): Promise<{ tn: TestNode; users: MemoryUserStore }> {
+async function node(t: Test, receiptSettingTtlMs?: number): Promise<{ tn: TestNode; users: MemoryUserStore }> {
   const users = new MemoryUserStore();
   for (const username of ['alice', 'bob', 'carol']) await users.create({ username, passwordHash: 'x', createdAt: 1 });
-  return { tn: await startNode(t, {}, { users }), users };
+  return { tn: await startNode(t, {}, { users, ...(receiptSettingTtlMs === undefined ? {} : { receiptSettingTtlMs }) }), users };
 }
 
 function login(t: Test, tn: TestNode, uid: string, device: string, options: { receipts?: boolean; acks?: boolean } = {}): Promise<RawClient> {
@@ -130,6 +131,52 @@ t.test('the privacy setting: a user with receipts off sends none and gets none',
   await alice.conversation({ op: ConversationOp.READ, peer: 'bob', seq: back });
   t.same(await receiptsOf(bob), [], 'nor is bob told of alice\'s');
   t.equal((await alice.conversation({ op: ConversationOp.LIST })).conversationResponse?.result, true, 'everything else works as before');
+});
+
+t.test('a setting changed during a session reaches it within the TTL, both ways, on both sides', async (t) => {
+  const ttlMs = 50;
+  const { tn, users } = await node(t, ttlMs);
+  const alice = await login(t, tn, 'alice', 'a', { receipts: true });
+  const bob = await login(t, tn, 'bob', 'b', { receipts: true });
+  const bobSession = () => tn.node.server.sessions.byUser('bob')[0]!;
+  const aliceSession = () => tn.node.server.sessions.byUser('alice')[0]!;
+  let msgId = 0;
+  /** alice sends one, bob acknowledges it: the receipts alice got for it. */
+  const exchange = async () => {
+    const seq = await sent(alice, 'bob', 'm', ++msgId);
+    await bob.next((m) => m.type === HeadType.MESSAGE_REQUEST && Number(u64(m.messageRequest?.seq)) === seq);
+    bob.ack(seq);
+    return (await receiptsOf(alice)).filter((m) => Number(u64(m.receipt?.seq)) === seq);
+  };
+  t.equal((await exchange()).length, 1, 'on');
+
+  await users.setReceipts('bob', false);
+  await sleep(ttlMs * 2);
+  await exchange(); // bob's ack re-reads the setting; the last one holds meanwhile
+  await until('bob\'s session has it', () => bobSession().receiptsOn === false);
+  t.same(await exchange(), [], 'bob turned them off: his acks tell alice nothing');
+
+  await users.setReceipts('bob', true);
+  await sleep(ttlMs * 2);
+  await exchange(); // its ack re-reads the setting (the message was written while off: no receipt)
+  await until('bob\'s session has it again', () => bobSession().receiptsOn === true);
+  t.equal((await exchange()).length, 1, 'on again');
+
+  await users.setReceipts('alice', false);
+  await sleep(ttlMs * 2);
+  await exchange(); // a receipt for alice re-reads hers
+  await until('alice\'s session has it', () => aliceSession().receiptsOn === false);
+  t.same(await exchange(), [], 'alice turned them off: she is sent none');
+});
+
+t.test('a UserStore that does not answer at login does not refuse it: receipts are off for the session', async (t) => {
+  const users = new MemoryUserStore();
+  await users.create({ username: 'bob', passwordHash: 'x', createdAt: 1 });
+  users.receipts = () => Promise.reject(new Error('store down'));
+  const tn = await startNode(t, {}, { users });
+  const bob = await login(t, tn, 'bob', 'b', { receipts: true });
+  t.equal(bob.loginResponse?.result, true, 'logged in');
+  t.equal(tn.node.server.sessions.byUser('bob')[0]!.receiptsOn, false, 'the private choice');
 });
 
 t.test('a device that does not acknowledge produces no receipt; an ack beyond what was delivered covers only what was', async (t) => {

@@ -9,7 +9,7 @@ import { SwitchboardError } from '../../errors.js';
 
 export type ConversationCommand = 'list' | 'history' | 'read' | 'recall';
 
-/** Conversations /list prints: the most recent ones (the server's largest page). */
+/** Conversations /list prints: the most recent ones. */
 export const LIST_SHOWN = 20;
 /** Messages /history prints unless told how many; at most HISTORY_MAX. */
 export const HISTORY_SHOWN = 20;

@@ -11,7 +11,7 @@
 import { encodeMessage, encodeMessageRequest, isOwnCopy, ownCopyBody, uint64Number, uint64String } from '../../protocol/codec.js';
 import { inboxEventBody, tombstoneBody } from '../../protocol/recall.js';
 import { originOf } from '../../protocol/receipts.js';
-import { previewMessage, storedMessage } from '../../protocol/conversation-view.js';
+import { DEFAULT_PAGE, MAX_PAGE, previewMessage, storedMessage } from '../../protocol/conversation-view.js';
 import { HEADER_LENGTH } from '../../protocol/frame.js';
 import { resultCodeFor, type Failure } from '../../protocol/messages.js';
 import { ConversationOp, HeadType, ResultCode, type Conversation, type ConversationRequest, type ConversationResponse, type ImMessage, type MessageRequest, type UInt64 } from '../../protocol/types.js';
@@ -21,10 +21,6 @@ import type { LocalSession } from '../../session/local-session.js';
 import type { Connection } from '../connection.js';
 import type { ServerContext } from '../context.js';
 
-/** Entries of a list page, and messages of a history page, when `limit` is 0. */
-export const DEFAULT_PAGE = 50;
-/** The most a page holds, whatever `limit` asks (and fewer when the frame limit is reached first). */
-export const MAX_PAGE = 100;
 /** A RECALL looks for the message among this many of the conversation's newest (in each of the two inboxes). */
 export const RECALL_SCAN = 1000;
 /** A READ looks this far back for the newest of the peer's messages it covers (its receipt); none among them: no receipt. */

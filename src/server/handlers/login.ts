@@ -79,9 +79,8 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
   let sync: SyncStart;
   try {
     await ctx.directory.publish(session, nodeId);
-    // The receipts setting before the replay: its acks may produce receipts.
-    await ctx.receipts.prepare(session);
-    sync = await ctx.delivery.prepare(session, requested);
+    // The receipts setting before the replay (its acks may produce receipts), read beside it.
+    [, sync] = await Promise.all([ctx.receipts.prepare(session), ctx.delivery.prepare(session, requested)]);
     if (request!.groups && ctx.groups) await ctx.groups.delivery.prepare(session);
   } catch (err) {
     conn.log.error({ err }, 'login storage failed');
