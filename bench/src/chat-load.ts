@@ -4,7 +4,8 @@
 // latency measured from the intended send time, so a stall shows up instead of slowing the
 // sender down). Every message carries its (intended) send time; switchboard receivers log in
 // with acks and acknowledge cumulatively once per read, as the SDK does, and every message
-// the server answered with success is accounted for: received once, lost or duplicated.
+// the server answered with success is accounted for: received once, lost or duplicated. With
+// `receipts` the senders also ask for RECEIPTs (PROTOCOL.md §14) and count the ones they get.
 
 import type net from 'node:net';
 import { once } from 'node:events';
@@ -46,6 +47,8 @@ export interface ChatLoadOptions {
   payloadBytes: number;
   /** After sending stops, wait this long at most for outstanding answers and deliveries (default 3000). */
   drainMs?: number;
+  /** switchboard: the senders log in with `receipts` and count the DELIVERED receipts each ack of their receiver produces. */
+  receipts?: boolean;
   /** The receivers discard this many deliveries as if lost (to test the accounting). */
   dropForTest?: number;
   /** switchboard: a login token for a user id. */
@@ -64,6 +67,8 @@ export interface ChatSecond {
   sent: number;
   delivered: number;
   acked: number;
+  /** RECEIPT frames the senders got (only the chat load sends it, and only with `receipts`). */
+  receipts?: number;
   errors: number;
   connections: number;
   /** Delivery latency of this second, encoded (see Latency.decode). */
@@ -97,6 +102,9 @@ export interface ChatLoadResult extends MeasuredLoad {
   fromSendLatency: string;
   /** switchboard: the loss accounting over the whole run, warm-up included. */
   accounting?: Accounting;
+  /** With `receipts`: RECEIPT frames the senders got, and MESSAGE_ACKs the receivers sent, within the measured interval. */
+  receipts?: number;
+  receiverAcks?: number;
 }
 
 /** Flags by a dense non-negative index (msg_ids and inbox sequences count up from 1 per pair). */
@@ -155,7 +163,7 @@ function write(endpoint: Conn, frame: Buffer): void {
  * (last_seq above any head), so what earlier runs left in the inbox is not replayed: the server
  * starts it at the head (PROTOCOL.md, LoginRequest.last_seq).
  */
-async function login(target: Target, endpoint: Conn, uid: string, token: ((uid: string) => string) | undefined): Promise<number> {
+async function login(target: Target, endpoint: Conn, uid: string, token: ((uid: string) => string) | undefined, receipts = false): Promise<number> {
   if (target === 'relay') {
     write(endpoint, encodeFrame(Buffer.from(uid, 'latin1')));
     return 0;
@@ -170,7 +178,7 @@ async function login(target: Target, endpoint: Conn, uid: string, token: ((uid: 
     };
     endpoint.socket.once('close', () => reject(new Error(`login of ${uid}: connection closed`)));
   });
-  write(endpoint, loginRequestFrame(uid, token!(uid), { lastSeq: Number.MAX_SAFE_INTEGER }));
+  write(endpoint, loginRequestFrame(uid, token!(uid), { lastSeq: Number.MAX_SAFE_INTEGER, receipts }));
   return answered;
 }
 
@@ -205,6 +213,9 @@ interface Pair {
   deliveries: number;
   highestSeq: number;
   ackedSeq: number;
+  /** MESSAGE_ACKs the receiver sent, and RECEIPTs the sender got (each ack makes one, with `receipts`). */
+  acksSent: number;
+  receipts: number;
   /** The receiver's inbox head at login: this run's deliveries have higher seqs. */
   seqBase: number;
   /** Open loop: this pair's offset within each interval, ms. */
@@ -225,10 +236,12 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
   if (!run.sb) await sleep(200);
   await o.ready?.();
   run.start(pairs);
-  const at = { delivered: 0, acked: 0 };
+  const at = { delivered: 0, acked: 0, receipts: 0, receiverAcks: 0 };
   const { from, to } = await run.clock.measure(o.warmupMs, o.durationMs, () => {
     at.delivered = run.delivered;
     at.acked = run.acked;
+    at.receipts = run.receipts;
+    at.receiverAcks = run.receiverAcks;
   });
   const result: ChatLoadResult = {
     target: o.target,
@@ -241,13 +254,15 @@ export async function runChatLoad(o: ChatLoadOptions): Promise<ChatLoadResult> {
     sendLag: run.sendLag.encode(),
     fromSendLatency: run.fromSendLatency.encode(),
     errors: run.errors,
+    ...(run.sb && o.receipts ? { receipts: run.receipts - at.receipts, receiverAcks: run.receiverAcks - at.receiverAcks } : {}),
   };
   run.clock.enter('drain');
   run.stopSending();
   if (run.sb) {
-    // Wait until every send is answered and every accepted one delivered, or the time is up.
-    await drain(() => pairs.some((p) => p.answered < p.sent || p.deliveries < p.okAnswers), o.drainMs ?? 3000);
-    result.accounting = account(pairs);
+    // Wait until every send is answered, every accepted one delivered and (with receipts) every
+    // receiver ack's receipt in, or the time is up.
+    await drain(() => pairs.some((p) => p.answered < p.sent || p.deliveries < p.okAnswers || (o.receipts === true && p.receipts < p.acksSent)), o.drainMs ?? 3000);
+    result.accounting = account(pairs, o.receipts === true);
   }
   run.clock.end();
   for (const { sender, receiver } of pairs) {
@@ -272,6 +287,9 @@ class ChatRun {
   errorCount = 0;
   delivered = 0;
   acked = 0;
+  /** RECEIPT frames the senders got (they ask for them with `receipts` only), and MESSAGE_ACKs the receivers sent. */
+  receipts = 0;
+  receiverAcks = 0;
   sentTotal = 0;
   toDrop: number;
   readonly deliveryLatency = new Latency();
@@ -312,7 +330,7 @@ class ChatRun {
         const i = offset + first + j;
         const [sender, receiver] = await Promise.all([this.#dial(o.endpoints[i % n]!), this.#dial(o.endpoints[(i + (o.crossNode ? 1 : 0)) % n]!)]);
         const seqBase = await login(o.target, receiver, `r${i}`, o.token);
-        await login(o.target, sender, `s${i}`, o.token);
+        await login(o.target, sender, `s${i}`, o.token, o.receipts);
         return this.#pair(`s${i}`, `r${i}`, sender, receiver, seqBase);
       });
       pairs.push(...(await Promise.all(batch)));
@@ -344,6 +362,8 @@ class ChatRun {
       deliveries: 0,
       highestSeq: 0,
       ackedSeq: 0,
+      acksSent: 0,
+      receipts: 0,
       seqBase,
       phase: 0,
       okIds: new Marks(),
@@ -402,6 +422,12 @@ class ChatRun {
     const { scan, msgIdBase } = this;
     pair.sender.onFrame = (body) => {
       scanMessage(body, scan);
+      // A DELIVERED receipt for what the receiver acknowledged (with `receipts` only): counted, neither a delivery nor an answer.
+      if (scan.type === HeadType.RECEIPT) {
+        pair.receipts++;
+        this.receipts++;
+        return;
+      }
       if (scan.type !== HeadType.MESSAGE_RESPONSE) return;
       pair.answered++;
       if (scan.result) {
@@ -433,6 +459,8 @@ class ChatRun {
     pair.receiver.afterRead = () => {
       if (pair.highestSeq <= pair.ackedSeq) return;
       pair.ackedSeq = pair.highestSeq;
+      pair.acksSent++;
+      this.receiverAcks++;
       write(pair.receiver, ackFrame(pair.ackedSeq));
     };
   }
@@ -457,7 +485,7 @@ class ChatRun {
 
   /** The once-a-second record: what happened since the last one. */
   #reporter(): (phase: ChatSecond['phase'], t: number) => void {
-    let last = { sent: 0, delivered: 0, acked: 0, errors: 0 };
+    let last = { sent: 0, delivered: 0, acked: 0, receipts: 0, errors: 0 };
     return (phase, t) => {
       this.o.onSecond?.({
         t,
@@ -465,20 +493,25 @@ class ChatRun {
         sent: this.sentTotal - last.sent,
         delivered: this.delivered - last.delivered,
         acked: this.acked - last.acked,
+        ...(this.o.receipts ? { receipts: this.receipts - last.receipts } : {}),
         errors: this.errorCount - last.errors,
         connections: this.connections,
         latency: this.secondLatency.encode(),
       });
       this.secondLatency.reset();
-      last = { sent: this.sentTotal, delivered: this.delivered, acked: this.acked, errors: this.errorCount };
+      last = { sent: this.sentTotal, delivered: this.delivered, acked: this.acked, receipts: this.receipts, errors: this.errorCount };
     };
   }
 }
 
-function account(pairs: Pair[]): Accounting {
-  const a: Accounting = { sent: 0, acked: 0, received: 0, lost: 0, dup: 0, lostIds: [], dupIds: [] };
+function account(pairs: Pair[], receipts: boolean): Accounting {
+  const a: Accounting = { sent: 0, acked: 0, received: 0, lost: 0, dup: 0, lostIds: [], dupIds: [], ...(receipts ? { receiverAcks: 0, receipts: 0 } : {}) };
   for (const pair of pairs) {
     a.sent += pair.sent;
+    if (receipts) {
+      a.receiverAcks! += pair.acksSent;
+      a.receipts! += pair.receipts;
+    }
     for (let id = 1; id <= pair.sent; id++) {
       const got = pair.receivedIds.get(id);
       if (got > 0) a.received++;
@@ -502,6 +535,10 @@ export function mergeAccounting(parts: Accounting[]): Accounting {
   const a: Accounting = { sent: 0, acked: 0, received: 0, lost: 0, dup: 0, lostIds: [], dupIds: [] };
   for (const p of parts) {
     a.sent += p.sent;
+    if (p.receipts !== undefined) {
+      a.receiverAcks = (a.receiverAcks ?? 0) + p.receiverAcks!;
+      a.receipts = (a.receipts ?? 0) + p.receipts;
+    }
     a.acked += p.acked;
     a.received += p.received;
     a.lost += p.lost;

@@ -41,11 +41,17 @@ const LIMIT_TAG = oneByteTag(C.limit, VARINT);
 
 /**
  * A bench client's LOGIN_REQUEST: a token login as an acks device. `lastSeq` above any inbox
- * head starts the device at the head, so what earlier runs left is not replayed.
+ * head starts the device at the head, so what earlier runs left is not replayed; `receipts`
+ * (field 22, `b0 01 01`) asks for the RECEIPTs of what the user sends. One per connection, so
+ * it is encoded with protobufjs, not by hand: it is off the hot path.
  */
-export function loginRequestFrame(uid: string, token: string, options: { deviceId?: string; lastSeq?: number; groups?: boolean } = {}): Buffer {
-  const { deviceId = 'bench', lastSeq, groups } = options;
-  return encodeMessageFrame({ type: HeadType.LOGIN_REQUEST, sequence: 1, loginRequest: { uid, deviceId, token, acks: true, ...(lastSeq === undefined ? {} : { lastSeq }), ...(groups ? { groups } : {}) } });
+export function loginRequestFrame(uid: string, token: string, options: { deviceId?: string; lastSeq?: number; groups?: boolean; receipts?: boolean } = {}): Buffer {
+  const { deviceId = 'bench', lastSeq, groups, receipts } = options;
+  return encodeMessageFrame({
+    type: HeadType.LOGIN_REQUEST,
+    sequence: 1,
+    loginRequest: { uid, deviceId, token, acks: true, ...(lastSeq === undefined ? {} : { lastSeq }), ...(groups ? { groups } : {}), ...(receipts ? { receipts } : {}) },
+  });
 }
 
 /** A MESSAGE_REQUEST from `from` to `to`; `from` and `to` are latin1 (bench user ids), `content` too. */

@@ -73,6 +73,7 @@ function chatOptions(o: BenchOptions, c: RunContext, switchboard: boolean) {
     payloadBytes: o.payload,
     crossNode: o['cross-node'],
     noCopiesBaseline: o['no-own-copies-baseline'] === true,
+    ...(o.receipts ? { receipts: true } : {}),
     relay: !switchboard || !o['no-relay'],
     switchboard,
     drainMs: o['drain-ms'],

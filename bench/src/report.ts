@@ -19,6 +19,12 @@ export interface Accounting {
   /** The first few lost and duplicated messages, as "sender:msg_id". */
   lostIds: string[];
   dupIds: string[];
+  /**
+   * Chat with receipts: the receivers' MESSAGE_ACKs and the RECEIPTs their senders got. Each ack
+   * makes one DELIVERED receipt (PROTOCOL.md §14): after the drain the two are equal.
+   */
+  receiverAcks?: number;
+  receipts?: number;
 }
 
 export interface Machine {
@@ -151,6 +157,7 @@ export function formatReport(unsafe: BenchReport, secrets: readonly string[] = [
     if (a) {
       lines.push(
         `${run.label}: sent=${a.sent} acked=${a.acked} received=${a.received} lost=${a.lost} dup=${a.dup}` +
+          (a.receipts === undefined ? '' : ` receipts=${a.receipts} receiverAcks=${a.receiverAcks}`) +
           (a.lostIds.length ? ` lost ids: ${a.lostIds.join(' ')}` : '') +
           (a.dupIds.length ? ` dup ids: ${a.dupIds.join(' ')}` : ''),
       );

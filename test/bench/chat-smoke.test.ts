@@ -139,6 +139,23 @@ t.test('--max: a closed-loop probe, then open-loop steps bisecting below 1.1 × 
   }
 });
 
+t.test('--receipts: the senders get one DELIVERED receipt per receiver ack, counted apart from deliveries and errors', async (t) => {
+  const report = await chatScenario({ ...base, relay: false, receipts: true });
+  const sb = runOf(report, 'switchboard');
+  checkRun(t, sb, true);
+  t.ok(sb.metrics.receiptsPerSec! > 0, 'receipts received while measuring');
+  t.ok(sb.metrics.receiverAcksPerSec! > 0, 'receiver acks counted while measuring');
+  const a = sb.accounting!;
+  t.ok(a.receipts! > 0, 'receipts received over the run');
+  t.equal(a.receipts, a.receiverAcks, 'one receipt per receiver ack, none missing after the drain');
+  t.ok(a.sent > 0 && a.acked === a.sent && a.received === a.sent, 'every send acknowledged and received: receipts are not deliveries');
+  t.match(a, { lost: 0, dup: 0 });
+  t.same(report.warnings.filter((w) => w.includes('lost=') || w.includes('receipts=')), [], 'no loss or receipt warning');
+  t.ok(report.table.columns.includes('receipts/s'), 'the table shows receipts/s');
+  t.ok(sb.timeline.some((p) => p.phase === 'measure' && Number(p.receipts) > 0), 'the timeline counts receipts per second');
+  t.match(sb.notes.join(' '), /senders got [\d,]+ DELIVERED receipts\/s/);
+});
+
 t.test('refused sends: counted by code, not as acked, and the closed loop keeps sending', async (t) => {
   // A 250-byte message fits a 300-byte frame, its delivery (with the inbox seq) does not.
   const worker = await startWorkerProcess('worker', base.secret, [...BENCH_WORKER_ARGS, '--max-frame-length', '300']);

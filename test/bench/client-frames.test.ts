@@ -61,3 +61,13 @@ t.test('LOGIN_REQUEST with groups', async (t) => {
   t.match(m.loginRequest, { uid: 'u1', acks: true, groups: true });
   t.notOk(decodeMessage(loginRequestFrame('u1', 'token').subarray(HEADER_LENGTH)).loginRequest!.groups, 'not without it');
 });
+
+t.test('LOGIN_REQUEST with receipts: field 22 as PROTOCOL.md §14 spells it', async (t) => {
+  // §14's worked login of alice's phone (acks, receipts, token "T"), without its session_id, which the bench does not send.
+  const fixture = '00860001 0000001b 1001 2217 0a05616c696365 120570686f6e65 1a0154 800101 b00101'.replace(/ /g, '');
+  const frame = loginRequestFrame('alice', 'T', { deviceId: 'phone', receipts: true });
+  t.equal(frame.toString('hex'), fixture);
+  t.match(decodeMessage(frame.subarray(HEADER_LENGTH)).loginRequest, { uid: 'alice', deviceId: 'phone', token: 'T', acks: true, receipts: true });
+  // Without it, the same frame less the field's three bytes.
+  t.equal(loginRequestFrame('alice', 'T', { deviceId: 'phone' }).toString('hex'), fixture.replace('0000001b', '00000018').replace('2217', '2214').slice(0, -6));
+});

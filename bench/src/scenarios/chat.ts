@@ -1,7 +1,9 @@
 // `bench chat` and `bench relay`: 1:1 chat through switchboard next to the bare relay measured
 // by the same drivers in the same run. Closed loop (a window of messages in flight per pair),
 // open loop at a fixed rate, or --max: a closed-loop probe for the ceiling, then open-loop
-// steps bisecting below it for the highest rate delivered in full within the p99 bound.
+// steps bisecting below it for the highest rate delivered in full within the p99 bound. With
+// --receipts the senders ask for RECEIPTs, so each receiver ack costs the server a DELIVERED
+// receipt as well, and the report counts the ones the senders got.
 
 import type { ScenarioOptions } from './options.js';
 import { mergeAccounting, type ChatLoadResult, type ChatSecond, type Endpoint, type Target } from '../chat-load.js';
@@ -40,6 +42,16 @@ export interface ChatScenarioOptions extends ScenarioOptions {
   dropForTest?: number;
 }
 
+/**
+ * --receipts, beside ChatScenarioOptions rather than in it: every key of those has a label in
+ * labels.ts (the compiler checks), and until that file names this one the reports show it as
+ * "receipts: yes", the fallback for an unlabelled option.
+ */
+export interface ChatReceiptsOption {
+  /** The senders log in with `receipts`: every receiver ack sends their sender a DELIVERED receipt. */
+  receipts?: boolean;
+}
+
 /** Open-loop steps of --max: the highest sustained rate is found within 1.1 × ceiling / 2^(steps-1). */
 const MAX_STEPS = 6;
 const STEP_PAUSE_MS = 1000;
@@ -53,7 +65,7 @@ export interface Load {
 
 /** What the runs of one `bench chat` command share (`bench group` measures its 1:1 baseline with them too). */
 export interface ChatRun {
-  o: ChatScenarioOptions;
+  o: ChatScenarioOptions & ChatReceiptsOption;
   pairs: number;
   drivers: number;
   progress: ProgressSink;
@@ -62,7 +74,7 @@ export interface ChatRun {
   warnings: string[];
 }
 
-export async function chatScenario(o: ChatScenarioOptions): Promise<BenchReport> {
+export async function chatScenario(o: ChatScenarioOptions & ChatReceiptsOption): Promise<BenchReport> {
   if (o.connections < 2) throw new Error('--connections must be at least 2 (one sender, one receiver)');
   const pairs = Math.floor(o.connections / 2);
   const sampler = new ProcessSampler();
@@ -82,7 +94,11 @@ export async function measure(run: ChatRun, load: Load): Promise<RunReport> {
   // Distinct msg_ids per run: a later run against the same server is not deduped against this one.
   const msgIdBase = Date.now() * 1000;
   const timeline = new DriverTimeline(drivers, (p) =>
-    run.progress(`[${load.label}] ${String(p.t).padStart(3)} s ${String(p.phase).padEnd(7)} delivered ${fmt.rate(Number(p.delivered)).padStart(9)}/s  p99 ${fmt.ms(Number(p.p99Ms)).padStart(8)} ms  errors ${p.errors}  connections ${p.connections}`),
+    run.progress(
+      `[${load.label}] ${String(p.t).padStart(3)} s ${String(p.phase).padEnd(7)} delivered ${fmt.rate(Number(p.delivered)).padStart(9)}/s  p99 ${fmt.ms(Number(p.p99Ms)).padStart(8)} ms  ` +
+        (p.receipts === undefined ? '' : `receipts ${fmt.rate(Number(p.receipts)).padStart(9)}/s  `) +
+        `errors ${p.errors}  connections ${p.connections}`,
+    ),
   );
   const results = await runDrivers({
     task: 'chat',
@@ -106,6 +122,7 @@ export async function measure(run: ChatRun, load: Load): Promise<RunReport> {
       durationMs: o.durationS * 1000,
       payloadBytes: o.payloadBytes,
       drainMs: o.drainMs,
+      ...(o.receipts && load.target === 'switchboard' ? { receipts: true } : {}),
       ...(index === 0 && o.dropForTest ? { dropForTest: o.dropForTest } : {}),
       secret: o.secret,
     }),
@@ -216,17 +233,23 @@ function annotate({ o, pairs, runs, warnings }: ChatRun, relayRate: number | und
     }
   }
   for (const run of runs) {
-    if (run.accounting && (run.accounting.lost > 0 || run.accounting.dup > 0)) {
-      warnings.push(`${run.label}: lost=${run.accounting.lost} dup=${run.accounting.dup}: acknowledged messages were not delivered exactly once`);
+    const a = run.accounting;
+    if (a && (a.lost > 0 || a.dup > 0)) {
+      warnings.push(`${run.label}: lost=${a.lost} dup=${a.dup}: acknowledged messages were not delivered exactly once`);
+    }
+    // Receipts are at most once, but on a healthy target every ack makes one and the drain waits for it.
+    if (a?.receipts !== undefined && a.receipts !== a.receiverAcks) {
+      warnings.push(`${run.label}: receipts=${a.receipts} for receiverAcks=${a.receiverAcks}: not one DELIVERED receipt per receiver ack`);
     }
   }
 }
 
 function chatReport({ o, pairs, drivers, runs, warnings }: ChatRun, targetLabel: string): BenchReport {
   const mode = o.max ? `--max (p99 ≤ ${o.maxP99Ms} ms)` : o.rate ? `open loop at ${fmt.rate(o.rate)} msg/s` : `closed loop, window ${o.window}`;
+  const receipts = o.receipts === true && o.switchboard;
   return {
     scenario: o.switchboard ? 'chat' : 'relay',
-    title: `1:1 chat, ${pairs} pairs (${pairs * 2} connections), ${mode}, ${o.payloadBytes}-byte payload, ${o.durationS} s after ${o.warmupS} s warm-up, ${drivers} driver${drivers > 1 ? 's' : ''}`,
+    title: `1:1 chat, ${pairs} pairs (${pairs * 2} connections), ${mode}, ${o.payloadBytes}-byte payload, ${o.durationS} s after ${o.warmupS} s warm-up, ${drivers} driver${drivers > 1 ? 's' : ''}${receipts ? ', senders take receipts' : ''}`,
     date: new Date().toISOString(),
     command: o.command,
     machine: machineInfo(),
@@ -234,20 +257,21 @@ function chatReport({ o, pairs, drivers, runs, warnings }: ChatRun, targetLabel:
     target: targetLabel,
     runs,
     table: {
-      columns: ['run', 'deliv/s', 'acked/s', 'ratio', 'p50 ms', 'p90', 'p99', 'p99.9', 'max', 'ack p99', 'server cpu', 'driver cpu', 'lost', 'dup'],
-      rows: runs.map(tableRow),
+      columns: ['run', 'deliv/s', 'acked/s', ...(receipts ? ['receipts/s'] : []), 'ratio', 'p50 ms', 'p90', 'p99', 'p99.9', 'max', 'ack p99', 'server cpu', 'driver cpu', 'lost', 'dup'],
+      rows: runs.map((r) => tableRow(r, receipts)),
     },
     warnings,
   };
 }
 
-function tableRow(r: RunReport): (string | number)[] {
+function tableRow(r: RunReport, receipts: boolean): (string | number)[] {
   const d = r.latency.delivery!;
   const relay = !r.accounting;
   return [
     r.label,
     fmt.rate(r.metrics.deliveredPerSec!),
     relay ? '-' : fmt.rate(r.metrics.ackedPerSec!),
+    ...(receipts ? [r.metrics.receiptsPerSec === undefined ? '-' : fmt.rate(r.metrics.receiptsPerSec)] : []),
     r.metrics.ratioToRelay === undefined ? '-' : fmt.ratio(r.metrics.ratioToRelay),
     fmt.ms(d.p50),
     fmt.ms(d.p90),
@@ -312,6 +336,11 @@ function summarize(load: Load, results: ChatLoadResult[], timeline: DriverTimeli
     driverCpu: sum(['driver']),
   };
   if (load.rate !== undefined) metrics.offeredPerSec = load.rate;
+  const withReceipts = results.filter((r) => r.receipts !== undefined);
+  if (withReceipts.length) {
+    metrics.receiptsPerSec = withReceipts.reduce((sum, r) => sum + r.receipts!, 0) / seconds;
+    metrics.receiverAcksPerSec = withReceipts.reduce((sum, r) => sum + r.receiverAcks!, 0) / seconds;
+  }
   // The Redis of this run's target (an earlier target's, stopped, has no samples here).
   const redis = processes.find((p) => p.role === 'redis' && cpu[p.pid] !== undefined);
   if (redis) metrics.redisCpu = cpu[redis.pid]!;
@@ -324,12 +353,19 @@ function summarize(load: Load, results: ChatLoadResult[], timeline: DriverTimeli
     processes: processes.filter((p) => p.samples.length > 0),
     errors,
     ...(accountings.length ? { accounting: mergeAccounting(accountings) } : {}),
-    notes:
-      load.rate !== undefined
+    notes: [
+      ...(load.rate !== undefined
         ? [
             `driver send lag p99 ${fmt.ms(latency.sendLag!.p99)} ms (the driver's own share of the latency); ` +
               `delivery from the actual send p50 ${fmt.ms(latency.deliveryFromSend!.p50)} p99 ${fmt.ms(latency.deliveryFromSend!.p99)} p99.9 ${fmt.ms(latency.deliveryFromSend!.p999)} ms`,
           ]
-        : [],
+        : []),
+      ...(metrics.receiptsPerSec === undefined
+        ? []
+        : [
+            `receipts: the senders got ${fmt.rate(metrics.receiptsPerSec)} DELIVERED receipts/s for the receivers' ${fmt.rate(metrics.receiverAcksPerSec!)} acks/s ` +
+              `(one per ack; ${(metrics.deliveredPerSec! / Math.max(1, metrics.receiverAcksPerSec!)).toFixed(1)} deliveries per ack)`,
+          ]),
+    ],
   };
 }

@@ -34,6 +34,7 @@ export const BENCH_OPTIONS = {
   'heartbeat-ms': { ...ms(), group: 'load', description: 'idle: each connection heartbeats this often (the default is the worker\'s interval)', default: DEFAULT_LIMITS.heartbeatIntervalMs },
   'cross-node': { type: 'boolean', group: 'load', description: 'chat: every receiver on another worker than its sender' },
   'no-own-copies-baseline': { type: 'boolean', group: 'load', description: "chat: first measure a target started with --no-own-copies (one inbox append per message), then the default one, in the same run" },
+  receipts: { type: 'boolean', group: 'load', description: 'chat: the senders log in with receipts, so every receiver ack also sends its sender a DELIVERED receipt; the report counts them (receipts/s)' },
   'no-relay': { type: 'boolean', group: 'load', description: 'chat: skip the bare-relay baseline' },
   groups: { ...count(0, 10_000), group: 'load', description: 'group: groups of --group-size members in the many-groups run (0 skips it)', default: 10 },
   'group-size': { ...count(2, 10_000), group: 'load', description: 'group: members of each of those groups', default: 20 },
