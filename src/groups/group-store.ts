@@ -221,6 +221,55 @@ export interface Departure {
   at: number;
 }
 
+/** A member's place in reading the group (PROTOCOL.md §14, "Groups in the chat list"). */
+export interface GroupReadState {
+  /**
+   * Read up to this seq (0: nothing marked yet). markRead moves it forward only; a message the
+   * member sends moves it up to that message (it has seen what came before).
+   */
+  readSeq: number;
+  /**
+   * Messages (events not counted) after max(readSeq, joined - 1) up to the last seq the member
+   * may read, among the retained ones. O(log n): head minus position minus the events between.
+   */
+  unread: number;
+}
+
+export interface MarkReadResult extends GroupReadState {
+  /** The position moved forward (false: the mark was at or behind it). */
+  moved: boolean;
+}
+
+/** A group as the reader's chat list shows it. */
+export interface GroupSummary extends GroupReadState {
+  id: string;
+  name: string;
+  memberCount: number;
+  dissolved: boolean;
+  /** The last seq the reader may read (the group's head for a member). */
+  head: number;
+  /** The entry at `head` while retained; undefined once pruned. */
+  last: GroupEntry | undefined;
+}
+
+export interface GroupReader {
+  uid: string;
+  /** The member's shared read position: 0 when it has read nothing, or keeps its reads private. */
+  readSeq: number;
+}
+
+export interface ReaderPage {
+  readers: GroupReader[];
+  next: string | undefined;
+}
+
+export interface ReadCount {
+  /** Members other than the asker whose shared read position is at `seq` or beyond. */
+  read: number;
+  /** Members other than the asker. */
+  of: number;
+}
+
 export interface GroupStore {
   /**
    * Creates a group owned by `owner` with `members` (the owner need not be listed), appending
@@ -257,9 +306,23 @@ export interface GroupStore {
   dissolve(group: string, actor: string): Promise<number>;
   /**
    * Appends a message by a member. Dedupe by (sender, msgId) as in the inbox: '' or '0' disables
-   * it; see GroupLimits.dedupeEntries.
+   * it; see GroupLimits.dedupeEntries. A new message moves the sender's read position up to it
+   * (`share`: its shared one too, see markRead); a duplicate moves nothing.
    */
-  append(group: string, sender: string, msgId: string, body: Uint8Array): Promise<AppendResult>;
+  append(group: string, sender: string, msgId: string, body: Uint8Array, share?: boolean): Promise<AppendResult>;
+  /**
+   * Moves the member's read position forward to `seq` (clamped to the head; never back).
+   * `share` (the member's receipts privacy setting): the position is also the one other members
+   * see (readers, readCount); otherwise only the member's own unread count follows it. A message
+   * appended with `share` moves both for its sender. By a member only (SB_ERR_GROUP_NOT_MEMBER).
+   */
+  markRead(group: string, uid: string, seq: number, share: boolean): Promise<MarkReadResult>;
+  /** The group as `uid`'s chat list shows it: last entry, read position, unread. A member or former member. */
+  summary(group: string, uid: string): Promise<GroupSummary>;
+  /** The members' shared read positions, in byte order of their uids: read by a member only. */
+  readers(group: string, uid: string, page: Page): Promise<ReaderPage>;
+  /** How many other members have read up to `seq` (>= 1), by their shared positions: asked by a member only. O(log n). */
+  readCount(group: string, uid: string, seq: number): Promise<ReadCount>;
   /** The entries visible to `uid` (a member or former member) after `after`, at most `limit` and maxPageSize (0: bounds only). */
   read(group: string, uid: string, after: number, limit: number): Promise<ReadResult>;
   /** The members, in byte order of their uids: read by a member only (of a dissolved group: one at its end). */

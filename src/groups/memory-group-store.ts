@@ -43,9 +43,13 @@ import {
   type GroupRole,
   type GroupsPage,
   type GroupStore,
+  type GroupSummary,
   type GroupView,
+  type MarkReadResult,
   type MemberPage,
   type Page,
+  type ReadCount,
+  type ReaderPage,
   type ReadResult,
 } from './group-store.js';
 
@@ -70,6 +74,8 @@ const CURSORS_BYTES = 160;
 const USER_BYTES = 512;
 const USER_GROUP_BYTES = 48;
 const DEPARTED_BYTES = 160;
+const READ_BYTES = 64;
+const EVENT_BYTES = 8;
 
 /** The sweep visits this many groups per run, one run a second. */
 const SWEEP_BATCH = 10_000;
@@ -106,6 +112,11 @@ interface GroupState {
   dedupe: GroupDedupe;
   /** uid -> deviceId -> position; members' and former members' only. */
   cursors: Map<string, Map<string, number>>;
+  /** Members' read positions (uid -> seq), and the ones they share (receipts on). */
+  reads: Map<string, number>;
+  shared: Map<string, number>;
+  /** The seqs of the retained event entries, ascending: what unread counts leave out. */
+  events: number[];
   /** The accounted bytes of everything but the log and the dedupe. */
   bytes: number;
 }
@@ -175,6 +186,9 @@ export class MemoryGroupStore implements GroupStore {
       log: new MessageLog(),
       dedupe: new GroupDedupe(limits.dedupeEntries, limits.dedupeWindowMs),
       cursors: new Map(),
+      reads: new Map(),
+      shared: new Map(),
+      events: [],
       bytes: GROUP_BYTES + 2 * (name.length + metaJson.length),
     };
     this.#groups.set(id, g);
@@ -295,7 +309,7 @@ export class MemoryGroupStore implements GroupStore {
     return seq;
   }
 
-  async append(group: string, sender: string, msgId: string, body: Uint8Array): Promise<AppendResult> {
+  async append(group: string, sender: string, msgId: string, body: Uint8Array, share = false): Promise<AppendResult> {
     checkBody(body, this.#limits);
     const g = this.#writable(group, sender, 'member');
     const now = this.#now();
@@ -313,7 +327,60 @@ export class MemoryGroupStore implements GroupStore {
       g.dedupe.add(sender, key, seq, now);
       this.#bytes += g.dedupe.bytes - before;
     }
+    this.#moveRead(g, g.reads, sender, seq);
+    if (share) this.#moveRead(g, g.shared, sender, seq);
     return { seq, storedAt: now, duplicate: false };
+  }
+
+  async markRead(group: string, uid: string, seq: number, share: boolean): Promise<MarkReadResult> {
+    checkSeq(seq, 'a read position');
+    const g = this.#group(group);
+    checkUid(uid, this.#limits);
+    this.#prune(g, this.#now());
+    const member = g.members.get(uid);
+    if (member === undefined) throw notMember(uid);
+    const position = Math.min(seq, g.head);
+    const moved = this.#moveRead(g, g.reads, uid, position);
+    if (share) this.#moveRead(g, g.shared, uid, position);
+    const readSeq = g.reads.get(uid) ?? 0;
+    return { readSeq, unread: unreadOf(g, readSeq, member.joined, g.head), moved };
+  }
+
+  async summary(group: string, uid: string): Promise<GroupSummary> {
+    const g = this.#group(group);
+    checkUid(uid, this.#limits);
+    this.#prune(g, this.#now());
+    const { joined, last } = readerOf(g, uid);
+    const readSeq = g.reads.get(uid) ?? 0;
+    const stored = g.log.length > 0 && last >= g.log.firstSeq ? g.log.get(last) : undefined;
+    return {
+      id: g.id,
+      name: g.name,
+      memberCount: g.members.size,
+      dissolved: g.dissolved,
+      head: last,
+      last: stored && decodeEntry(stored),
+      readSeq,
+      unread: unreadOf(g, readSeq, joined, last),
+    };
+  }
+
+  async readers(group: string, uid: string, page: Page): Promise<ReaderPage> {
+    const { members, next } = await this.members(group, uid, page);
+    const g = this.#groups.get(group)!;
+    return { readers: members.map((m) => ({ uid: m.uid, readSeq: g.shared.get(m.uid) ?? 0 })), next };
+  }
+
+  /** O(members): the memory store walks the shared positions (at most maxMembers). */
+  async readCount(group: string, uid: string, seq: number): Promise<ReadCount> {
+    checkSeq(seq, 'seq');
+    if (seq < 1) throw new SwitchboardError('SB_ERR_BAD_GROUP', 'seq is a whole number >= 1');
+    const g = this.#group(group);
+    checkUid(uid, this.#limits);
+    if (!g.members.has(uid)) throw notMember(uid);
+    let read = 0;
+    for (const [member, at] of g.shared) if (at >= seq && member !== uid) read++;
+    return { read, of: g.members.size - 1 };
   }
 
   async read(group: string, uid: string, after: number, limit: number): Promise<ReadResult> {
@@ -471,6 +538,10 @@ export class MemoryGroupStore implements GroupStore {
     const before = g.log.bytes;
     const seq = ++g.head;
     g.log.push(seq, now, record);
+    if (kind === KIND_EVENT) {
+      g.events.push(seq);
+      this.#grow(g, EVENT_BYTES);
+    }
     while (g.log.length > this.#limits.maxEntries) g.log.shift();
     this.#bytes += g.log.bytes - before;
     this.#prune(g, now);
@@ -484,6 +555,12 @@ export class MemoryGroupStore implements GroupStore {
     while (log.length > 0 && log.oldestStoredAt() < cutoff) log.shift();
     this.#bytes += log.bytes - before;
     const oldest = log.length > 0 ? log.firstSeq : g.head + 1;
+    const { events } = g;
+    if (events.length > 0 && events[0]! < oldest) {
+      const n = lowerBound(events, oldest);
+      events.splice(0, n);
+      this.#grow(g, -n * EVENT_BYTES);
+    }
     for (const [uid, former] of g.former) {
       if (former.left >= oldest) break;
       this.#forget(g, uid);
@@ -507,6 +584,7 @@ export class MemoryGroupStore implements GroupStore {
     g.members.delete(uid);
     g.sorted.splice(upperBound(g.sorted, uid, compareUids) - 1, 1);
     g.former.set(uid, { joined: member.joined, left: seq, reason });
+    for (const reads of [g.reads, g.shared]) if (reads.delete(uid)) this.#grow(g, -(READ_BYTES + 2 * uid.length));
     this.#grow(g, FORMER_BYTES - MEMBER_BYTES);
     while (g.former.size > this.#limits.maxFormerMembers) this.#forget(g, g.former.keys().next().value!);
     this.#indexDepart(uid, g.id, seq, reason, now);
@@ -554,6 +632,15 @@ export class MemoryGroupStore implements GroupStore {
     if (this.#bytes + cost > this.#limits.maxBytes) throw new SwitchboardError('SB_ERR_STORE_FULL', `the group store holds ${this.#bytes} of its ${this.#limits.maxBytes} bytes; try again later (a message: with the same msg_id)`);
   }
 
+  /** Moves uid's position in `reads` forward to seq; true if it moved. */
+  #moveRead(g: GroupState, reads: Map<string, number>, uid: string, seq: number): boolean {
+    const at = reads.get(uid);
+    if (at !== undefined && at >= seq) return false;
+    if (at === undefined) this.#grow(g, READ_BYTES + 2 * uid.length);
+    reads.set(uid, seq);
+    return true;
+  }
+
   #grow(g: GroupState, bytes: number): void {
     g.bytes += bytes;
     this.#bytes += bytes;
@@ -569,6 +656,26 @@ function readerOf(g: GroupState, uid: string): { joined: number; last: number } 
   const former = g.former.get(uid);
   if (former !== undefined) return { joined: former.joined, last: former.left };
   throw notMember(uid);
+}
+
+/** Messages after max(readSeq, joined - 1, the retention edge) up to `last`: the entries there minus the events. */
+function unreadOf(g: GroupState, readSeq: number, joined: number, last: number): number {
+  const oldest = g.log.length > 0 ? g.log.firstSeq : g.head + 1;
+  const from = Math.max(readSeq, joined - 1, oldest - 1);
+  if (last <= from) return 0;
+  return last - from - (lowerBound(g.events, last + 1) - lowerBound(g.events, from + 1));
+}
+
+/** The index of the first element of `sorted` at or above `value`. */
+function lowerBound(sorted: readonly number[], value: number): number {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid]! < value) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 function snapshot(g: GroupState): Group {

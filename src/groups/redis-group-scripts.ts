@@ -1,15 +1,15 @@
 // The Lua scripts of RedisGroupStore (the key layout is described there). Group scripts take the
-// group's nine keys and run in its slot; user scripts take the user's three keys. The limits are
+// group's twelve keys and run in its slot; user scripts take the user's three keys. The limits are
 // written into the text, so each store defines its own commands.
 
 import type { GroupLimits } from './group-store.js';
 
-// Shared by every group script. KEYS are always the group's nine keys, in the order of the
+// Shared by every group script. KEYS are always the group's twelve keys, in the order of the
 // layout above. A refusal is raised before the script writes anything. Long because it is Lua
 // text: the helpers every script needs, kept in one string so each script is sent as one.
 function prelude(l: GroupLimits): string {
   return `
-local INFO, MEM, ML, FORMER, FQ, LOG, DD, DDQ, CUR = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local INFO, MEM, ML, FORMER, FQ, LOG, DD, DDQ, CUR, RD, RV, EV = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local RANK = {m = 0, a = 1, o = 2}
 local function d(n) return string.format('%d', n) end
 local function fail(code, message) error({err = code .. ' ' .. message}) end
@@ -44,9 +44,11 @@ local function forget(uid)
   redis.call('HDEL', CUR, uid)
 end
 
--- Forgets the former members whose last visible entry was pruned; returns the oldest retained seq.
+-- Forgets the former members whose last visible entry was pruned, and the seqs of pruned
+-- events; returns the oldest retained seq.
 local function pruneFormer(head)
   local oldest = oldestOf(head)
+  redis.call('ZREMRANGEBYSCORE', EV, '-inf', '(' .. d(oldest))
   for _, uid in ipairs(redis.call('ZRANGEBYSCORE', FQ, '-inf', '(' .. d(oldest))) do forget(uid) end
   return oldest
 end
@@ -103,6 +105,10 @@ end
 local function appendEntry(kind, sender, body, now)
   local seq = redis.call('HINCRBY', INFO, 'head', 1)
   redis.call('ZADD', LOG, seq, d(seq) .. '|' .. d(now) .. '|' .. kind .. d(#sender) .. '|' .. sender .. body)
+  if kind == 'e' then
+    redis.call('ZADD', EV, seq, d(seq))
+    redis.call('PEXPIRE', EV, ${l.maxAgeMs})
+  end
   local n = redis.call('ZCARD', LOG)
   if n > ${l.maxEntries} then redis.call('ZREMRANGEBYRANK', LOG, 0, n - ${l.maxEntries} - 1) end
   pruneAge(now)
@@ -117,7 +123,18 @@ local function join(uid, role, seq)
   if redis.call('HDEL', FORMER, uid) == 1 then redis.call('ZREM', FQ, uid) end
 end
 
+-- Messages after max(readSeq, joined - 1, the retention edge) up to last: entries minus events.
+local function unreadOf(readSeq, joined, last, oldest)
+  local from = math.max(readSeq, joined - 1, oldest - 1)
+  if last <= from then return 0 end
+  return last - from - redis.call('ZCOUNT', EV, from + 1, last)
+end
+
+local function readSeqOf(uid) return tonumber(redis.call('ZSCORE', RD, uid) or '0') end
+
 local function depart(uid, joined, seq, reason)
+  redis.call('ZREM', RD, uid)
+  redis.call('ZREM', RV, uid)
   redis.call('HDEL', MEM, uid)
   redis.call('ZREM', ML, uid)
   redis.call('HSET', FORMER, uid, d(joined) .. '|' .. d(seq) .. '|' .. reason)
@@ -250,7 +267,7 @@ redis.call('HSET', INFO, 'dissolved', '1')
 for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ${l.maxAgeMs}) end
 return seq
 `,
-    // ARGV: sender, now, body, dedupe field ('' for none). Returns seq, storedAt, duplicate (0|1).
+    // ARGV: sender, now, body, dedupe field ('' for none), share (0|1). Returns seq, storedAt, duplicate (0|1).
     // Dedupe mirrors the memory store's DedupeWindow: forgotten oldest first, once expired or
     // past dedupeEntries.
     append: `${p}
@@ -276,7 +293,68 @@ if field ~= '' then
   redis.call('HSET', DD, field, d(seq) .. '|' .. d(now))
   if redis.call('RPUSH', DDQ, field) > ${l.dedupeEntries} then redis.call('HDEL', DD, redis.call('LPOP', DDQ)) end
 end
+redis.call('ZADD', RD, seq, sender)
+if ARGV[5] == '1' then redis.call('ZADD', RV, seq, sender) end
 return {seq, now, 0}
+`,
+    // ARGV: uid, seq, share (0|1), now. Returns readSeq, unread, moved (0|1).
+    markRead: `${p}
+local uid, seq, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
+local head = load(now)
+pruneAge(now)
+local oldest = pruneFormer(head)
+local v = redis.call('HGET', MEM, uid)
+if not v then notMember(uid) end
+local position = math.min(seq, head)
+local at, moved = readSeqOf(uid), 0
+if position > at then
+  redis.call('ZADD', RD, position, uid)
+  at, moved = position, 1
+end
+if ARGV[3] == '1' then redis.call('ZADD', RV, 'GT', position, uid) end
+return {at, unreadOf(at, tonumber(string.sub(v, 2)), head, oldest), moved}
+`,
+    // ARGV: uid, now. Returns name, count, dissolved (0|1), last, readSeq, unread, the entry at last (false once pruned).
+    summary: `${p}
+local uid, now = ARGV[1], tonumber(ARGV[2])
+local head, dissolved = load(now)
+pruneAge(now)
+local oldest = pruneFormer(head)
+local joined, last = reader(uid, head)
+local at = readSeqOf(uid)
+local info = redis.call('HMGET', INFO, 'name', 'count')
+local entry = redis.call('ZRANGEBYSCORE', LOG, last, last)
+return {info[1], tonumber(info[2]), dissolved and 1 or 0, last, at, unreadOf(at, joined, last, oldest), entry[1] or false}
+`,
+    // ARGV: uid, after ('' from the start), limit, now. Returns next ('' for none), then uid, shared position pairs.
+    readers: `${p}
+local uid, after, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
+load(tonumber(ARGV[4]))
+if redis.call('HEXISTS', MEM, uid) == 0 then notMember(uid) end
+if limit == 0 then return {''} end
+local uids = redis.call('ZRANGEBYLEX', ML, after == '' and '-' or '(' .. after, '+', 'LIMIT', 0, limit + 1)
+local out = {''}
+if #uids > limit then
+  uids[#uids] = nil
+  out[1] = uids[#uids]
+end
+if #uids == 0 then return out end
+local values = redis.call('ZMSCORE', RV, unpack(uids))
+for i, member in ipairs(uids) do
+  out[#out + 1] = member
+  out[#out + 1] = values[i] or '0'
+end
+return out
+`,
+    // ARGV: uid, seq, now. Returns read, of: O(log n).
+    readCount: `${p}
+local uid, seq = ARGV[1], tonumber(ARGV[2])
+load(tonumber(ARGV[3]))
+if redis.call('HEXISTS', MEM, uid) == 0 then notMember(uid) end
+local read = redis.call('ZCOUNT', RV, seq, '+inf')
+local own = redis.call('ZSCORE', RV, uid)
+if own and tonumber(own) >= seq then read = read - 1 end
+return {read, tonumber(redis.call('HGET', INFO, 'count')) - 1}
 `,
     // ARGV: uid, after, limit, now. Returns the reader's head, the oldest retained, joined, entries.
     read: `${p}

@@ -10,6 +10,9 @@
 //   <prefix>{g:<id>}:dd        hash    "<sender>\0<msgId>" -> "<seq>|<storedAt>"
 //   <prefix>{g:<id>}:ddq       list    the dd fields, oldest first: forgotten from the front
 //   <prefix>{g:<id>}:cur       hash    uid -> JSON {deviceId: "seq"} (at most maxDevicesPerMember)
+//   <prefix>{g:<id>}:rd        zset    score the member's read position, member uid: members only
+//   <prefix>{g:<id>}:rv        zset    the same, of the members who share it (receipts on): readers, readCount
+//   <prefix>{g:<id>}:ev        zset    score seq, member seq: the retained event entries, which unread counts leave out
 //   <prefix>{u:<uid>}:groups   zset    score 0, member group id: the user's groups, for paging
 //   <prefix>{u:<uid>}:departed zset    score when, member group id: the most recent maxDeparted
 //   <prefix>{u:<uid>}:gs       hash    group id -> "<seq>|<m|l|r|d>": the last change the index applied
@@ -65,9 +68,13 @@ import {
   type GroupRole,
   type GroupsPage,
   type GroupStore,
+  type GroupSummary,
   type GroupView,
+  type MarkReadResult,
   type MemberPage,
   type Page,
+  type ReadCount,
+  type ReaderPage,
   type ReadResult,
 } from './group-store.js';
 
@@ -75,7 +82,7 @@ import {
  * The commands the group store sends (in its scripts or directly) beyond those the other stores
  * do (test/helpers/redis.ts SWITCHBOARD_ACL): what an ACL user needs in addition.
  */
-export const GROUP_REDIS_COMMANDS = ['hmget', 'hincrby', 'hexists', 'zrem', 'zscore', 'zrangebylex', 'lindex', 'lpop', 'rpush'] as const;
+export const GROUP_REDIS_COMMANDS = ['hmget', 'hincrby', 'hexists', 'zrem', 'zscore', 'zrangebylex', 'lindex', 'lpop', 'rpush', 'zcount', 'zmscore', 'zremrangebyscore'] as const;
 
 /** Departures written to user indexes at once while a dissolve walks its members. */
 const DISSOLVE_SLICE = 500;
@@ -83,7 +90,7 @@ const DISSOLVE_SLICE = 500;
 const ROLE_OF: Record<string, GroupRole> = { o: 'owner', a: 'admin', m: 'member' };
 const REASON_OF: Record<string, DepartureReason> = { l: 'left', r: 'removed', d: 'dissolved' };
 
-type GroupKeys = [string, string, string, string, string, string, string, string, string];
+type GroupKeys = [string, string, string, string, string, string, string, string, string, string, string, string];
 type UserKeys = [string, string, string];
 type Arg = string | number | Buffer;
 
@@ -98,6 +105,10 @@ type Scripts = {
   sbGroupUpdate(...args: [...GroupKeys, ...Arg[]]): Promise<number>;
   sbGroupDissolve(...args: [...GroupKeys, ...Arg[]]): Promise<number>;
   sbGroupAppend(...args: [...GroupKeys, ...Arg[]]): Promise<[number, number, number]>;
+  sbGroupMarkRead(...args: [...GroupKeys, ...Arg[]]): Promise<[number, number, number]>;
+  sbGroupSummaryBuffer(...args: [...GroupKeys, ...Arg[]]): Promise<[Buffer, number, number, number, number, number, Buffer | null]>;
+  sbGroupReaders(...args: [...GroupKeys, ...Arg[]]): Promise<string[]>;
+  sbGroupReadCount(...args: [...GroupKeys, ...Arg[]]): Promise<[number, number]>;
   sbGroupReadBuffer(...args: [...GroupKeys, ...Arg[]]): Promise<[number, number, number, Buffer[]]>;
   sbGroupGet(...args: [...GroupKeys, ...Arg[]]): Promise<[string, string, string, number, number, number, number, string, number, number]>;
   sbGroupMembers(...args: [...GroupKeys, ...Arg[]]): Promise<string[]>;
@@ -139,7 +150,7 @@ export class RedisGroupStore implements GroupStore {
     const group = groupScripts(this.#limits);
     const user = userScripts(this.#limits);
     const name = (s: string) => s[0]!.toUpperCase() + s.slice(1);
-    for (const [script, lua] of Object.entries(group)) redis.defineCommand(`sbGroup${name(script)}`, { numberOfKeys: 9, lua });
+    for (const [script, lua] of Object.entries(group)) redis.defineCommand(`sbGroup${name(script)}`, { numberOfKeys: 12, lua });
     for (const [script, lua] of Object.entries(user)) redis.defineCommand(`sbUser${name(script)}`, { numberOfKeys: 3, lua });
     this.#redis = redis as Redis & Scripts;
   }
@@ -295,13 +306,56 @@ export class RedisGroupStore implements GroupStore {
     }
   }
 
-  async append(group: string, sender: string, msgId: string, body: Uint8Array): Promise<AppendResult> {
+  async append(group: string, sender: string, msgId: string, body: Uint8Array, share = false): Promise<AppendResult> {
     checkBody(body, this.#limits);
     checkGroupId(group);
     checkUid(sender, this.#limits);
     const field = hasDedupeId(msgId) ? `${sender}\0${msgId}` : '';
-    const [seq, storedAt, duplicate] = await this.#run(() => this.#redis.sbGroupAppend(...this.#groupKeys(group), sender, this.#now(), Buffer.from(body.buffer, body.byteOffset, body.byteLength), field));
+    const [seq, storedAt, duplicate] = await this.#run(() => this.#redis.sbGroupAppend(...this.#groupKeys(group), sender, this.#now(), Buffer.from(body.buffer, body.byteOffset, body.byteLength), field, share ? 1 : 0));
     return { seq: Number(seq), storedAt: Number(storedAt), duplicate: duplicate === 1 };
+  }
+
+  async markRead(group: string, uid: string, seq: number, share: boolean): Promise<MarkReadResult> {
+    checkSeq(seq, 'a read position');
+    checkGroupId(group);
+    checkUid(uid, this.#limits);
+    const [readSeq, unread, moved] = await this.#run(() => this.#redis.sbGroupMarkRead(...this.#groupKeys(group), uid, seq, share ? 1 : 0, this.#now()));
+    return { readSeq: Number(readSeq), unread: Number(unread), moved: moved === 1 };
+  }
+
+  async summary(group: string, uid: string): Promise<GroupSummary> {
+    checkGroupId(group);
+    checkUid(uid, this.#limits);
+    const [name, count, dissolved, last, readSeq, unread, entry] = await this.#run(() => this.#redis.sbGroupSummaryBuffer(...this.#groupKeys(group), uid, this.#now()));
+    return {
+      id: group,
+      name: name.toString('utf8'),
+      memberCount: Number(count),
+      dissolved: dissolved === 1,
+      head: Number(last),
+      last: entry === null ? undefined : parseEntry(entry),
+      readSeq: Number(readSeq),
+      unread: Number(unread),
+    };
+  }
+
+  async readers(group: string, uid: string, page: Page): Promise<ReaderPage> {
+    checkGroupId(group);
+    checkUid(uid, this.#limits);
+    const limit = checkLimit(page.limit, this.#limits.maxPageSize);
+    const [next, ...pairs] = await this.#run(() => this.#redis.sbGroupReaders(...this.#groupKeys(group), uid, page.after ?? '', limit, this.#now()));
+    const readers = [];
+    for (let i = 0; i < pairs.length; i += 2) readers.push({ uid: pairs[i]!, readSeq: Number(pairs[i + 1]) });
+    return { readers, next: next === '' ? undefined : next };
+  }
+
+  async readCount(group: string, uid: string, seq: number): Promise<ReadCount> {
+    checkSeq(seq, 'seq');
+    if (seq < 1) throw new SwitchboardError('SB_ERR_BAD_GROUP', 'seq is a whole number >= 1');
+    checkGroupId(group);
+    checkUid(uid, this.#limits);
+    const [read, of] = await this.#run(() => this.#redis.sbGroupReadCount(...this.#groupKeys(group), uid, seq, this.#now()));
+    return { read: Number(read), of: Number(of) };
   }
 
   async read(group: string, uid: string, after: number, limit: number): Promise<ReadResult> {
@@ -421,7 +475,7 @@ export class RedisGroupStore implements GroupStore {
 
   #groupKeys(group: string): GroupKeys {
     const base = `${this.#prefix}{g:${group}}`;
-    return [`${base}:info`, `${base}:mem`, `${base}:ml`, `${base}:former`, `${base}:fq`, `${base}:log`, `${base}:dd`, `${base}:ddq`, `${base}:cur`];
+    return [`${base}:info`, `${base}:mem`, `${base}:ml`, `${base}:former`, `${base}:fq`, `${base}:log`, `${base}:dd`, `${base}:ddq`, `${base}:cur`, `${base}:rd`, `${base}:rv`, `${base}:ev`];
   }
 
   #userKeys(uid: string): UserKeys {

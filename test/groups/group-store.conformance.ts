@@ -646,4 +646,86 @@ export function groupStoreConformance(t: Test, make: MakeGroups, twin: TwinGroup
     t.comment(`dissolving it (5 001 departures): ${(Number(process.hrtime.bigint() - removing) / 1e6).toFixed(1)} ms`);
     t.match(await s.departedOf('user1234'), [{ id: g.id, reason: 'dissolved', seq: 13 }]);
   });
+
+  t.test('read positions: unread counts messages after the position, not events; marks move forward only and clamp to the head; a send marks up to itself', async (t) => {
+    const s = await open(t);
+    const g = await s.create('alice', 'Reads', ['bob', 'carol']); // seq 1
+    for (const n of [1, 2, 3]) await s.append(g.id, 'alice', String(n), body(`m${n}`)); // 2, 3, 4
+    t.match(await s.summary(g.id, 'bob'), { id: g.id, name: 'Reads', memberCount: 3, dissolved: false, head: 4, readSeq: 0, unread: 3 }, 'the created event is not unread');
+    t.equal((await s.summary(g.id, 'bob')).last?.body.toString(), 'm3', 'the last entry');
+    t.match(await s.summary(g.id, 'alice'), { readSeq: 4, unread: 0 }, "the sender's own messages moved its position");
+    t.same(await s.markRead(g.id, 'bob', 3, true), { readSeq: 3, unread: 1, moved: true });
+    t.same(await s.markRead(g.id, 'bob', 2, true), { readSeq: 3, unread: 1, moved: false }, 'never back');
+    t.same(await s.markRead(g.id, 'bob', 3, true), { readSeq: 3, unread: 1, moved: false }, 'a repeat moves nothing');
+    await s.addMembers(g.id, 'alice', ['dave']); // 5
+    await s.update(g.id, 'alice', { name: 'Reads 2' }); // 6
+    await s.append(g.id, 'carol', 'c1', body('from carol')); // 7
+    t.match(await s.summary(g.id, 'bob'), { name: 'Reads 2', head: 7, readSeq: 3, unread: 2 }, 'm3 and carol: the two events between are not counted');
+    t.match(await s.summary(g.id, 'dave'), { readSeq: 0, unread: 1 }, 'a new member counts from its joining: only what came after');
+    t.match(await s.summary(g.id, 'carol'), { readSeq: 7, unread: 0 });
+    t.match(await s.summary(g.id, 'alice'), { readSeq: 4, unread: 1 });
+    t.same(await s.markRead(g.id, 'bob', 1_000_000, false), { readSeq: 7, unread: 0, moved: true }, 'clamped to the head');
+    t.match(await s.append(g.id, 'alice', '1', body('m1 again')), { duplicate: true });
+    t.match(await s.summary(g.id, 'alice'), { readSeq: 4 }, 'a duplicate moves nothing');
+    t.equal((await s.summary(g.id, 'dave')).last?.body.toString(), 'from carol');
+  });
+
+  t.test('readers and readCount show shared positions only, of members only; a departure takes its position along, a re-added member starts again', async (t) => {
+    const s = await open(t);
+    const g = await s.create('alice', 'Receipts', ['bob', 'carol', 'dave']);
+    const { seq } = await s.append(g.id, 'alice', '1', body('did you read this?'), true); // 2
+    t.same(await s.readCount(g.id, 'alice', seq), { read: 0, of: 3 }, 'the sender does not count itself');
+    await s.markRead(g.id, 'bob', seq, true);
+    await s.markRead(g.id, 'carol', seq, false); // private: only its own unread follows
+    t.same(await s.readCount(g.id, 'alice', seq), { read: 1, of: 3 });
+    t.match(await s.summary(g.id, 'carol'), { readSeq: 2, unread: 0 }, "carol's own position moved");
+    t.same(await s.readCount(g.id, 'bob', seq), { read: 1, of: 3 }, 'bob asking: alice shared her send, bob is not counted');
+    t.same(await s.readCount(g.id, 'carol', seq), { read: 2, of: 3 }, 'carol asking: alice and bob');
+    const { seq: second } = await s.append(g.id, 'bob', '1', body('yes'), false); // 3: bob's own moves, its shared stays
+    t.same(await s.readCount(g.id, 'alice', second), { read: 0, of: 3 });
+    t.same(await s.readers(g.id, 'dave', { limit: 10 }), { readers: [{ uid: 'alice', readSeq: 2 }, { uid: 'bob', readSeq: 2 }, { uid: 'carol', readSeq: 0 }, { uid: 'dave', readSeq: 0 }], next: undefined });
+    const page = await s.readers(g.id, 'dave', { limit: 2 });
+    t.same(page, { readers: [{ uid: 'alice', readSeq: 2 }, { uid: 'bob', readSeq: 2 }], next: 'bob' });
+    t.same((await s.readers(g.id, 'dave', { after: page.next, limit: 2 })).readers.map((r) => r.uid), ['carol', 'dave']);
+    await s.removeMembers(g.id, 'alice', ['bob']); // 4
+    t.same(await s.readCount(g.id, 'alice', seq), { read: 0, of: 2 }, "bob's position went with him");
+    t.match(await s.summary(g.id, 'bob'), { head: 4, readSeq: 0 }, 'a former member still sees up to its removal');
+    await s.addMembers(g.id, 'alice', ['bob']); // 5
+    t.match(await s.summary(g.id, 'bob'), { readSeq: 0, unread: 0 }, 're-added: from its new joining');
+    t.same(await s.readCount(g.id, 'alice', seq), { read: 0, of: 3 });
+  });
+
+  t.test('attacks on read positions: strangers, former members, forged ids and marks are refused and change nothing', async (t) => {
+    const s = await open(t);
+    const g = await s.create('alice', 'Private', ['bob']);
+    const { seq } = await s.append(g.id, 'alice', '1', body('hi'), true);
+    await t.rejects(s.markRead(g.id, 'mallory', seq, true), code('SB_ERR_GROUP_NOT_MEMBER'));
+    await t.rejects(s.readers(g.id, 'mallory', { limit: 10 }), code('SB_ERR_GROUP_NOT_MEMBER'));
+    await t.rejects(s.readCount(g.id, 'mallory', seq), code('SB_ERR_GROUP_NOT_MEMBER'));
+    await t.rejects(s.summary(g.id, 'mallory'), code('SB_ERR_GROUP_NOT_MEMBER'));
+    await s.addMembers(g.id, 'alice', ['carol']);
+    await s.leave(g.id, 'carol');
+    await t.rejects(s.markRead(g.id, 'carol', seq, true), code('SB_ERR_GROUP_NOT_MEMBER'), 'a former member marks nothing');
+    await t.rejects(s.readCount(g.id, 'carol', seq), code('SB_ERR_GROUP_NOT_MEMBER'));
+    await t.rejects(s.markRead('not-a-group', 'alice', 1, true), code('SB_ERR_BAD_GROUP'));
+    await t.rejects(s.summary('g' + 'a'.repeat(12), 'alice'), code('SB_ERR_GROUP_NOT_FOUND'));
+    await t.rejects(s.markRead(g.id, 'bob', -1, true), code('SB_ERR_BAD_GROUP'));
+    await t.rejects(s.markRead(g.id, 'bob', 1.5, true), code('SB_ERR_BAD_GROUP'));
+    await t.rejects(s.readCount(g.id, 'bob', 0), code('SB_ERR_BAD_GROUP'));
+    t.same(await s.readCount(g.id, 'bob', seq), { read: 1, of: 1 }, 'nothing moved: alice only');
+    t.match(await s.summary(g.id, 'bob'), { readSeq: 0, unread: 1 });
+  });
+
+  t.test('unread stays within retention: pruned messages and events are not counted', async (t) => {
+    const s = await open(t, { maxEntries: 5 });
+    const g = await s.create('alice', 'Short', ['bob']); // 1
+    await s.addMembers(g.id, 'alice', ['carol']); // 2
+    for (let n = 1; n <= 4; n++) await s.append(g.id, 'alice', String(n), body(`m${n}`)); // 3..6: seq 1 pruned
+    t.match(await s.summary(g.id, 'bob'), { head: 6, unread: 4 }, 'the retained event is left out');
+    for (let n = 5; n <= 12; n++) await s.append(g.id, 'alice', String(n), body(`m${n}`)); // 7..14
+    t.match(await s.summary(g.id, 'bob'), { head: 14, readSeq: 0, unread: 5 }, 'only the five retained');
+    t.same(await s.markRead(g.id, 'bob', 12, true), { readSeq: 12, unread: 2, moved: true });
+    await s.addMembers(g.id, 'alice', ['dave']); // 15: an event, after the position
+    t.match(await s.summary(g.id, 'bob'), { unread: 2 });
+  });
 }

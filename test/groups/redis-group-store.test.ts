@@ -44,12 +44,13 @@ t.test('every key of a group has the tag {g:<id>}, every key of a user {u:<uid>}
   const g = await s.create('alice', 'G', ['bob', 'carol']);
   await s.append(g.id, 'bob', '1', Buffer.from('hi'));
   await s.saveCursor(g.id, 'bob', 'phone', 2);
+  await s.markRead(g.id, 'alice', 2, true);
   await s.leave(g.id, 'carol');
   const keys = await raw.keys('slots:*');
   const tags = new Map<string, string[]>();
   for (const key of keys) tags.set(hashTag(key), [...(tags.get(hashTag(key)) ?? []), key.slice(key.indexOf('}') + 1)]);
   t.same([...tags.keys()].sort(), [`g:${g.id}`, 'u:alice', 'u:bob', 'u:carol'], 'one tag per group and per user, nothing else');
-  t.same(tags.get(`g:${g.id}`)!.sort(), [':cur', ':dd', ':ddq', ':former', ':fq', ':info', ':log', ':mem', ':ml']);
+  t.same(tags.get(`g:${g.id}`)!.sort(), [':cur', ':dd', ':ddq', ':ev', ':former', ':fq', ':info', ':log', ':mem', ':ml', ':rd', ':rv']);
   t.same(tags.get('u:bob')!.sort(), [':groups', ':gs']);
   t.same(tags.get('u:carol')!.sort(), [':departed', ':gs'], 'a user with no group left has no :groups key');
 });
@@ -196,6 +197,10 @@ async function everything(s: RedisGroupStore): Promise<void> {
   await s.cursor(g.id, 'carol', 'phone');
   await s.read(g.id, 'erin', 0, 10);
   await s.members(g.id, 'carol', { limit: 2 });
+  await s.markRead(g.id, 'carol', 3, true);
+  await s.readers(g.id, 'carol', { limit: 2 });
+  await s.readCount(g.id, 'bob', 2);
+  await s.summary(g.id, 'carol');
   await s.get(g.id, 'carol');
   await s.transfer(g.id, 'alice', 'bob');
   await s.groupsOf('carol', { limit: 10 });

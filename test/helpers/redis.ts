@@ -84,6 +84,9 @@ export const SWITCHBOARD_ACL = (prefix: string, password: string): string[] => [
   '+lindex',
   '+lpop',
   '+rpush',
+  '+zcount',
+  '+zmscore',
+  '+zremrangebyscore',
   '+publish',
   '+subscribe',
 ];
