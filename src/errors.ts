@@ -102,6 +102,7 @@ export const ERROR_CODES = {
   SB_ERR_GROUP_TOO_MANY: { message: 'the user is a member of the maximum number of groups', http: 409 },
   SB_ERR_GROUP_OWNER_CANNOT_LEAVE: { message: 'the owner cannot leave the group: transfer the ownership or dissolve it first', http: 409 },
   SB_ERR_GROUP_DISSOLVED: { message: 'the group was dissolved: it accepts no more changes or messages', result: 'GROUP_REFUSED', http: 410 },
+  SB_ERR_RECEIPTS_OFF: { message: "the user's receipts setting is off: it shares no read positions in groups and sees none", result: 'BAD_REQUEST', http: 403 },
 } as const satisfies Record<string, ErrorEntry>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

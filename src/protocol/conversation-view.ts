@@ -2,7 +2,7 @@
 // cut to a preview in a chat list. Shared by the worker's CONVERSATION_REQUEST and the gate's
 // HTTP routes, so that both show the same thing.
 
-import { decodeStoredRequest } from './codec.js';
+import { decodeStoredRequest, encodeMessageRequest } from './codec.js';
 import type { MessageRequest } from './types.js';
 
 /** A chat-list or history page holds this many entries when the client asks for none, and at most MAX_PAGE. */
@@ -43,4 +43,21 @@ export function cutUtf8(text: string, bytes: number): string {
   // Back to the start of a character (a byte that is not 10xxxxxx).
   while (end > 0 && (buf[end]! & 0xc0) === 0x80) end--;
   return buf.toString('utf8', 0, end);
+}
+
+/** What a group log entry holds, as far as showing it goes (GroupEntry). */
+interface GroupEntryLike {
+  kind: 'message' | 'event';
+  sender: string;
+  storedAt: number;
+  body: Buffer;
+}
+
+/**
+ * The delivered MessageRequest of a group log entry: a message's stored request as it is; an
+ * event as { from = actor, to = group, stored_at, group, event = its JSON }.
+ */
+export function groupEntryBody(group: string, entry: GroupEntryLike): Uint8Array {
+  if (entry.kind === 'message') return entry.body;
+  return encodeMessageRequest({ from: entry.sender, to: group, storedAt: entry.storedAt, group, event: entry.body.toString('utf8') });
 }

@@ -43,9 +43,10 @@ export const Field = {
   MessageNotification: { noId: 1, json: 2, timestamp: 3 },
   MessageHeartBeat: { seq: 1, uid: 2, json: 3 },
   MessageAck: { seq: 1, group: 2 },
-  ConversationRequest: { op: 1, peer: 2, before: 3, limit: 4, seq: 5, msgId: 6 },
-  Conversation: { peer: 1, lastSeq: 2, lastAt: 3, readSeq: 4, unread: 5, last: 6, truncated: 7 },
-  ConversationResponse: { result: 1, code: 2, info: 3, errorCode: 16, conversations: 17, messages: 18, nextBefore: 19, oldest: 20, pruned: 21, readSeq: 22, unread: 23, eventSeq: 24, seq: 25 },
+  ConversationRequest: { op: 1, peer: 2, before: 3, limit: 4, seq: 5, msgId: 6, group: 7, groups: 8, after: 9, cursor: 12 },
+  Conversation: { peer: 1, lastSeq: 2, lastAt: 3, readSeq: 4, unread: 5, last: 6, truncated: 7, group: 8, name: 9 },
+  GroupReader: { uid: 1, readSeq: 2 },
+  ConversationResponse: { result: 1, code: 2, info: 3, errorCode: 16, conversations: 17, messages: 18, nextBefore: 19, oldest: 20, pruned: 21, readSeq: 22, unread: 23, eventSeq: 24, seq: 25, readers: 26, readCount: 27, memberCount: 28, nextAfter: 29, nextCursor: 30 },
   PeerHello: { nodeId: 1, nonce: 2 },
   PeerChallenge: { nodeId: 1, nonce: 2, mac: 3 },
   PeerAuth: { mac: 1 },
@@ -228,6 +229,8 @@ export const ConversationOp = {
   HISTORY: 2,
   READ: 3,
   RECALL: 4,
+  /** 5 is EDIT's. */
+  READERS: 6,
 } as const;
 export type ConversationOp = (typeof ConversationOp)[keyof typeof ConversationOp];
 
@@ -238,6 +241,10 @@ export interface ConversationRequest {
   limit?: number;
   seq?: UInt64;
   msgId?: UInt64;
+  group?: string;
+  groups?: boolean;
+  after?: string;
+  cursor?: string;
 }
 
 export interface Conversation {
@@ -248,6 +255,13 @@ export interface Conversation {
   unread?: number;
   last?: MessageRequest | null;
   truncated?: boolean;
+  group?: string;
+  name?: string;
+}
+
+export interface GroupReader {
+  uid?: string;
+  readSeq?: UInt64;
 }
 
 export interface ConversationResponse {
@@ -264,6 +278,11 @@ export interface ConversationResponse {
   unread?: number;
   eventSeq?: UInt64;
   seq?: UInt64;
+  readers?: GroupReader[];
+  readCount?: number;
+  memberCount?: number;
+  nextAfter?: string;
+  nextCursor?: string;
 }
 
 export interface MessageNotification {

@@ -31,7 +31,7 @@
 import type { Logger } from '../log.js';
 import { isSwitchboardError } from '../errors.js';
 import { deliveryFrame } from '../protocol/chat-frames.js';
-import { encodeMessageRequest } from '../protocol/codec.js';
+import { groupEntryBody as entryBody } from '../protocol/conversation-view.js';
 import { decodeGroupEvent, type GroupEntry, type GroupEvent, type GroupStore, type ReadResult } from '../groups/group-store.js';
 import type { GroupChange } from '../groups/group-notifier.js';
 import { GroupStream, type LocalSession } from '../session/local-session.js';
@@ -781,13 +781,4 @@ function departsBy(event: GroupEvent, uid: string): boolean {
   if (event.type === 'left') return event.actor === uid;
   if (event.type === 'removed') return event.uids?.includes(uid) === true;
   return false;
-}
-
-/**
- * The delivered MessageRequest of an entry: a message's stored request as it is; an event as
- * { from = actor, to = group, stored_at, group, event = its JSON }.
- */
-export function entryBody(group: string, entry: GroupEntry): Uint8Array {
-  if (entry.kind === 'message') return entry.body;
-  return encodeMessageRequest({ from: entry.sender, to: group, storedAt: entry.storedAt, group, event: entry.body.toString('utf8') });
 }

@@ -8,25 +8,24 @@
 // A request costs one message of the sender's rate (MessageRate), and the response is bounded by
 // the frame limit: a page holds what fits, and `next_before` says where the next one starts.
 
-import { encodeMessage, encodeMessageRequest, isOwnCopy, ownCopyBody, uint64Number, uint64String } from '../../protocol/codec.js';
+import { encodeMessageRequest, isOwnCopy, ownCopyBody, uint64Number, uint64String } from '../../protocol/codec.js';
 import { inboxEventBody, tombstoneBody } from '../../protocol/recall.js';
 import { originOf } from '../../protocol/receipts.js';
-import { DEFAULT_PAGE, MAX_PAGE, previewMessage, storedMessage } from '../../protocol/conversation-view.js';
-import { HEADER_LENGTH } from '../../protocol/frame.js';
+import { MAX_PAGE, storedMessage } from '../../protocol/conversation-view.js';
 import { resultCodeFor, type Failure } from '../../protocol/messages.js';
-import { ConversationOp, HeadType, ResultCode, type Conversation, type ConversationRequest, type ConversationResponse, type ImMessage, type MessageRequest, type UInt64 } from '../../protocol/types.js';
-import type { ConversationEntry, StoredMessage } from '../../inbox/inbox-store.js';
+import { ConversationOp, HeadType, ResultCode, type ConversationRequest, type ConversationResponse, type ImMessage, type UInt64 } from '../../protocol/types.js';
+import type { StoredMessage } from '../../inbox/inbox-store.js';
 import { isSwitchboardError } from '../../errors.js';
 import type { LocalSession } from '../../session/local-session.js';
 import type { Connection } from '../connection.js';
 import type { ServerContext } from '../context.js';
+import { fitNewest, fitPage, listEntry, pageSize } from './conversation-pages.js';
+import { groupHistory, groupList, groupRead, groupReaders } from './group-conversations.js';
 
 /** A RECALL looks for the message among this many of the conversation's newest (in each of the two inboxes). */
 export const RECALL_SCAN = 1000;
 /** A READ looks this far back for the newest of the peer's messages it covers (its receipt); none among them: no receipt. */
 const RECEIPT_LOOKBACK = 8;
-/** Room kept in a response frame for the envelope and the page's own fields. */
-const RESPONSE_OVERHEAD = 128;
 
 export function handleConversations(ctx: ServerContext, conn: Connection, session: LocalSession, message: ImMessage): void | Promise<void> {
   const sequence = message.sequence;
@@ -40,19 +39,22 @@ export function handleConversations(ctx: ServerContext, conn: Connection, sessio
   let work: Promise<ConversationResponse | Failure>;
   switch (request.op) {
     case ConversationOp.LIST:
-      work = list(ctx, session, request);
+      work = request.groups ? groupList(ctx, session, request) : list(ctx, session, request);
       break;
     case ConversationOp.HISTORY:
-      work = history(ctx, session, request);
+      work = request.group ? groupHistory(ctx, session, request) : history(ctx, session, request);
       break;
     case ConversationOp.READ:
-      work = read(ctx, session, request);
+      work = request.group ? groupRead(ctx, session, request) : read(ctx, session, request);
+      break;
+    case ConversationOp.READERS:
+      work = groupReaders(ctx, session, request);
       break;
     case ConversationOp.RECALL:
       work = recall(ctx, session, request);
       break;
     default:
-      respond(conn, sequence, session, { code: 'SB_ERR_BAD_REQUEST', reason: `conversationRequest.op must be 1 (LIST), 2 (HISTORY), 3 (READ) or 4 (RECALL), got ${request.op ?? 0}` });
+      respond(conn, sequence, session, { code: 'SB_ERR_BAD_REQUEST', reason: `conversationRequest.op must be 1 (LIST), 2 (HISTORY), 3 (READ), 4 (RECALL) or 6 (READERS), got ${request.op ?? 0}` });
       return;
   }
   // Not returned: the connection reads on while the store answers (the response has the request's sequence).
@@ -77,13 +79,7 @@ async function list(ctx: ServerContext, session: LocalSession, request: Conversa
   const before = uint64Number(request.before);
   const page = await ctx.inbox.conversations(session.uid, before, pageSize(request.limit));
   const conversations = page.conversations.map(listEntry);
-  // What fits the frame: halve the page until it does. Each entry is small (a preview), so the
-  // bound of its size mostly shows the page fits without encoding it twice.
-  const room = ctx.limits.maxFrameLength - RESPONSE_OVERHEAD;
-  let n = conversations.length;
-  if (conversations.reduce((bytes, c) => bytes + entryBound(c), 0) > room) {
-    while (n > 1 && encodedLength({ conversations: conversations.slice(0, n) }) > room) n = Math.ceil(n / 2);
-  }
+  const n = fitPage(ctx, conversations);
   const more = page.more || n < conversations.length;
   return { conversations: conversations.slice(0, n), nextBefore: more && n > 0 ? page.conversations[n - 1]!.lastSeq : 0 };
 }
@@ -92,18 +88,7 @@ async function history(ctx: ServerContext, session: LocalSession, request: Conve
   const peer = peerOf(ctx, request);
   if (peer === undefined) return { code: 'SB_ERR_BAD_REQUEST', reason: 'a HISTORY request needs conversationRequest.peer' };
   const page = await ctx.inbox.history(session.uid, peer, uint64Number(request.before), pageSize(request.limit));
-  // Newest first until the frame is full: the page then starts later, and says there is more.
-  const room = ctx.limits.maxFrameLength - RESPONSE_OVERHEAD;
-  const messages: MessageRequest[] = [];
-  let bytes = 0;
-  for (let i = page.messages.length - 1; i >= 0; i--) {
-    const stored = page.messages[i]!;
-    const length = stored.body.length + 16;
-    if (messages.length > 0 && bytes + length > room) break;
-    bytes += length;
-    messages.push(delivered(stored, bytes > room));
-  }
-  messages.reverse();
+  const messages = fitNewest(ctx, page.messages);
   const more = page.more || messages.length < page.messages.length;
   return { messages, nextBefore: more && messages.length > 0 ? messages[0]!.seq! : 0, oldest: page.oldest, pruned: page.pruned };
 }
@@ -218,44 +203,6 @@ export function readEventBody(session: Pick<LocalSession, 'uid' | 'deviceId'>, p
 function peerOf(ctx: ServerContext, request: ConversationRequest): string | undefined {
   if (!request.peer) return undefined;
   return ctx.recipients?.uidOf(request.peer) ?? request.peer;
-}
-
-function pageSize(limit: number | undefined): number {
-  return !limit ? DEFAULT_PAGE : Math.min(limit, MAX_PAGE);
-}
-
-/** A chat list entry as the response carries it. */
-export function listEntry(c: ConversationEntry): Conversation {
-  const entry: Conversation = { peer: c.conversation, lastSeq: c.lastSeq, lastAt: c.lastAt, readSeq: c.readSeq, unread: c.unread };
-  if (c.last) {
-    const { request, truncated } = previewMessage(c.last);
-    entry.last = request;
-    entry.truncated = truncated;
-    // The time deliveries show (the worker stamps it into the message), not the store's own by a millisecond.
-    if (request.storedAt) entry.lastAt = uint64Number(request.storedAt);
-  }
-  return entry;
-}
-
-/** A stored message as a page holds it; `stripped`: too large for a page on its own, its content and json left out. */
-function delivered(stored: StoredMessage, stripped: boolean): MessageRequest {
-  const request = storedMessage(stored);
-  if (stripped) {
-    request.content = '';
-    request.json = '';
-  }
-  return request;
-}
-
-/** At most the bytes entry `c` takes in a response: its strings at 3 bytes a UTF-16 unit, and 24 bytes of tags, lengths and varints per field. */
-function entryBound(c: Conversation): number {
-  const last = c.last;
-  const strings = (c.peer?.length ?? 0) + (last ? (last.from?.length ?? 0) + (last.to?.length ?? 0) + (last.content?.length ?? 0) + (last.originDevice?.length ?? 0) + (last.group?.length ?? 0) : 0);
-  return strings * 3 + 24 * 16;
-}
-
-function encodedLength(response: ConversationResponse): number {
-  return HEADER_LENGTH + encodeMessage({ type: HeadType.CONVERSATION_RESPONSE, conversationResponse: response }).length;
 }
 
 function respond(conn: Connection, sequence: UInt64 | undefined, session: LocalSession, outcome: ConversationResponse | Failure): void {

@@ -1,0 +1,139 @@
+// CONVERSATION_REQUEST for groups (PROTOCOL.md §14, "Groups in the chat list"): the chat list
+// with the user's groups merged in, a group's history page, a group read mark and the members'
+// read positions. The GroupStore authorises each by the session's uid (a member, or for history
+// a former member up to its departure), so no request reads a group the user is not in.
+//
+// A read mark that moves the position also stores a read event in the user's inbox (an own
+// entry, as a 1:1 mark does) for its other devices. Two stores: the event is stored first,
+// then the position, so a failure in between at worst sends an event twice on a retry (a read
+// event is idempotent), and never moves the position without telling the other devices.
+
+import { groupEntryBody, previewMessage } from '../../protocol/conversation-view.js';
+import { encodeMessageRequest, ownCopyBody, uint64Number } from '../../protocol/codec.js';
+import type { Failure } from '../../protocol/messages.js';
+import type { Conversation, ConversationRequest, ConversationResponse, MessageRequest } from '../../protocol/types.js';
+import { chatList, type ListedEntry } from '../../conversations/chat-list.js';
+import { isGroupId, type GroupStore, type GroupSummary } from '../../groups/group-store.js';
+import { isSwitchboardError, type ErrorCode } from '../../errors.js';
+import type { LocalSession } from '../../session/local-session.js';
+import type { ServerContext } from '../context.js';
+import { fitNewest, fitPage, listEntry, pageSize } from './conversation-pages.js';
+
+/** The group store's refusals that are answers to the user, not faults. */
+const ANSWERS = new Set<ErrorCode>(['SB_ERR_GROUP_NOT_FOUND', 'SB_ERR_GROUP_NOT_MEMBER', 'SB_ERR_BAD_GROUP', 'SB_ERR_BAD_REQUEST']);
+
+type Outcome = ConversationResponse | Failure;
+
+/** Runs `work`, turning the group store's refusals into answers (anything else goes on to the caller). */
+async function answering(work: () => Promise<Outcome>): Promise<Outcome> {
+  try {
+    return await work();
+  } catch (err) {
+    if (isSwitchboardError(err) && ANSWERS.has(err.code)) return { code: err.code, reason: err.message };
+    throw err;
+  }
+}
+
+function groupsOf(ctx: ServerContext): GroupStore | Failure {
+  return ctx.groups?.store ?? { code: 'SB_ERR_BAD_REQUEST', reason: 'this server has no groups' };
+}
+
+/** LIST with `groups`: 1:1 conversations and groups by last activity, paged by `cursor`. */
+export function groupList(ctx: ServerContext, session: LocalSession, request: ConversationRequest): Promise<Outcome> {
+  const store = groupsOf(ctx);
+  if ('reason' in store) return Promise.resolve(store);
+  return answering(async () => {
+    const page = await chatList(ctx.inbox, store, session.uid, request.cursor ?? '', pageSize(request.limit));
+    const conversations = page.entries.map(listed);
+    const n = fitPage(ctx, conversations);
+    return { conversations: conversations.slice(0, n), nextCursor: page.cursorAfter(n) };
+  });
+}
+
+/** HISTORY with `group`: the entries before `before` (0: the newest) the user may read, ascending. */
+export function groupHistory(ctx: ServerContext, session: LocalSession, request: ConversationRequest): Promise<Outcome> {
+  const store = groupsOf(ctx);
+  if ('reason' in store) return Promise.resolve(store);
+  const group = request.group!;
+  return answering(async () => {
+    if (!isGroupId(group)) return { code: 'SB_ERR_BAD_GROUP', reason: 'conversationRequest.group is not a group id' };
+    const size = pageSize(request.limit);
+    const before = uint64Number(request.before);
+    // Group seqs are dense (every seq is an entry), so a page back is a read forward from before - size.
+    const last = before > 0 ? before - 1 : (await store.read(group, session.uid, 0, 0)).head;
+    const after = Math.max(0, last - size);
+    const read = await store.read(group, session.uid, after, last - after);
+    const entries = read.entries.filter((e) => e.seq <= last);
+    const messages: MessageRequest[] = fitNewest(ctx, entries.map((e) => ({ seq: e.seq, storedAt: e.storedAt, body: Buffer.from(groupEntryBody(group, e)) })));
+    const first = Math.max(read.joined, read.oldest);
+    const more = messages.length > 0 && uint64Number(messages[0]!.seq) > first;
+    return { messages, nextBefore: more ? messages[0]!.seq! : 0, oldest: read.oldest, pruned: read.oldest > read.joined };
+  });
+}
+
+/** READ with `group`: the user's position in the group, and a read event for its other devices. */
+export function groupRead(ctx: ServerContext, session: LocalSession, request: ConversationRequest): Promise<Outcome> {
+  const store = groupsOf(ctx);
+  if ('reason' in store) return Promise.resolve(store);
+  const group = request.group!;
+  const seq = uint64Number(request.seq);
+  return answering(async () => {
+    if (!isGroupId(group) || seq <= 0) return { code: 'SB_ERR_BAD_REQUEST', reason: 'a group READ needs conversationRequest.group (a group id) and seq' };
+    const now = await store.summary(group, session.uid);
+    const mark = Math.min(seq, now.head);
+    let eventSeq = 0;
+    if (mark > now.readSeq) {
+      const body = groupReadEventBody(session, group, mark, Date.now());
+      const stored = await ctx.inbox.append({ uid: session.uid, sender: session.uid, msgId: '0', body });
+      ctx.router.deliver(session.uid, stored.seq, body, stored.epoch);
+      eventSeq = stored.seq;
+    }
+    const result = await store.markRead(group, session.uid, mark, session.receiptsOn);
+    return { readSeq: result.readSeq, unread: result.unread, eventSeq };
+  });
+}
+
+/**
+ * READERS: the members' shared read positions, a page in byte order of their uids, and with
+ * `seq` how many of the other members read up to it. A user whose receipts are off shares
+ * nothing and sees nothing (SB_ERR_RECEIPTS_OFF), as with 1:1 receipts.
+ */
+export function groupReaders(ctx: ServerContext, session: LocalSession, request: ConversationRequest): Promise<Outcome> {
+  const store = groupsOf(ctx);
+  if ('reason' in store) return Promise.resolve(store);
+  const group = request.group ?? '';
+  const seq = uint64Number(request.seq);
+  return answering(async () => {
+    if (!isGroupId(group)) return { code: 'SB_ERR_BAD_REQUEST', reason: 'a READERS request needs conversationRequest.group (a group id)' };
+    if (!session.receiptsOn) return { code: 'SB_ERR_RECEIPTS_OFF', reason: 'your receipts setting is off: you share no read positions and see none (PUT /api/settings)' };
+    const page = await store.readers(group, session.uid, { after: request.after || undefined, limit: pageSize(request.limit) });
+    const count = seq > 0 ? await store.readCount(group, session.uid, seq) : { read: 0, of: (await store.get(group, session.uid)).memberCount - 1 };
+    return { readers: page.readers, readCount: count.read, memberCount: count.of, nextAfter: page.next ?? '' };
+  });
+}
+
+/**
+ * The group read event for the user's other devices: an own entry (like a 1:1 read event),
+ * `event` {"type":"read","group":...,"seq":...}, from the user, to the group. Not a group
+ * delivery: it carries no `group` field and is acknowledged as an inbox seq.
+ */
+export function groupReadEventBody(session: Pick<LocalSession, 'uid' | 'deviceId'>, group: string, seq: number, storedAt: number): Uint8Array {
+  const body = encodeMessageRequest({ from: session.uid, to: group, storedAt, event: JSON.stringify({ type: 'read', group, seq }) });
+  return ownCopyBody(body, session.deviceId);
+}
+
+function listed(e: ListedEntry): Conversation {
+  return e.kind === 'peer' ? listEntry(e.entry) : groupEntry(e.summary);
+}
+
+/** A group's chat list entry: seqs are the group's, `peer` is empty. */
+export function groupEntry(s: GroupSummary): Conversation {
+  const entry: Conversation = { group: s.id, name: s.name, lastSeq: s.head, lastAt: s.last?.storedAt ?? 0, readSeq: s.readSeq, unread: s.unread };
+  if (s.last) {
+    const { request, truncated } = previewMessage({ seq: s.last.seq, body: groupEntryBody(s.id, s.last) });
+    entry.last = request;
+    entry.truncated = truncated;
+    if (request.storedAt) entry.lastAt = uint64Number(request.storedAt);
+  }
+  return entry;
+}
