@@ -12,6 +12,7 @@ import { receiptFrame } from '../../src/protocol/receipts.js';
 import { inboxEventBody, isInboxEvent, tombstoneBody } from '../../src/protocol/recall.js';
 import { readEventBody } from '../../src/server/handlers/conversations.js';
 import { listEntry } from '../../src/server/handlers/conversation-pages.js';
+import { groupEntry, groupReadEventBody } from '../../src/server/handlers/group-conversations.js';
 import { deliveryFits, deliveryFrame, storedResponseFrame } from '../../src/protocol/chat-frames.js';
 import { encodeFrame } from '../../src/protocol/frame.js';
 import { WebGate, DEFAULT_GATE_LIMITS } from '../../src/gate/web-gate.js';
@@ -296,7 +297,7 @@ t.test('the worked receipt frames of PROTOCOL.md §14 are what client and worker
 });
 
 t.test('the worked recall frames of PROTOCOL.md §14 are what client and worker write', async (t) => {
-  const blocks = hexBlocks(section(14)).slice(11);
+  const blocks = hexBlocks(section(14)).slice(11, 15);
   const frame = (type: number, sequence: number, body: Partial<ImMessage>) => hexOf(encodeMessageFrame({ type, sequence, sessionId: 's1', ...body }));
   const request = frame(HeadType.CONVERSATION_REQUEST, 8, { conversationRequest: { op: ConversationOp.RECALL, peer: 'bob', msgId: 42 } });
   const response = frame(HeadType.CONVERSATION_RESPONSE, 8, { conversationResponse: { result: true, code: 0, info: 'ok', seq: 12, eventSeq: 9 } });
@@ -306,4 +307,27 @@ t.test('the worked recall frames of PROTOCOL.md §14 are what client and worker 
   t.same(blocks, [request, response, hexOf(deliveryFrame(event, 13)), hexOf(deliveryFrame(tombstone, 12))], 'the request, its answer, the recall event and the tombstone');
   t.ok(isInboxEvent(event), 'the event starts with its event field');
   t.match(decodeMessage(deliveryFrame(tombstone, 12).subarray(8)).messageRequest, { recalled: true, content: '[recalled]' });
+});
+
+t.test('the worked group conversation frames of PROTOCOL.md §14 are what client and worker write', async (t) => {
+  const blocks = hexBlocks(section(14).slice(section(14).indexOf('### Groups in the chat list')));
+  const frame = (type: number, sequence: number, body: Partial<ImMessage>) => hexOf(encodeMessageFrame({ type, sequence, sessionId: 's1', ...body }));
+  const group = 'gabcdefgh2345';
+  const stored = 1_764_672_000_000;
+  const list = frame(HeadType.CONVERSATION_REQUEST, 5, { conversationRequest: { op: ConversationOp.LIST, limit: 20, groups: true } });
+  // The entry as the worker builds it from the group's summary: alice's message 7, as the group chat handler stores it.
+  const body = Buffer.from(storedRequestBody({ msgId: 7, group, content: 'at 6?' }, 'alice', stored, group));
+  const entry = groupEntry({ id: group, name: 'climbing', memberCount: 3, dissolved: false, head: 7, last: { seq: 7, storedAt: stored, kind: 'message', sender: 'alice', body }, readSeq: 5, unread: 2 });
+  const listed = frame(HeadType.CONVERSATION_RESPONSE, 5, { conversationResponse: { result: true, code: 0, info: 'ok', conversations: [entry] } });
+  const read = frame(HeadType.CONVERSATION_REQUEST, 6, { conversationRequest: { op: ConversationOp.READ, group, seq: 7 } });
+  const marked = frame(HeadType.CONVERSATION_RESPONSE, 6, { conversationResponse: { result: true, code: 0, info: 'ok', readSeq: 7, unread: 0, eventSeq: 10 } });
+  const event = groupReadEventBody({ uid: 'bob', deviceId: 'phone' }, group, 7, 1_764_672_060_000);
+  const readers = frame(HeadType.CONVERSATION_REQUEST, 9, { conversationRequest: { op: ConversationOp.READERS, group, seq: 7 } });
+  const counted = frame(HeadType.CONVERSATION_RESPONSE, 9, {
+    conversationResponse: { result: true, code: 0, info: 'ok', readers: [{ uid: 'alice', readSeq: 7 }, { uid: 'bob', readSeq: 7 }, { uid: 'carol', readSeq: 0 }], readCount: 1, memberCount: 2 },
+  });
+  t.same(blocks, [list, listed, read, marked, hexOf(deliveryFrame(event, 10)), readers, counted], 'the list with groups, the group read mark, its event, and READERS');
+  const decoded = decodeMessage(deliveryFrame(event, 10).subarray(8)).messageRequest!;
+  t.same(JSON.parse(decoded.event!), { type: 'read', group, seq: 7 });
+  t.equal(decoded.group, '', 'the read event is an inbox entry, not a group delivery');
 });

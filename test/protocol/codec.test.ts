@@ -348,6 +348,7 @@ t.test('httpStatusOf: the gate status each code has in the error catalogue (PROT
     SB_ERR_BAD_GROUP: 400,
     SB_ERR_GROUP_NOT_FOUND: 404,
     SB_ERR_GROUP_NOT_MEMBER: 403,
+    SB_ERR_RECEIPTS_OFF: 403,
     SB_ERR_GROUP_FORBIDDEN: 403,
     SB_ERR_GROUP_FULL: 409,
     SB_ERR_GROUP_TOO_MANY: 409,

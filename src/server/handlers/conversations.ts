@@ -20,7 +20,7 @@ import type { LocalSession } from '../../session/local-session.js';
 import type { Connection } from '../connection.js';
 import type { ServerContext } from '../context.js';
 import { fitNewest, fitPage, listEntry, pageSize } from './conversation-pages.js';
-import { groupHistory, groupList, groupRead, groupReaders } from './group-conversations.js';
+import { groupHistoryPage, groupList, groupRead, groupReaders } from './group-conversations.js';
 
 /** A RECALL looks for the message among this many of the conversation's newest (in each of the two inboxes). */
 export const RECALL_SCAN = 1000;
@@ -42,7 +42,7 @@ export function handleConversations(ctx: ServerContext, conn: Connection, sessio
       work = request.groups ? groupList(ctx, session, request) : list(ctx, session, request);
       break;
     case ConversationOp.HISTORY:
-      work = request.group ? groupHistory(ctx, session, request) : history(ctx, session, request);
+      work = request.group ? groupHistoryPage(ctx, session, request) : history(ctx, session, request);
       break;
     case ConversationOp.READ:
       work = request.group ? groupRead(ctx, session, request) : read(ctx, session, request);

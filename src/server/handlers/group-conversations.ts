@@ -11,8 +11,9 @@
 import { groupEntryBody, previewMessage } from '../../protocol/conversation-view.js';
 import { encodeMessageRequest, ownCopyBody, uint64Number } from '../../protocol/codec.js';
 import type { Failure } from '../../protocol/messages.js';
-import type { Conversation, ConversationRequest, ConversationResponse, MessageRequest } from '../../protocol/types.js';
+import type { Conversation, ConversationRequest, ConversationResponse } from '../../protocol/types.js';
 import { chatList, type ListedEntry } from '../../conversations/chat-list.js';
+import { groupHistory } from '../../conversations/group-history.js';
 import { isGroupId, type GroupStore, type GroupSummary } from '../../groups/group-store.js';
 import { isSwitchboardError, type ErrorCode } from '../../errors.js';
 import type { LocalSession } from '../../session/local-session.js';
@@ -51,23 +52,16 @@ export function groupList(ctx: ServerContext, session: LocalSession, request: Co
 }
 
 /** HISTORY with `group`: the entries before `before` (0: the newest) the user may read, ascending. */
-export function groupHistory(ctx: ServerContext, session: LocalSession, request: ConversationRequest): Promise<Outcome> {
+export function groupHistoryPage(ctx: ServerContext, session: LocalSession, request: ConversationRequest): Promise<Outcome> {
   const store = groupsOf(ctx);
   if ('reason' in store) return Promise.resolve(store);
   const group = request.group!;
   return answering(async () => {
     if (!isGroupId(group)) return { code: 'SB_ERR_BAD_GROUP', reason: 'conversationRequest.group is not a group id' };
-    const size = pageSize(request.limit);
-    const before = uint64Number(request.before);
-    // Group seqs are dense (every seq is an entry), so a page back is a read forward from before - size.
-    const last = before > 0 ? before - 1 : (await store.read(group, session.uid, 0, 0)).head;
-    const after = Math.max(0, last - size);
-    const read = await store.read(group, session.uid, after, last - after);
-    const entries = read.entries.filter((e) => e.seq <= last);
-    const messages: MessageRequest[] = fitNewest(ctx, entries.map((e) => ({ seq: e.seq, storedAt: e.storedAt, body: Buffer.from(groupEntryBody(group, e)) })));
-    const first = Math.max(read.joined, read.oldest);
-    const more = messages.length > 0 && uint64Number(messages[0]!.seq) > first;
-    return { messages, nextBefore: more ? messages[0]!.seq! : 0, oldest: read.oldest, pruned: read.oldest > read.joined };
+    const page = await groupHistory(store, group, session.uid, uint64Number(request.before), pageSize(request.limit));
+    const messages = fitNewest(ctx, page.entries);
+    const more = page.more || messages.length < page.entries.length;
+    return { messages, nextBefore: more && messages.length > 0 ? messages[0]!.seq! : 0, oldest: page.oldest, pruned: page.pruned };
   });
 }
 
