@@ -1,5 +1,5 @@
-// The gate's conversation reads (PROTOCOL.md §14, "Over HTTP"): GET /api/conversations and
-// GET /api/conversations/:peer/messages on the real gate (Fastify's whole pipeline), with the
+// The gate's conversation reads (PROTOCOL.md §14, "Over HTTP"): GET /api/conversations (with
+// groups=1 too), GET /api/conversations/:peer/messages, and a group's messages and readers on the real gate (Fastify's whole pipeline), with the
 // memory inbox and a real Redis one. Attacks: no token, a forged token, another user's
 // conversations, malformed pages, a flood past the per-user rate.
 
@@ -12,6 +12,8 @@ import { StaticRegistry } from '../../src/registry/static-registry.js';
 import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
 import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
 import type { InboxStore } from '../../src/inbox/inbox-store.js';
+import { MemoryGroupStore } from '../../src/groups/memory-group-store.js';
+import { MemoryGroupNotifier } from '../../src/groups/group-notifier.js';
 import { ownCopyBody, storedRequestBody } from '../../src/protocol/codec.js';
 import { silentLogger } from '../../src/log.js';
 import { TEST_SECRET } from '../helpers/node.js';
@@ -141,4 +143,75 @@ t.test('redis inbox', async (t) => {
     t.teardown(() => inbox.close());
     return inbox;
   });
+});
+
+t.test('groups at the gate: the list with groups=1 and its cursor, a group history page, readers and read counts; strangers and receipts off refused', async (t) => {
+  const signer = new TokenSigner(TEST_SECRET);
+  const inbox = new MemoryInboxStore();
+  const groups = new MemoryGroupStore();
+  const users = new MemoryUserStore();
+  for (const username of ['alice', 'bob', 'carol']) await users.create({ username, passwordHash: 'x', createdAt: 1 });
+  await users.setReceipts('carol', false);
+  t.teardown(() => Promise.all([inbox.close(), groups.close()]));
+  const gate = new WebGate({
+    host: '127.0.0.1',
+    port: 0,
+    registry: new StaticRegistry(),
+    users,
+    signer,
+    hasher: new PasswordHasher({ N: 2 ** 14, r: 8, p: 1 }),
+    registration: true,
+    limits: DEFAULT_GATE_LIMITS,
+    conversations: { inbox },
+    groups: { store: groups, notifier: new MemoryGroupNotifier() },
+    log: silentLogger(),
+  });
+  t.teardown(() => gate.close());
+  await gate.app.ready();
+  const get = async (as: string, url: string) => {
+    const r = await gate.app.inject({ method: 'GET', url, headers: { authorization: `Bearer ${signer.mint({ uid: as, ttlMs: 60_000 })}` } });
+    return { status: r.statusCode, body: JSON.parse(r.body) as Record<string, any> };
+  };
+  const g = await groups.create('alice', 'climbing', ['bob', 'carol']);
+  const say = (from: string, content: string) => groups.append(g.id, from, '0', storedRequestBody({ content, group: g.id }, from, Date.now(), g.id), true);
+  await say('alice', 'first');
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  await chat(inbox, 'alice', 'bob', 'a 1:1');
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  const { seq } = await say('alice', 'second');
+
+  const merged = await get('bob', '/api/conversations?groups=1');
+  t.equal(merged.status, 200);
+  t.same(merged.body.conversations.map((c: any) => [c.group ?? c.peer, c.lastSeq, c.readSeq, c.unread]), [[g.id, seq, 0, 2], ['alice', 1, 0, 1]]);
+  t.match(merged.body.conversations[0], { name: 'climbing', last: { content: 'second', group: g.id, from: 'alice' }, truncated: false });
+  t.equal(merged.body.nextCursor, null);
+  const first = await get('bob', '/api/conversations?groups=1&limit=1');
+  t.same(first.body.conversations.map((c: any) => c.group ?? c.peer), [g.id]);
+  const second = await get('bob', `/api/conversations?groups=1&limit=1&cursor=${encodeURIComponent(first.body.nextCursor)}`);
+  t.same(second.body.conversations.map((c: any) => c.group ?? c.peer), ['alice']);
+  t.equal(second.body.nextCursor, null);
+  t.same((await get('bob', '/api/conversations')).body.conversations.map((c: any) => c.peer), ['alice'], 'without groups=1: the 1:1 list');
+  const forged = await get('bob', '/api/conversations?groups=1&cursor=anything');
+  t.match({ status: forged.status, code: forged.body.error?.code }, { status: 400, code: 'SB_ERR_BAD_REQUEST' });
+
+  const history = await get('bob', `/api/groups/${g.id}/messages?limit=2`);
+  t.equal(history.status, 200);
+  t.same(history.body.messages.map((m: any) => [m.seq, m.content ?? JSON.parse(m.event).type]), [[2, 'first'], [3, 'second']]);
+  t.equal(history.body.nextBefore, 2);
+  t.same((await get('bob', `/api/groups/${g.id}/messages?before=2`)).body.messages.map((m: any) => JSON.parse(m.event).type), ['created']);
+
+  await groups.markRead(g.id, 'bob', seq, true);
+  await groups.markRead(g.id, 'carol', seq, false);
+  const readers = await get('alice', `/api/groups/${g.id}/readers?seq=${seq}`);
+  t.equal(readers.status, 200);
+  t.same(readers.body, { readers: [{ uid: 'alice', readSeq: seq }, { uid: 'bob', readSeq: seq }, { uid: 'carol', readSeq: 0 }], readCount: 1, memberCount: 2, nextAfter: null });
+  const off = await get('carol', `/api/groups/${g.id}/readers?seq=${seq}`);
+  t.match({ status: off.status, code: off.body.error?.code }, { status: 403, code: 'SB_ERR_RECEIPTS_OFF' });
+  for (const url of [`/api/groups/${g.id}/readers`, `/api/groups/${g.id}/messages`]) {
+    const stranger = await get('mallory', url);
+    t.match({ status: stranger.status, code: stranger.body.error?.code }, { status: 403, code: 'SB_ERR_GROUP_NOT_MEMBER' }, `a stranger: ${url}`);
+  }
+  t.same((await get('mallory', '/api/conversations?groups=1')).body.conversations, [], "a stranger's list has no group");
+  const bad = await get('bob', '/api/groups/not-a-group/messages');
+  t.match({ status: bad.status, code: bad.body.error?.code }, { status: 400, code: 'SB_ERR_BAD_GROUP' });
 });
