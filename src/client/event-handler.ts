@@ -14,6 +14,7 @@ import { decodeMessage, encodeMessageFrame, uint64Number } from '../protocol/cod
 import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage } from '../protocol/types.js';
 import { incomingMessage, parseInboxEvent, receiptEvent, type IncomingMessage, type ReadEvent, type RecallEvent, type ReceiptEvent } from './incoming.js';
 import { GroupPositions } from './group-positions.js';
+import { groupEntryOf } from './group-conversations.js';
 import type { ClientSettings, Endpoint, ImClientOptions } from './options.js';
 import type { PendingRequests } from './pending-requests.js';
 import type { Transport, TransportHandlers } from './transport.js';
@@ -390,7 +391,7 @@ export class EventHandler implements TransportHandlers {
     if (m.event) {
       // An event of this user's inbox (a read mark made on another device): never a message.
       const event = parseInboxEvent(m.event);
-      if (event?.type === 'read') this.#client.emit('read', { peer: event.peer, seq: event.seq, originDevice: m.originDevice ?? '', eventSeq: seq, storedAt: m.storedAt ? uint64Number(m.storedAt) : undefined });
+      if (event?.type === 'read') this.#client.emit('read', { peer: event.peer, group: event.group, seq: event.seq, originDevice: m.originDevice ?? '', eventSeq: seq, storedAt: m.storedAt ? uint64Number(m.storedAt) : undefined });
       else if (event?.type === 'recall') this.#client.emit('recall', { peer: event.peer, seq: event.seq, msgId: event.msgId, from: m.from ?? '', eventSeq: seq });
       else this.#log.debug({ seq }, 'ignoring an inbox event of a kind this client does not know');
     } else {
@@ -429,27 +430,10 @@ export class EventHandler implements TransportHandlers {
       this.#scheduleGroupAcks();
       return;
     }
-    const storedAt = m.storedAt ? uint64Number(m.storedAt) : undefined;
-    if (m.event) {
-      const event = parseGroupEvent(m.event);
-      if (event) this.#client.emit('groupEvent', { group, seq, event, actor: m.from || event.actor, storedAt });
-      else this.#log.warn({ group, seq }, 'ignoring a group event that is not an event object');
-    } else {
-      this.#client.emit('groupMessage', {
-        group,
-        seq,
-        from: m.from ?? '',
-        content: m.content ?? '',
-        msgId: String(m.msgId ?? 0),
-        time: uint64Number(m.time),
-        storedAt,
-        msgType: m.msgType ?? 0,
-        json: m.json ?? '',
-        url: m.url ?? '',
-        property: m.property ?? '',
-        fromNick: m.fromNick ?? '',
-      });
-    }
+    const entry = groupEntryOf(group, m);
+    if (entry === undefined) this.#log.warn({ group, seq }, 'ignoring a group event that is not an event object');
+    else if ('event' in entry) this.#client.emit('groupEvent', entry);
+    else this.#client.emit('groupMessage', entry);
     if (seq > 0) this.#groupProcessed(group, seq);
   }
 
@@ -503,20 +487,6 @@ export class EventHandler implements TransportHandlers {
     }
     this.#client.emit('notification', parsed);
   }
-}
-
-/** A group event's JSON, when it is an object with a string `type` and `actor`; else undefined. */
-export function parseGroupEvent(json: string): GroupEvent | undefined {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(json);
-  } catch {
-    return undefined;
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined;
-  const event = parsed as Partial<GroupEvent>;
-  if (typeof event.type !== 'string' || typeof event.actor !== 'string') return undefined;
-  return event as GroupEvent;
 }
 
 /** The server's error code as a SwitchboardError (`otherwise` for a code this client does not know). */

@@ -23,12 +23,13 @@ import { DELIVERY_OVERHEAD, deliveryFits } from '../protocol/chat-frames.js';
 import { HEADER_LENGTH } from '../protocol/frame.js';
 import { ConversationOp, HeadType, type ConversationRequest, type ConversationResponse, type ImMessage, type MessageRequest } from '../protocol/types.js';
 import { conversationList, historyPage, readMark, type ConversationList, type ConversationSummary, type HistoryPage, type ReadMark } from './conversations.js';
+import { chatList, groupHistory, groupReaders, type ChatList, type ChatListEntry, type GroupHistory, type GroupReaders } from './group-conversations.js';
 import { EventHandler, serverError, type ClientInternals, type ClientStatus, type GroupEventMessage, type GroupMessage, type ImClientEvents, type IncomingMessage, type ReadEvent, type RecallEvent, type ReceiptEvent, type ServerNotification } from './event-handler.js';
 import { clientSettings, defaultRetryStrategy, type ClientSettings, type Endpoint, type ImClientOptions, type RetryStrategy } from './options.js';
 import { PendingRequests } from './pending-requests.js';
 import { Transport } from './transport.js';
 
-export { defaultRetryStrategy, type ClientStatus, type ConversationList, type ConversationSummary, type Endpoint, type GroupEventMessage, type GroupMessage, type HistoryPage, type ImClientEvents, type ImClientOptions, type IncomingMessage, type ReadEvent, type ReadMark, type RecallEvent, type ReceiptEvent, type RetryStrategy, type ServerNotification };
+export { defaultRetryStrategy, type ChatList, type ChatListEntry, type ClientStatus, type ConversationList, type GroupHistory, type GroupReaders, type ConversationSummary, type Endpoint, type GroupEventMessage, type GroupMessage, type HistoryPage, type ImClientEvents, type ImClientOptions, type IncomingMessage, type ReadEvent, type ReadMark, type RecallEvent, type ReceiptEvent, type RetryStrategy, type ServerNotification };
 
 /** A page of the chat list or of a conversation's history. */
 export interface PageOptions {
@@ -279,6 +280,40 @@ export class ImClient extends EventEmitter<ImClientEvents> {
   async markRead(peer: string, seq: number): Promise<ReadMark> {
     if (!Number.isSafeInteger(seq) || seq <= 0) throw new SwitchboardError('SB_ERR_BAD_REQUEST', `seq must be a positive integer, got ${seq}`);
     return readMark(await this.#conversationRequest({ op: ConversationOp.READ, peer, seq }));
+  }
+
+  /**
+   * One page of the chat list with this user's groups merged in, most recent activity first
+   * (PROTOCOL.md §14, "Groups in the chat list"): pass the page's `nextCursor` as `cursor` for
+   * the next one ('' when it was the last). A group's entry has `group` and `name` set, `peer`
+   * empty, its seqs the group's and its last entry in `lastGroupEntry`.
+   */
+  async chatList(options: { cursor?: string; limit?: number } = {}): Promise<ChatList> {
+    return chatList(await this.#conversationRequest({ op: ConversationOp.LIST, groups: true, cursor: options.cursor ?? '', limit: options.limit ?? 0 }), this.uid);
+  }
+
+  /** One page back through a group this user is (or was) a member of: its entries before `before` (a group seq; 0: the newest), ascending. */
+  async groupHistory(group: string, options: PageOptions = {}): Promise<GroupHistory> {
+    return groupHistory(await this.#conversationRequest({ op: ConversationOp.HISTORY, group, before: options.before ?? 0, limit: options.limit ?? 0 }), group);
+  }
+
+  /**
+   * Marks the group read up to its seq `seq` (e.g. the last entry shown). The user's other
+   * devices get a 'read' event with `group` set; the members see the position (READERS) unless
+   * the user's receipts are off. Safe to repeat.
+   */
+  async markGroupRead(group: string, seq: number): Promise<ReadMark> {
+    if (!Number.isSafeInteger(seq) || seq <= 0) throw new SwitchboardError('SB_ERR_BAD_REQUEST', `seq must be a positive integer, got ${seq}`);
+    return readMark(await this.#conversationRequest({ op: ConversationOp.READ, group, seq }));
+  }
+
+  /**
+   * The group's members' read positions, a page by uid, and with `seq` how many other members
+   * read up to it ("read by 3 of 9" for a message this user sent: its GroupSendResult.seq).
+   * Rejects with SB_ERR_RECEIPTS_OFF when this user turned receipts off.
+   */
+  async groupReaders(group: string, options: { seq?: number; after?: string; limit?: number } = {}): Promise<GroupReaders> {
+    return groupReaders(await this.#conversationRequest({ op: ConversationOp.READERS, group, seq: options.seq ?? 0, after: options.after ?? '', limit: options.limit ?? 0 }));
   }
 
   /**

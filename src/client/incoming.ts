@@ -38,8 +38,11 @@ export interface IncomingMessage {
 
 /** Another device of this user marked a conversation read (its read event, PROTOCOL.md §14). */
 export interface ReadEvent {
+  /** The 1:1 conversation ('' for a group's). */
   peer: string;
-  /** The conversation is read up to this inbox seq. */
+  /** A group read mark: the group id ('' for a 1:1 conversation); `seq` is the group's then. */
+  group: string;
+  /** The conversation is read up to this seq (the inbox's; a group's for a group). */
   seq: number;
   /** The device that marked it. */
   originDevice: string;
@@ -76,7 +79,7 @@ export function incomingMessage(m: MessageRequest, uid: string): IncomingMessage
 
 /** A read event's JSON ({"type":"read","peer","seq"}) as {peer, seq}; undefined for anything else. */
 /** An inbox event of this user's (PROTOCOL.md §14), parsed; undefined for a kind this client does not know. */
-export type InboxEvent = { type: 'read'; peer: string; seq: number } | { type: 'recall'; peer: string; seq: number; msgId: string };
+export type InboxEvent = { type: 'read'; peer: string; group: string; seq: number } | { type: 'recall'; peer: string; seq: number; msgId: string };
 
 export function parseInboxEvent(json: string): InboxEvent | undefined {
   let parsed: unknown;
@@ -86,9 +89,12 @@ export function parseInboxEvent(json: string): InboxEvent | undefined {
     return undefined;
   }
   if (typeof parsed !== 'object' || parsed === null) return undefined;
-  const { type, peer, seq, msgId } = parsed as Record<string, unknown>;
-  if (typeof peer !== 'string' || typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 0) return undefined;
-  if (type === 'read') return { type, peer, seq };
+  const { type, peer, group, seq, msgId } = parsed as Record<string, unknown>;
+  if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 0) return undefined;
+  // A group read mark names the group instead of a peer.
+  if (type === 'read' && typeof group === 'string' && peer === undefined) return { type, peer: '', group, seq };
+  if (typeof peer !== 'string') return undefined;
+  if (type === 'read') return { type, peer, group: '', seq };
   if (type === 'recall' && typeof msgId === 'string') return { type, peer, seq, msgId };
   return undefined;
 }
