@@ -91,7 +91,7 @@ t.test('markRead() on one device: the others with ownCopies get a read event, no
   t.match(mark, { readSeq: seq, unread: 0 });
   t.ok(mark.eventSeq > seq, 'the event has its own seq');
   await until('the laptop has the read event', () => laptop.reads.length === 1);
-  t.same(laptop.reads[0], { peer: 'alice', seq, originDevice: 'phone', eventSeq: mark.eventSeq, storedAt: laptop.reads[0]!.storedAt });
+  t.same(laptop.reads[0], { peer: 'alice', group: '', seq, originDevice: 'phone', eventSeq: mark.eventSeq, storedAt: laptop.reads[0]!.storedAt });
   t.ok(laptop.reads[0]!.storedAt! > 0);
   t.equal(laptop.messages.length, 2, 'and no message for it');
   await until('the laptop processed it', () => laptop.client.lastSeq === mark.eventSeq);
