@@ -110,3 +110,49 @@ t.test('/recall takes back the last message the chat sent; a recall by the other
   alice.child.stdin.end();
   t.not((await alice.exit(EXIT_MS)).code, 0, 'the refused /recall makes the exit code non-zero');
 });
+
+t.test('groups in the chat: /list shows them with unread counts, /history #GROUP, /read #GROUP, /readers #GROUP, and a group read from another device', async (t) => {
+  const n = await startNode(t, {}, { secret: SECRET });
+  const connect = async (uid: string, deviceId: string) => {
+    const client = new ImClient({ host: '127.0.0.1', port: n.port, uid, deviceId, token: n.token(uid), retryStrategy: false, groups: true });
+    t.teardown(() => client.close());
+    await client.connect();
+    return client;
+  };
+  const g = await n.node.groups.create('alice', 'climbing', ['bob']);
+  n.node.groupNotifier.publish({ group: g.id, seq: 1, added: ['alice', 'bob'] });
+  const alice = await connect('alice', 'a');
+  const phone = await connect('bob', 'phone');
+  await alice.sendToGroup(g.id, 'up for it?');
+  await alice.sendToGroup(g.id, 'at 6?');
+
+  const bob = new CliProcess(t, 'chat bob', ['chat', '--user', 'bob', '--port', String(n.port), '--secret', SECRET]);
+  await bob.waitFor('logged in', () => bob.stdout.includes('logged in as bob'));
+  bob.child.stdin.write('/list\n');
+  await bob.waitFor('the list', () => bob.stdout.includes('* #climbing'));
+  t.match(bob.stdout, /^\* #climbing {2}2 unread {2}alice: at 6\?$/m, 'the group, its unread messages and its last one');
+
+  bob.child.stdin.write('/history #climbing 1\n');
+  await bob.waitFor('the group history', () => bob.stdout.includes('older entries of #climbing'));
+  t.match(bob.stdout, /^\[#climbing\] alice: at 6\?$/m);
+  await until('the phone lists it read', async () => (await phone.chatList()).entries.find((e) => e.group === g.id)?.unread === 0);
+
+  const { seq } = await alice.sendToGroup(g.id, 'see you there');
+  await bob.waitFor('the new message', () => bob.stdout.includes('alice: see you there'));
+  await phone.markGroupRead(g.id, seq);
+  await bob.waitFor('the read line', () => bob.stdout.includes(`* read up to #${seq} in #climbing (on phone)`));
+
+  bob.child.stdin.write('#climbing great\n');
+  await bob.waitFor('stored', () => /✓ stored \(#climbing #\d+\)/.test(bob.stdout));
+  const mine = Number(/✓ stored \(#climbing #(\d+)\)/.exec(bob.stdout)![1]);
+  bob.child.stdin.write('/readers #climbing\n');
+  await bob.waitFor('the count', () => bob.stdout.includes(`(#${mine}): read by 0 of 1`));
+  await alice.markGroupRead(g.id, mine);
+  bob.child.stdin.write('/readers #climbing\n');
+  await bob.waitFor('the new count', () => bob.stdout.includes(`(#${mine}): read by 1 of 1`));
+  bob.child.stdin.write('/read #climbing\n/readers #nosuch\n');
+  await bob.waitFor('the mark', () => bob.stdout.includes(`* #climbing: read up to #${mine}, 0 unread`));
+  await bob.waitFor('the refusal', () => bob.stdout.includes('/readers refused'));
+  bob.child.stdin.end();
+  await bob.exit(EXIT_MS);
+});

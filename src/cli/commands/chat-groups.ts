@@ -21,9 +21,10 @@ export const CHAT_HELP = (
     ['/remove GROUP user...', 'remove members (admins and the owner)'],
     ['/members GROUP', 'who is in it'],
     ['/leave GROUP', 'leave it'],
-    ['/list', 'your conversations, most recent first, with unread counts'],
-    ['/history USER [N]', 'the last N (20) messages with USER, then marks them read'],
-    ['/read USER', 'marks the conversation with USER read'],
+    ['/list', 'your conversations and groups, most recent first, with unread counts'],
+    ['/history USER|#GROUP [N]', 'the last N (20) messages with USER or in GROUP, then marks them read'],
+    ['/read USER|#GROUP', 'marks the conversation with USER, or GROUP, read'],
+    ['/readers #GROUP', 'how many members read the last message you sent GROUP from this chat'],
     ['/recall [USER]', 'recalls the last message you sent (to USER) from this chat'],
     ['/help', 'this list'],
     ['/quit', 'log out (so does the end of input)'],
@@ -45,8 +46,9 @@ export type GroupCommand = 'groups' | 'create' | 'add' | 'remove' | 'members' | 
 /** Each command's arguments: at least `min`, at most `max` (Infinity: a list of users). */
 const COMMANDS: Record<GroupCommand | ConversationCommand, { min: number; max: number; usage: string }> = {
   list: { min: 0, max: 0, usage: '/list' },
-  history: { min: 1, max: 2, usage: '/history USER [N]' },
-  read: { min: 1, max: 1, usage: '/read USER' },
+  history: { min: 1, max: 2, usage: '/history USER|#GROUP [N]' },
+  read: { min: 1, max: 1, usage: '/read USER|#GROUP' },
+  readers: { min: 1, max: 1, usage: '/readers #GROUP' },
   recall: { min: 0, max: 1, usage: '/recall [USER]' },
   groups: { min: 0, max: 0, usage: '/groups' },
   create: { min: 1, max: Infinity, usage: '/create NAME [user...]' },
@@ -71,7 +73,7 @@ export function parseChatLine(line: string): ChatLine {
     const spec = Object.hasOwn(COMMANDS, word!) ? COMMANDS[word as GroupCommand | ConversationCommand] : undefined;
     if (!spec) return { kind: 'bad', reason: `unknown command /${word}: /help lists them` };
     if (args.length < spec.min || args.length > spec.max) return { kind: 'bad', reason: `usage: ${spec.usage}` };
-    if (word === 'list' || word === 'history' || word === 'read' || word === 'recall') return { kind: 'conversation', name: word, args };
+    if (word === 'list' || word === 'history' || word === 'read' || word === 'recall' || word === 'readers') return { kind: 'conversation', name: word, args };
     return { kind: 'command', name: word as GroupCommand, args };
   }
   return { kind: 'bad', reason: 'type "@user message" or "#group message" to send, "/help" for the commands, "/quit" to leave' };

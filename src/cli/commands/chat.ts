@@ -79,7 +79,7 @@ export async function chatCommand(argv: string[]): Promise<void> {
   const { client, ended } = chatClient(login, deviceId, out, directory);
   const userName = o.gate ? (name: string) => normalizeUsername(name) ?? name : (name: string) => name;
   const commands = new GroupCommands(login.groups, directory, userName);
-  const conversations = new ConversationCommands(client, userName, (m) => formatMessage(m));
+  const conversations = new ConversationCommands(client, userName, (m) => formatMessage(m), { resolve: (ref) => commands.resolve(ref), directory });
   const sender = new Sender(client, lines, out, userName, commands, conversations);
   try {
     await client.connect().catch((err: unknown) => {
@@ -165,7 +165,7 @@ function chatClient({ where, uid }: ChatLogin, deviceId: string, out: ChatOutput
 
   client.on('message', (m) => out.line(formatMessage(m)));
   client.on('recall', (r) => out.line(r.from === uid ? `* you recalled your message to ${r.peer} (#${r.seq})` : `* ${r.peer} recalled a message (#${r.seq})`));
-  client.on('read', (r) => out.line(`* read up to #${r.seq} with ${r.peer}${r.originDevice ? ` (on ${r.originDevice})` : ''}`));
+  client.on('read', (r) => out.line(`* read up to #${r.seq} ${r.group ? `in #${directory.name(r.group) ?? r.group}` : `with ${r.peer}`}${r.originDevice ? ` (on ${r.originDevice})` : ''}`));
   // One line per step forward: each of the peer's devices acknowledges, and says the same again.
   const marked = new Map<string, number>();
   client.on('receipt', (r) => {
@@ -338,7 +338,9 @@ class Sender {
 
   #sendToGroup(group: string, content: string): void {
     const label = `#${this.groups.directory.name(group) ?? group}`;
-    this.#track(this.client.sendToGroup(group, content), label, label);
+    const sent = this.client.sendToGroup(group, content);
+    sent.then((r) => this.conversations.sentToGroup(group, r.seq), () => {});
+    this.#track(sent, label, label);
   }
 
   /** Counts a message in flight until answered: `✓ stored (bob #3)`, or why not. */
