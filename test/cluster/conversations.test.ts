@@ -1,7 +1,9 @@
 // Conversations across three real worker processes on one real Redis (PROTOCOL.md §14): senders
 // on every worker race messages to one user whose own devices, on two workers, send at the same
 // time; every count in every list then agrees with the conversation's history. A read mark made
-// on one worker reaches the user's devices on the others as the same inbox entry.
+// on one worker reaches the user's devices on the others as the same inbox entry. The same for a
+// group: members on three workers race their messages, and the list's unread count, read
+// position and read count agree with the group's history.
 
 import t from 'tap';
 import { startZooKeeper } from '../helpers/zookeeper.js';
@@ -10,6 +12,7 @@ import { LOGIN_RECHECKS_MS, startCluster, type WorkerProcess } from '../helpers/
 import { connectLoggedIn } from '../helpers/raw-session.js';
 import { isDelivery, isType, seqOf, u64, type RawClient } from '../../testkit/raw-client.js';
 import { ConversationOp, HeadType, ReceiptKind, type ImMessage, type MessageRequest } from '../../src/protocol/types.js';
+import { GroupAdmin } from '../helpers/groups.js';
 
 const zk = await startZooKeeper(t);
 const cluster = await startCluster(t, zk, { workers: 3 });
@@ -139,4 +142,45 @@ t.test('a recall on one worker reaches the recipient on another and the sender\'
   t.same(JSON.parse(own.messageRequest!.event!), { type: 'recall', peer: 'judy', seq: ownSeq, msgId: '5' }, "the sender's device on the first worker is told too");
   const [tombstone] = (await reader.conversation({ op: ConversationOp.HISTORY, peer: 'ivan' })).conversationResponse!.messages!;
   t.match(tombstone, { recalled: true, content: '[recalled]' });
+});
+
+t.test('a group raced by members on three workers: the list, the read position and the read count agree with its history; a mark reaches the other workers', async (t) => {
+  const admin = new GroupAdmin(t, cluster.redis.url);
+  const group = await admin.create('gina', ['hal', 'ivy']);
+  const joinGroups = (worker: WorkerProcess, uid: string, device: string) => connectLoggedIn(t, worker.port, uid, cluster.token(uid, device), device, { acks: true, ownCopies: true, groups: true });
+  const phone = await joinGroups(a, 'hal', 'phone');
+  const laptop = await joinGroups(b, 'hal', 'laptop');
+  const gina = await joinGroups(c, 'gina', 'g1');
+  const ivy = await joinGroups(b, 'ivy', 'i1');
+  await sleep(LOGIN_RECHECKS_MS);
+  const groupBurst = async (client: RawClient, count: number, tag: string) => {
+    const sequences = Array.from({ length: count }, (_, i) => client.groupChat(group, `${tag} ${i}`, { msgId: 5000 + i }));
+    const seqs: number[] = [];
+    for (const s of sequences) {
+      const r = (await client.response(s, 20_000)).messageResponse;
+      if (!r?.result) throw new Error(`refused: ${JSON.stringify(r)}`);
+      seqs.push(Number(u64(r.seq)));
+    }
+    return seqs;
+  };
+  const [, ivys, mine] = await Promise.all([groupBurst(gina, 30, 'gina'), groupBurst(ivy, 30, 'ivy'), groupBurst(phone, 10, 'hal')]);
+  const ownLast = Math.max(...mine!);
+  const list = (await laptop.conversation({ op: ConversationOp.LIST, groups: true })).conversationResponse!;
+  const entry = list.conversations!.find((c) => c.group === group)!;
+  const history = (await laptop.conversation({ op: ConversationOp.HISTORY, group, limit: 100 })).conversationResponse!.messages!;
+  t.equal(history.filter((m) => !m.event).length, 70, 'every message of the race, once');
+  const after = history.filter((m) => !m.event && Number(u64(m.seq)) > ownLast);
+  t.equal(Number(u64(entry.readSeq)), ownLast, "hal's position is his last message");
+  t.equal(entry.unread, after.length, `unread = the others' messages after it (${after.length})`);
+  t.equal(Number(u64(entry.lastSeq)), 71, 'created + 70');
+
+  const mark = (await phone.conversation({ op: ConversationOp.READ, group, seq: 71 })).conversationResponse!;
+  t.match({ result: mark.result, unread: mark.unread ?? 0, readSeq: Number(u64(mark.readSeq)) }, { result: true, unread: 0, readSeq: 71 });
+  const event = await laptop.next((m) => isReadEvent(m) && !m.messageRequest?.group, 10_000);
+  t.same(JSON.parse(event.messageRequest!.event!), { type: 'read', group, seq: 71 }, 'the laptop on another worker is told');
+  t.equal(seqOf(event), Number(u64(mark.eventSeq)));
+  const counted = (await gina.conversation({ op: ConversationOp.READERS, group, seq: 71 })).conversationResponse!;
+  // hal read the last message; ivy has read up to her own last one, which may be it.
+  const ivyRead = Math.max(...ivys!) >= 71 ? 1 : 0;
+  t.match(counted, { result: true, readCount: 1 + ivyRead, memberCount: 2 }, `hal${ivyRead ? ' and ivy (whose message it is)' : ''} read the last message`);
 });
