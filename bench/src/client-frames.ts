@@ -38,6 +38,7 @@ const OP_TAG = oneByteTag(C.op, VARINT);
 const PEER_TAG = oneByteTag(C.peer, LEN);
 const BEFORE_TAG = oneByteTag(C.before, VARINT);
 const LIMIT_TAG = oneByteTag(C.limit, VARINT);
+const GROUPS_TAG = oneByteTag(C.groups, VARINT);
 
 /**
  * A bench client's LOGIN_REQUEST: a token login as an acks device. `lastSeq` above any inbox
@@ -152,9 +153,9 @@ export function groupAckFrame(group: string, seq: number): Buffer {
  * entries below `before` (0: from the newest), at most `limit` (0: the server's 50). Fields at
  * their default are left out, as protobuf encoders do.
  */
-export function conversationRequestFrame(sequence: number, op: number, before: number, limit: number, peer = ''): Buffer {
+export function conversationRequestFrame(sequence: number, op: number, before: number, limit: number, peer = '', groups = false): Buffer {
   const request =
-    2 + (peer ? 1 + varintLength(peer.length) + peer.length : 0) + (before ? 1 + varintLength(before) : 0) + (limit ? 1 + varintLength(limit) : 0);
+    2 + (peer ? 1 + varintLength(peer.length) + peer.length : 0) + (before ? 1 + varintLength(before) : 0) + (limit ? 1 + varintLength(limit) : 0) + (groups ? 2 : 0);
   const body = 2 + 1 + varintLength(sequence) + CONVERSATION_TAG.length + varintLength(request) + request;
   const frame = Buffer.allocUnsafe(HEADER_LENGTH + body);
   writeHeader(frame, 0, body);
@@ -174,7 +175,11 @@ export function conversationRequestFrame(sequence: number, op: number, before: n
   }
   if (limit) {
     frame[pos++] = LIMIT_TAG;
-    writeVarint(frame, pos, limit);
+    pos = writeVarint(frame, pos, limit);
+  }
+  if (groups) {
+    frame[pos++] = GROUPS_TAG;
+    frame[pos++] = 1;
   }
   return frame;
 }

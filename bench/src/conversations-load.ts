@@ -119,15 +119,19 @@ export class Device {
     return this.#pending.size;
   }
 
-  /** Sends a LIST (`peer` empty) or HISTORY request; `onResponse` is called once, with its answer. */
-  request(op: number, before: number, limit: number, peer: string, onResponse: OnResponse): void {
+  /**
+   * Sends a LIST (`peer` empty; `groups`: the user's groups merged in, first page only: such a
+   * list pages by cursor, and every page costs the same) or HISTORY request; `onResponse` is
+   * called once, with its answer.
+   */
+  request(op: number, before: number, limit: number, peer: string, onResponse: OnResponse, groups = false): void {
     if (this.socket.destroyed) {
       onResponse(undefined);
       return;
     }
     const sequence = ++this.#sequence;
     this.#pending.set(sequence, onResponse);
-    writePerTick(this.socket, conversationRequestFrame(sequence, op, before, limit, peer));
+    writePerTick(this.socket, conversationRequestFrame(sequence, op, before, limit, peer, groups));
   }
 
   /** One request, awaited: its answer (a copy of the scan). */
@@ -281,6 +285,8 @@ export interface RequestLoadOptions {
   limit: number;
   /** HISTORY: the conversation. */
   peer: string;
+  /** LIST with the user's groups merged in (the first page, again and again). */
+  groups?: boolean;
   /** Requests in flight (closed loop: each answer sends the next). */
   inFlight: number;
   warmupMs: number;
@@ -341,7 +347,7 @@ export async function runRequests(o: RequestLoadOptions): Promise<RequestLoadRes
     let sentAt = 0;
     const send = () => {
       sentAt = performance.now();
-      device.request(o.op, before, o.limit, o.peer, onResponse);
+      device.request(o.op, before, o.limit, o.peer, onResponse, o.groups);
     };
     const onResponse: OnResponse = (scan) => {
       if (scan === undefined) {

@@ -117,6 +117,7 @@ function conversationsOptions(o: BenchOptions, c: RunContext) {
     ...common(o, c),
     inbox: inbox(o),
     conversations: o.conversations,
+    groups: o['conversation-groups'],
     payloadBytes: o.payload,
   };
 }

@@ -4,6 +4,9 @@
 // are then paged through once to check they hold what was sent. Then closed-loop runs on the
 // user's own connections: LIST pages (limit 50, 1 and 8 in flight; limit 100, 8 in flight) and
 // HISTORY pages (limit 50, 1 and 8 in flight), each request timed from its write to its answer.
+// With --conversation-groups N the user is also a member of N groups (created through the gate,
+// one event each), and LIST with groups merged in is measured too (limit 50, 1 and 8 in flight):
+// every such page reads each of the user's groups, so the first page is asked again and again.
 
 import type { ScenarioOptions } from './options.js';
 import { Device, opName, populate, runRequests, walk, type Endpoint, type RequestLoadResult, type Walk } from '../conversations-load.js';
@@ -19,6 +22,8 @@ export interface ConversationsScenarioOptions extends ScenarioOptions {
   inbox: 'memory' | 'redis';
   /** The measured user's conversations: the history one, and one message from each other sender. */
   conversations: number;
+  /** Groups the measured user is a member of (default 0: no LIST-with-groups runs). */
+  groups?: number;
   /** Messages of the history conversation (default 500). */
   historyMessages?: number;
   payloadBytes: number;
@@ -32,6 +37,8 @@ export interface RunSpec {
   inFlight: number;
   /** The user's connections the requests are spread over (default: one per request in flight, at most DEVICES). */
   connections?: number;
+  /** LIST with the user's groups merged in. */
+  groups?: boolean;
 }
 
 /** "Some hundreds" of messages: ten HISTORY pages of 50. */
@@ -48,6 +55,12 @@ export const DEFAULT_RUNS: readonly RunSpec[] = [
   { op: LIST, limit: 100, inFlight: 8 },
   { op: HISTORY, limit: 50, inFlight: 1 },
   { op: HISTORY, limit: 50, inFlight: 8 },
+];
+
+/** Beside DEFAULT_RUNS when the user has groups. */
+export const GROUP_RUNS: readonly RunSpec[] = [
+  { op: LIST, limit: 50, inFlight: 1, groups: true },
+  { op: LIST, limit: 50, inFlight: 8, groups: true },
 ];
 
 /** A run measured while the bench process used this much of a core may have measured the bench. */
@@ -68,7 +81,8 @@ export async function conversationsScenario(o: ConversationsScenarioOptions): Pr
   sampler.start();
   // The load runs in this process: it is sampled as the driver.
   sampler.add('bench', 'driver', process.pid);
-  const target = await startTarget({ kind: o.target, workers: o.workers, inbox: o.inbox, fsync: o.fsync, secret: o.secret, workerEndpoints: o.workerEndpoints, sampler });
+  const groups = o.groups ?? 0;
+  const target = await startTarget({ kind: o.target, workers: o.workers, inbox: o.inbox, fsync: o.fsync, secret: o.secret, workerEndpoints: o.workerEndpoints, sampler, groups: groups > 0 });
   const c: Context = { o, target, sampler, progress: o.progress ?? noProgress, warnings: [] };
   const runs: RunReport[] = [];
   const devices: Device[] = [];
@@ -90,18 +104,24 @@ export async function conversationsScenario(o: ConversationsScenarioOptions): Pr
       payloadBytes: o.payloadBytes,
       token,
     });
+    if (groups > 0) {
+      if (!target.groupAdmin) throw new SwitchboardError('SB_ERR_CONFIG', '--conversation-groups needs a target whose gate the bench can create groups through');
+      c.progress(`[setup] ${groups} groups with ${user} as a member`);
+      for (let i = 0; i < groups; i++) await target.groupAdmin.createGroup(`${tag}-owner`, `g${i}`, [user]);
+    }
     for (let i = 0; i < DEVICES; i++) devices.push(await Device.login(endpoints[0]!, user, token(user), `d${i}`));
     const list = await walk(devices[0]!, LIST, 50);
     const history = await walk(devices[0]!, HISTORY, 50, historyPeer);
     runs.push(setupRun(c, filled, list, history, historyMessages));
     // --warmup is split over the ops, each op's share before its first run: the later runs of the
     // op continue on a server warm for it (and the whole run stays within a minute).
-    const specs = o.runs ?? DEFAULT_RUNS;
-    const warmupS = o.warmupS / new Set(specs.map((s) => s.op)).size;
+    const specs = o.runs ?? (groups > 0 ? [...DEFAULT_RUNS, ...GROUP_RUNS] : DEFAULT_RUNS);
+    const warmupS = o.warmupS / new Set(specs.map((s) => (s.groups ? -s.op : s.op))).size;
     const warmed = new Set<number>();
+    const kind = (spec: RunSpec) => (spec.groups ? -spec.op : spec.op);
     for (const spec of specs) {
-      runs.push(await measured(c, devices, spec, spec.op === HISTORY ? historyPeer : '', warmed.has(spec.op) ? 0 : warmupS));
-      warmed.add(spec.op);
+      runs.push(await measured(c, devices, spec, spec.op === HISTORY ? historyPeer : '', warmed.has(kind(spec)) ? 0 : warmupS));
+      warmed.add(kind(spec));
     }
   } finally {
     for (const device of devices) device.close();
@@ -148,7 +168,7 @@ function setupRun({ o, warnings }: Context, filled: Awaited<ReturnType<typeof po
 async function measured(c: Context, devices: Device[], spec: RunSpec, peer: string, warmupS: number): Promise<RunReport> {
   const { o, sampler } = c;
   const used = Math.max(1, Math.min(spec.connections ?? spec.inFlight, spec.inFlight, devices.length));
-  const label = `${opName(spec.op).toLowerCase()}, limit ${spec.limit}, ${spec.inFlight} in flight${spec.inFlight > 1 ? ` on ${used} connection${used > 1 ? 's' : ''}` : ''}`;
+  const label = `${opName(spec.op).toLowerCase()}${spec.groups ? ` with ${o.groups} groups` : ''}, limit ${spec.limit}, ${spec.inFlight} in flight${spec.inFlight > 1 ? ` on ${used} connection${used > 1 ? 's' : ''}` : ''}`;
   const startedAt = sampler.now();
   let from = startedAt;
   const result = await runRequests({
@@ -156,6 +176,7 @@ async function measured(c: Context, devices: Device[], spec: RunSpec, peer: stri
     op: spec.op,
     limit: spec.limit,
     peer,
+    groups: spec.groups === true,
     inFlight: spec.inFlight,
     warmupMs: warmupS * 1000,
     durationMs: o.durationS * 1000,

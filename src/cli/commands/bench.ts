@@ -44,6 +44,7 @@ export const BENCH_OPTIONS = {
   'group-rate': { type: 'number', min: 0, group: 'load', description: 'group: open loop, msg/s each sender sends whatever the deliveries (0: the closed loop of --group-window)', default: 0 },
   'control-rate': { type: 'number', min: 0, group: 'load', description: 'group: msg/s of the 1:1 control pair beside the large group (0: none)', default: 100 },
   conversations: { ...count(1, 9_000), group: 'load', description: "conversations: the measured user's conversations, each from its own sender (one of them holds the 500 messages of the history pages); at most 9 000, so that all of them fit the inbox's 10 000 retained messages", default: 1000 },
+  'conversation-groups': { ...count(0, 1000), group: 'load', description: 'conversations: groups the measured user is a member of (one event each); with any, LIST runs with groups merged in are measured too', default: 0 },
   'drain-ms': { ...ms(0), group: 'load', description: 'after the run, wait this long at most for outstanding deliveries', default: 5000 },
   json: { type: 'string', group: 'reports', description: 'write the report as JSON to this file' },
   html: { type: 'string', group: 'reports', description: 'write a self-contained HTML report to this file' },
