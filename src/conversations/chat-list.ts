@@ -2,15 +2,15 @@
 // conversations (the inbox's own list, kept O(1) per message) merged by last activity with the
 // groups the user is a member of. A group's entry is not written per member on every message
 // (that would cost O(members) per message); it is read when the list is: each of the user's
-// groups' summary (last entry, read position, unread: O(log n) each) on every page, so a page
-// costs O(groups of the user), at most maxGroupsPerUser (1 000). Shared by the worker's
-// CONVERSATION_REQUEST and the gate's HTTP list.
+// groups' summary (last entry, read position, unread: O(log n) each, GroupStore.chatGroups) on
+// every page, so a page costs O(groups of the user), at most maxGroupsPerUser (1 000). Shared by
+// the worker's CONVERSATION_REQUEST and the gate's HTTP list.
 //
 // Paging is by an opaque cursor that holds both positions: the 1:1 list's `before` and the last
 // group shown (its last activity and id). Each side pages on in its own order; the page is the
 // newest `limit` of both.
 
-import { SwitchboardError, isSwitchboardError } from '../errors.js';
+import { SwitchboardError } from '../errors.js';
 import type { GroupStore, GroupSummary } from '../groups/group-store.js';
 import type { ConversationEntry, InboxStore } from '../inbox/inbox-store.js';
 
@@ -22,9 +22,6 @@ export interface ChatListPage {
   /** The cursor of the page after the first `n` entries ('' when nothing follows them). */
   cursorAfter(n: number): string;
 }
-
-/** Groups read per chat-list page at once. */
-const SUMMARIES_AT_ONCE = 100;
 
 // "<before>~<at>.<group id>": the 1:1 list's `before` (0: from the newest) or x when done; the
 // last group shown, nothing before the first page's, x when done.
@@ -47,9 +44,6 @@ function parseCursor(cursor: string): Cursor {
   };
 }
 
-/** The refusals that mean a listed group is not (or no longer) the user's to show: it is left out. */
-const GONE = new Set(['SB_ERR_GROUP_NOT_MEMBER', 'SB_ERR_GROUP_NOT_FOUND']);
-
 /** Newer first; the same time: by id. */
 function newerGroup(a: { lastAt: number; id: string }, b: { lastAt: number; id: string }): number {
   return b.lastAt - a.lastAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
@@ -58,7 +52,7 @@ function newerGroup(a: { lastAt: number; id: string }, b: { lastAt: number; id: 
 export async function chatList(inbox: InboxStore, groups: GroupStore, uid: string, cursor: string, limit: number): Promise<ChatListPage> {
   const at = parseCursor(cursor);
   const peers = at.before === undefined ? { conversations: [], more: false } : await inbox.conversations(uid, at.before, limit);
-  const listed = at.group === undefined ? [] : await groupSummaries(groups, uid);
+  const listed = at.group === undefined ? [] : await groups.chatGroups(uid);
   const from = at.group;
   const rest = listed
     .map((summary) => ({ summary, id: summary.id, lastAt: summary.last?.storedAt ?? 0 }))
@@ -102,28 +96,4 @@ export async function chatList(inbox: InboxStore, groups: GroupStore, uid: strin
     return `${before}~${group}`;
   };
   return { entries, cursorAfter };
-}
-
-/** Every group the user is a member of, summarised; groups it left meanwhile are left out. */
-async function groupSummaries(groups: GroupStore, uid: string): Promise<GroupSummary[]> {
-  const ids: string[] = [];
-  let after: string | undefined;
-  do {
-    const page = await groups.groupsOf(uid, { after, limit: 1000 });
-    ids.push(...page.groups.map((g) => g.id));
-    after = page.next;
-  } while (after !== undefined);
-  const out: GroupSummary[] = [];
-  for (let k = 0; k < ids.length; k += SUMMARIES_AT_ONCE) {
-    const slice = await Promise.all(
-      ids.slice(k, k + SUMMARIES_AT_ONCE).map((id) =>
-        groups.summary(id, uid).catch((err: unknown) => {
-          if (isSwitchboardError(err) && GONE.has(err.code)) return undefined;
-          throw err;
-        }),
-      ),
-    );
-    for (const s of slice) if (s !== undefined) out.push(s);
-  }
-  return out;
 }

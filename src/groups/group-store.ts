@@ -319,6 +319,12 @@ export interface GroupStore {
   markRead(group: string, uid: string, seq: number, share: boolean): Promise<MarkReadResult>;
   /** The group as `uid`'s chat list shows it: last entry, read position, unread. A member or former member. */
   summary(group: string, uid: string): Promise<GroupSummary>;
+  /**
+   * The summaries of the groups `uid` is a member of (not dissolved ones), in no particular
+   * order: what a chat list with groups shows. One read per group and no writes (nothing is
+   * repaired or pruned: an index entry its group does not confirm is left out).
+   */
+  chatGroups(uid: string): Promise<GroupSummary[]>;
   /** The members' shared read positions, in byte order of their uids: read by a member only. */
   readers(group: string, uid: string, page: Page): Promise<ReaderPage>;
   /** How many other members have read up to `seq` (>= 1), by their shared positions: asked by a member only. O(log n). */

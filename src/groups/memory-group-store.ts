@@ -365,6 +365,16 @@ export class MemoryGroupStore implements GroupStore {
     };
   }
 
+  async chatGroups(uid: string): Promise<GroupSummary[]> {
+    checkUid(uid, this.#limits);
+    const out: GroupSummary[] = [];
+    for (const id of this.#users.get(uid)?.groups ?? []) {
+      const g = this.#groups.get(id);
+      if (g !== undefined && !g.dissolved && g.members.has(uid)) out.push(await this.summary(id, uid));
+    }
+    return out;
+  }
+
   async readers(group: string, uid: string, page: Page): Promise<ReaderPage> {
     const { members, next } = await this.members(group, uid, page);
     const g = this.#groups.get(group)!;

@@ -132,6 +132,23 @@ end
 
 local function readSeqOf(uid) return tonumber(redis.call('ZSCORE', RD, uid) or '0') end
 
+-- The oldest seq that pruneAge would keep (head + 1 when none), without pruning: O(log n) calls
+-- only when the first entry is past the age (a group nobody wrote to since).
+local function retainedFrom(now, head)
+  local n = redis.call('ZCARD', LOG)
+  if n == 0 then return head + 1 end
+  local cutoff = now - ${l.maxAgeMs}
+  local first = redis.call('ZRANGE', LOG, 0, 0, 'WITHSCORES')
+  if storedAtOf(first[1]) >= cutoff then return tonumber(first[2]) end
+  if storedAtOf(redis.call('ZRANGE', LOG, n - 1, n - 1)[1]) < cutoff then return head + 1 end
+  local lo, hi = 1, n - 1
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if storedAtOf(redis.call('ZRANGE', LOG, mid, mid)[1]) >= cutoff then hi = mid else lo = mid + 1 end
+  end
+  return tonumber(redis.call('ZRANGE', LOG, lo, lo, 'WITHSCORES')[2])
+end
+
 local function depart(uid, joined, seq, reason)
   redis.call('ZREM', RD, uid)
   redis.call('ZREM', RV, uid)
@@ -325,6 +342,21 @@ local at = readSeqOf(uid)
 local info = redis.call('HMGET', INFO, 'name', 'count')
 local entry = redis.call('ZRANGEBYSCORE', LOG, last, last)
 return {info[1], tonumber(info[2]), dissolved and 1 or 0, last, at, unreadOf(at, joined, last, oldest), entry[1] or false}
+`,
+    // ARGV: uid, now. Read-only: {0} unless uid is a member of the (not dissolved) group; else 1, name,
+    // count, head, readSeq, unread, the entry at head (false once pruned).
+    chatSummary: `${p}
+local uid, now = ARGV[1], tonumber(ARGV[2])
+local info = redis.call('HMGET', INFO, 'head', 'dissolved', 'name', 'count')
+if not info[1] or info[2] == '1' then return {0} end
+local v = redis.call('HGET', MEM, uid)
+if not v then return {0} end
+local head = tonumber(info[1])
+local oldest = retainedFrom(now, head)
+local at = readSeqOf(uid)
+local entry = false
+if head >= oldest then entry = redis.call('ZRANGEBYSCORE', LOG, head, head)[1] or false end
+return {1, info[3], tonumber(info[4]), head, at, unreadOf(at, tonumber(string.sub(v, 2)), head, oldest), entry}
 `,
     // ARGV: uid, after ('' from the start), limit, now. Returns next ('' for none), then uid, shared position pairs.
     readers: `${p}

@@ -108,6 +108,7 @@ type Scripts = {
   sbGroupMarkRead(...args: [...GroupKeys, ...Arg[]]): Promise<[number, number, number]>;
   sbGroupSummaryBuffer(...args: [...GroupKeys, ...Arg[]]): Promise<[Buffer, number, number, number, number, number, Buffer | null]>;
   sbGroupReaders(...args: [...GroupKeys, ...Arg[]]): Promise<string[]>;
+  sbGroupChatSummaryBuffer(...args: [...GroupKeys, ...Arg[]]): Promise<[0] | [1, Buffer, number, number, number, number, Buffer | null]>;
   sbGroupReadCount(...args: [...GroupKeys, ...Arg[]]): Promise<[number, number]>;
   sbGroupReadBuffer(...args: [...GroupKeys, ...Arg[]]): Promise<[number, number, number, Buffer[]]>;
   sbGroupGet(...args: [...GroupKeys, ...Arg[]]): Promise<[string, string, string, number, number, number, number, string, number, number]>;
@@ -337,6 +338,20 @@ export class RedisGroupStore implements GroupStore {
       readSeq: Number(readSeq),
       unread: Number(unread),
     };
+  }
+
+  async chatGroups(uid: string): Promise<GroupSummary[]> {
+    checkUid(uid, this.#limits);
+    const ids = await this.#run(() => this.#redis.zrange(this.#userKeys(uid)[0], 0, -1));
+    const now = this.#now();
+    const answers = await this.#run(() => Promise.all(ids.map((id) => this.#redis.sbGroupChatSummaryBuffer(...this.#groupKeys(id), uid, now))));
+    const out: GroupSummary[] = [];
+    for (const [i, answer] of answers.entries()) {
+      if (answer[0] !== 1) continue;
+      const [, name, count, head, readSeq, unread, entry] = answer;
+      out.push({ id: ids[i]!, name: name.toString('utf8'), memberCount: Number(count), dissolved: false, head: Number(head), last: entry === null ? undefined : parseEntry(entry), readSeq: Number(readSeq), unread: Number(unread) });
+    }
+    return out;
   }
 
   async readers(group: string, uid: string, page: Page): Promise<ReaderPage> {

@@ -728,4 +728,32 @@ export function groupStoreConformance(t: Test, make: MakeGroups, twin: TwinGroup
     await s.addMembers(g.id, 'alice', ['dave']); // 15: an event, after the position
     t.match(await s.summary(g.id, 'bob'), { unread: 2 });
   });
+
+  t.test('chatGroups: a summary of every group the user is a member of, as summary() gives it; not those it left or saw dissolved; pruned by age without a write', async (t) => {
+    let now = 1_700_000_000_000;
+    const s = await open(t, { maxAgeMs: 60_000 }, () => now);
+    const a = await s.create('alice', 'A', ['bob']);
+    const b = await s.create('carol', 'B', ['bob']);
+    const c = await s.create('dave', 'C', ['bob']);
+    const d = await s.create('erin', 'D', ['bob']);
+    await s.append(a.id, 'alice', '1', body('in A'));
+    await s.append(b.id, 'carol', '1', body('in B'));
+    await s.markRead(b.id, 'bob', 2, true);
+    await s.leave(c.id, 'bob');
+    await s.dissolve(d.id, 'erin');
+    const listed = (await s.chatGroups('bob')).sort((x, y) => (x.id < y.id ? -1 : 1));
+    t.same(listed.map((g) => g.id), [a.id, b.id].sort(), 'A and B: not the one left, not the dissolved one');
+    for (const g of listed) t.same(g, await s.summary(g.id, 'bob'), `${g.name} as summary() gives it`);
+    t.match(listed.find((g) => g.id === a.id), { name: 'A', unread: 1, readSeq: 0, head: 2 });
+    t.match(listed.find((g) => g.id === b.id), { unread: 0, readSeq: 2 });
+    t.same(await s.chatGroups('nobody'), []);
+    // Everything ages out with no write since: nothing unread, no last entry.
+    now += 120_000;
+    const aged = (await s.chatGroups('bob')).find((g) => g.id === a.id)!;
+    t.match(aged, { head: 2, unread: 0, last: undefined });
+    now -= 90_000; // 30 s after the messages: the created event (and its age) is back within the window only if younger
+    await s.append(a.id, 'alice', '2', body('again')); // seq 3
+    now += 50_000; // seq 1 and 2 are now past the age, seq 3 is not
+    t.match((await s.chatGroups('bob')).find((g) => g.id === a.id), { head: 3, unread: 1 }, 'only the retained message counts');
+  });
 }

@@ -201,6 +201,7 @@ async function everything(s: RedisGroupStore): Promise<void> {
   await s.readers(g.id, 'carol', { limit: 2 });
   await s.readCount(g.id, 'bob', 2);
   await s.summary(g.id, 'carol');
+  await s.chatGroups('carol');
   await s.get(g.id, 'carol');
   await s.transfer(g.id, 'alice', 'bob');
   await s.groupsOf('carol', { limit: 10 });
