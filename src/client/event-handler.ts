@@ -14,7 +14,9 @@ import { decodeMessage, encodeMessageFrame, uint64Number } from '../protocol/cod
 import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage } from '../protocol/types.js';
 import { incomingMessage, parseInboxEvent, receiptEvent, type IncomingMessage, type ReadEvent, type RecallEvent, type ReceiptEvent } from './incoming.js';
 import { GroupPositions } from './group-positions.js';
-import { groupEntryOf } from './group-conversations.js';
+import { groupEntryOf, type GroupEventMessage, type GroupMessage } from './group-conversations.js';
+
+export type { GroupEventMessage, GroupMessage };
 import type { ClientSettings, Endpoint, ImClientOptions } from './options.js';
 import type { PendingRequests } from './pending-requests.js';
 import type { Transport, TransportHandlers } from './transport.js';
@@ -23,26 +25,6 @@ export type { IncomingMessage, ReadEvent, RecallEvent, ReceiptEvent };
 
 export type ClientStatus = 'idle' | 'connecting' | 'ready' | 'reconnecting' | 'closed';
 
-
-/**
- * A message of a group (a delivery with `group` set), to a client logged in with `groups`: the
- * fields of a 1:1 message, but `seq` is the group's (one order for every member's every
- * device) and the group stands where the recipient would.
- */
-export interface GroupMessage extends Omit<IncomingMessage, 'to' | 'own' | 'originDevice' | 'recalled'> {
-  group: string;
-}
-
-/** A membership change of a group ("alice added bob"), an entry of the group's stream as messages are. */
-export interface GroupEventMessage {
-  group: string;
-  seq: number;
-  /** The event as the server wrote it: its `type`, `actor` and the fields of that type. */
-  event: GroupEvent;
-  /** Who acted (the event's `actor`). */
-  actor: string;
-  storedAt: number | undefined;
-}
 
 export interface ServerNotification {
   type: number;

@@ -5,9 +5,28 @@
 import { uint64Number } from '../protocol/codec.js';
 import type { Conversation, ConversationResponse, MessageRequest } from '../protocol/types.js';
 import type { ConversationSummary } from './conversations.js';
-import { incomingMessage } from './incoming.js';
+import { incomingMessage, type IncomingMessage } from './incoming.js';
 import type { GroupEvent } from '../groups/group-store.js';
-import type { GroupEventMessage, GroupMessage } from './event-handler.js';
+
+/**
+ * A message of a group (a delivery with `group` set), to a client logged in with `groups`: the
+ * fields of a 1:1 message, but `seq` is the group's (one order for every member's every
+ * device) and the group stands where the recipient would.
+ */
+export interface GroupMessage extends Omit<IncomingMessage, 'to' | 'own' | 'originDevice' | 'recalled'> {
+  group: string;
+}
+
+/** A membership change of a group ("alice added bob"), an entry of the group's stream as messages are. */
+export interface GroupEventMessage {
+  group: string;
+  seq: number;
+  /** The event as the server wrote it: its `type`, `actor` and the fields of that type. */
+  event: GroupEvent;
+  /** Who acted (the event's `actor`). */
+  actor: string;
+  storedAt: number | undefined;
+}
 
 /** A chat list entry of the merged list: a 1:1 conversation (`peer`) or a group (`group`, `name`). */
 export interface ChatListEntry extends ConversationSummary {

@@ -7,9 +7,9 @@
 
 import type { ChatListEntry, ConversationSummary, ImClient, IncomingMessage } from '../../client/im-client.js';
 import { SwitchboardError } from '../../errors.js';
-import { formatGroupEvent, formatGroupMessage, type GroupDirectory } from './chat-groups.js';
+import { formatGroupEvent, formatGroupMessage, type ConversationCommand, type GroupDirectory } from './chat-groups.js';
 
-export type ConversationCommand = 'list' | 'history' | 'read' | 'recall' | 'readers';
+export type { ConversationCommand };
 
 /** How /history, /read and /readers find a group named `#name` (the chat's GroupCommands and GroupDirectory). */
 export interface GroupNames {

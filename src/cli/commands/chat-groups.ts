@@ -9,7 +9,6 @@ import type { GroupEventMessage, GroupMessage } from '../../client/im-client.js'
 import type { GateGroups } from '../../client/gate-groups.js';
 import { isGroupId } from '../../groups/group-store.js';
 import { SwitchboardError } from '../../errors.js';
-import type { ConversationCommand } from './chat-conversations.js';
 
 export const CHAT_HELP = (
   [
@@ -40,6 +39,9 @@ export type ChatLine =
   | { kind: 'command'; name: GroupCommand; args: string[] }
   | { kind: 'conversation'; name: ConversationCommand; args: string[] }
   | { kind: 'bad'; reason: string };
+
+/** The conversation commands (chat-conversations.ts runs them). */
+export type ConversationCommand = 'list' | 'history' | 'read' | 'recall' | 'readers';
 
 export type GroupCommand = 'groups' | 'create' | 'add' | 'remove' | 'members' | 'leave';
 
