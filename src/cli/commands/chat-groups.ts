@@ -25,6 +25,7 @@ export const CHAT_HELP = (
     ['/history USER [N]', 'the last N (20) messages with USER, then marks them read'],
     ['/read USER', 'marks the conversation with USER read'],
     ['/recall [USER]', 'recalls the last message you sent (to USER) from this chat'],
+    ['/edit [@USER] TEXT', 'edits the last message you sent (to USER) from this chat to TEXT'],
     ['/help', 'this list'],
     ['/quit', 'log out (so does the end of input)'],
   ] as const
@@ -48,6 +49,7 @@ const COMMANDS: Record<GroupCommand | ConversationCommand, { min: number; max: n
   history: { min: 1, max: 2, usage: '/history USER [N]' },
   read: { min: 1, max: 1, usage: '/read USER' },
   recall: { min: 0, max: 1, usage: '/recall [USER]' },
+  edit: { min: 1, max: Infinity, usage: '/edit [@USER] TEXT' },
   groups: { min: 0, max: 0, usage: '/groups' },
   create: { min: 1, max: Infinity, usage: '/create NAME [user...]' },
   add: { min: 2, max: Infinity, usage: '/add GROUP user...' },
@@ -72,6 +74,8 @@ export function parseChatLine(line: string): ChatLine {
     if (!spec) return { kind: 'bad', reason: `unknown command /${word}: /help lists them` };
     if (args.length < spec.min || args.length > spec.max) return { kind: 'bad', reason: `usage: ${spec.usage}` };
     if (word === 'list' || word === 'history' || word === 'read' || word === 'recall') return { kind: 'conversation', name: word, args };
+    // The text as typed, its spacing kept (the user, if named, is its first word).
+    if (word === 'edit') return { kind: 'conversation', name: word, args: [text.slice('/edit'.length).trim()] };
     return { kind: 'command', name: word as GroupCommand, args };
   }
   return { kind: 'bad', reason: 'type "@user message" or "#group message" to send, "/help" for the commands, "/quit" to leave' };
