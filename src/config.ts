@@ -28,6 +28,8 @@ export interface WorkerLimits {
   ackTimeoutMs: number;
   /** A sender may recall a 1:1 message for this long after it was stored (PROTOCOL.md §14); 0: never. */
   recallWindowMs: number;
+  /** A sender may edit a 1:1 message for this long after it was stored (PROTOCOL.md §14); 0: never. */
+  editWindowMs: number;
   /** Messages read from the inbox per batch when replaying. */
   syncBatchSize: number;
   /** How often a worker rewrites its sessions' SessionStore records (their TTL). */
@@ -73,6 +75,7 @@ export const DEFAULT_LIMITS: Readonly<WorkerLimits> = Object.freeze({
   closeGraceMs: 2_000,
   ackTimeoutMs: 10_000,
   recallWindowMs: 300_000,
+  editWindowMs: 900_000,
   syncBatchSize: 100,
   sessionRefreshMs: 30_000,
   // Far above a person typing and above what most bots need (a bot that needs more raises

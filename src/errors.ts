@@ -58,6 +58,7 @@ export const ERROR_CODES = {
   SB_ERR_UNKNOWN_RECIPIENT: { message: 'no user with this name exists', result: 'UNKNOWN_RECIPIENT', http: 404 },
   SB_ERR_NO_MESSAGE: { message: 'no message of yours with this msg_id is among the latest of the conversation', result: 'BAD_REQUEST', http: 404 },
   SB_ERR_RECALL_EXPIRED: { message: 'the message is older than the recall window', result: 'BAD_REQUEST', http: 409 },
+  SB_ERR_EDIT_EXPIRED: { message: 'the message is older than the edit window', result: 'BAD_REQUEST', http: 409 },
   SB_ERR_NO_CONVERSATION: { message: 'the user has no conversation with this peer (none yet, or it aged out)', result: 'BAD_REQUEST', http: 404 },
   SB_ERR_FLOOD: { message: 'too many messages were refused for exceeding the message rate' },
 

@@ -12,7 +12,7 @@ import type { GroupEvent } from '../groups/group-store.js';
 import type { Logger } from '../log.js';
 import { decodeMessage, encodeMessageFrame, uint64Number } from '../protocol/codec.js';
 import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, type ImMessage } from '../protocol/types.js';
-import { incomingMessage, parseInboxEvent, receiptEvent, type IncomingMessage, type ReadEvent, type RecallEvent, type ReceiptEvent } from './incoming.js';
+import { incomingMessage, parseInboxEvent, receiptEvent, type EditEvent, type IncomingMessage, type ReadEvent, type RecallEvent, type ReceiptEvent } from './incoming.js';
 import { GroupPositions } from './group-positions.js';
 import { groupEntryOf, type GroupEventMessage, type GroupMessage } from './group-conversations.js';
 
@@ -21,7 +21,7 @@ import type { ClientSettings, Endpoint, ImClientOptions } from './options.js';
 import type { PendingRequests } from './pending-requests.js';
 import type { Transport, TransportHandlers } from './transport.js';
 
-export type { IncomingMessage, ReadEvent, RecallEvent, ReceiptEvent };
+export type { EditEvent, IncomingMessage, ReadEvent, RecallEvent, ReceiptEvent };
 
 export type ClientStatus = 'idle' | 'connecting' | 'ready' | 'reconnecting' | 'closed';
 
@@ -47,6 +47,8 @@ export interface ImClientEvents {
   read: [ReadEvent];
   /** A message was recalled by its sender (login with `inboxEvents`; with `ownCopies` also this user's own, from another device). */
   recall: [RecallEvent];
+  /** A message was edited by its sender (login with `inboxEvents`; with `ownCopies` also this user's own, from another device). */
+  edit: [EditEvent];
   /** "delivered" / "read" for messages this user sent (login with `receipts`); cumulative, at most once per acknowledging device and mark: keep the highest `seq` per kind and peer. */
   receipt: [ReceiptEvent];
   /** The server announced it is closing this connection, and why. */
@@ -371,10 +373,11 @@ export class EventHandler implements TransportHandlers {
       }
     }
     if (m.event) {
-      // An event of this user's inbox (a read mark made on another device): never a message.
+      // An event of this user's inbox (a read mark made on another device, a recall, an edit): never a message.
       const event = parseInboxEvent(m.event);
       if (event?.type === 'read') this.#client.emit('read', { peer: event.peer, group: event.group, seq: event.seq, originDevice: m.originDevice ?? '', eventSeq: seq, storedAt: m.storedAt ? uint64Number(m.storedAt) : undefined });
       else if (event?.type === 'recall') this.#client.emit('recall', { peer: event.peer, seq: event.seq, msgId: event.msgId, from: m.from ?? '', eventSeq: seq });
+      else if (event?.type === 'edit') this.#client.emit('edit', { peer: event.peer, seq: event.seq, msgId: event.msgId, from: m.from ?? '', content: m.content ?? '', json: m.json ?? '', editedAt: m.storedAt ? uint64Number(m.storedAt) : undefined, eventSeq: seq });
       else this.#log.debug({ seq }, 'ignoring an inbox event of a kind this client does not know');
     } else {
       this.#client.emit('message', incomingMessage(m, this.#uid));

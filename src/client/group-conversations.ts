@@ -13,7 +13,7 @@ import type { GroupEvent } from '../groups/group-store.js';
  * fields of a 1:1 message, but `seq` is the group's (one order for every member's every
  * device) and the group stands where the recipient would.
  */
-export interface GroupMessage extends Omit<IncomingMessage, 'to' | 'own' | 'originDevice' | 'recalled'> {
+export interface GroupMessage extends Omit<IncomingMessage, 'to' | 'own' | 'originDevice' | 'recalled' | 'edited'> {
   group: string;
 }
 

@@ -24,12 +24,12 @@ import { HEADER_LENGTH } from '../protocol/frame.js';
 import { ConversationOp, HeadType, type ConversationRequest, type ConversationResponse, type ImMessage, type MessageRequest } from '../protocol/types.js';
 import { conversationList, historyPage, readMark, type ConversationList, type ConversationSummary, type HistoryPage, type ReadMark } from './conversations.js';
 import { chatList, groupHistory, groupReaders, type ChatList, type ChatListEntry, type GroupHistory, type GroupReaders } from './group-conversations.js';
-import { EventHandler, serverError, type ClientInternals, type ClientStatus, type GroupEventMessage, type GroupMessage, type ImClientEvents, type IncomingMessage, type ReadEvent, type RecallEvent, type ReceiptEvent, type ServerNotification } from './event-handler.js';
+import { EventHandler, serverError, type ClientInternals, type ClientStatus, type GroupEventMessage, type GroupMessage, type ImClientEvents, type IncomingMessage, type EditEvent, type ReadEvent, type RecallEvent, type ReceiptEvent, type ServerNotification } from './event-handler.js';
 import { clientSettings, defaultRetryStrategy, type ClientSettings, type Endpoint, type ImClientOptions, type RetryStrategy } from './options.js';
 import { PendingRequests } from './pending-requests.js';
 import { Transport } from './transport.js';
 
-export { defaultRetryStrategy, type ChatList, type ChatListEntry, type ClientStatus, type ConversationList, type GroupHistory, type GroupReaders, type ConversationSummary, type Endpoint, type GroupEventMessage, type GroupMessage, type HistoryPage, type ImClientEvents, type ImClientOptions, type IncomingMessage, type ReadEvent, type ReadMark, type RecallEvent, type ReceiptEvent, type RetryStrategy, type ServerNotification };
+export { defaultRetryStrategy, type ChatList, type ChatListEntry, type ClientStatus, type ConversationList, type GroupHistory, type GroupReaders, type ConversationSummary, type Endpoint, type GroupEventMessage, type GroupMessage, type HistoryPage, type ImClientEvents, type ImClientOptions, type IncomingMessage, type ReadEvent, type ReadMark, type RecallEvent, type EditEvent, type ReceiptEvent, type RetryStrategy, type ServerNotification };
 
 /** A page of the chat list or of a conversation's history. */
 export interface PageOptions {
@@ -325,6 +325,20 @@ export class ImClient extends EventEmitter<ImClientEvents> {
    */
   async recall(peer: string, msgId: string | number): Promise<{ seq: number }> {
     const body = await this.#conversationRequest({ op: ConversationOp.RECALL, peer, msgId: String(msgId) as unknown as number });
+    return { seq: uint64Number(body.seq) };
+  }
+
+  /**
+   * Edits the message `msgId` (SendResult.msgId) this user sent `peer`, within the server's edit
+   * window (counted from when the message was stored): its content becomes `content` and its
+   * json `json` (an edit replaces both: without `json`, it has none), in both inboxes, and the
+   * peer's devices (and this user's other ones) get an 'edit' event carrying them. Resolves with
+   * the message's seq in the peer's inbox; rejects with SB_ERR_NO_MESSAGE (not one of this
+   * user's to `peer`, or recalled), SB_ERR_EDIT_EXPIRED or SB_ERR_MESSAGE_TOO_LARGE. Safe to
+   * repeat: an edit to what the message says already stores nothing.
+   */
+  async edit(peer: string, msgId: string | number, content: string, json = ''): Promise<{ seq: number }> {
+    const body = await this.#conversationRequest({ op: ConversationOp.EDIT, peer, msgId: String(msgId) as unknown as number, content, json });
     return { seq: uint64Number(body.seq) };
   }
 

@@ -34,6 +34,8 @@ export interface IncomingMessage {
   fromNick: string;
   /** The sender recalled it: this is its tombstone, and `content` says so (PROTOCOL.md §14). */
   recalled: boolean;
+  /** The sender edited it: `content` and `json` are the latest edit's (PROTOCOL.md §14). */
+  edited: boolean;
 }
 
 /** Another device of this user marked a conversation read (its read event, PROTOCOL.md §14). */
@@ -74,12 +76,13 @@ export function incomingMessage(m: MessageRequest, uid: string): IncomingMessage
     property: m.property ?? '',
     fromNick: m.fromNick ?? '',
     recalled: m.recalled === true,
+    edited: m.edited === true,
   };
 }
 
 /** A read event's JSON ({"type":"read","peer","seq"}) as {peer, seq}; undefined for anything else. */
 /** An inbox event of this user's (PROTOCOL.md §14), parsed; undefined for a kind this client does not know. */
-export type InboxEvent = { type: 'read'; peer: string; group: string; seq: number } | { type: 'recall'; peer: string; seq: number; msgId: string };
+export type InboxEvent = { type: 'read'; peer: string; group: string; seq: number } | { type: 'recall' | 'edit'; peer: string; seq: number; msgId: string };
 
 export function parseInboxEvent(json: string): InboxEvent | undefined {
   let parsed: unknown;
@@ -95,7 +98,7 @@ export function parseInboxEvent(json: string): InboxEvent | undefined {
   if (type === 'read' && typeof group === 'string' && peer === undefined) return { type, peer: '', group, seq };
   if (typeof peer !== 'string') return undefined;
   if (type === 'read') return { type, peer, group: '', seq };
-  if (type === 'recall' && typeof msgId === 'string') return { type, peer, seq, msgId };
+  if ((type === 'recall' || type === 'edit') && typeof msgId === 'string') return { type, peer, seq, msgId };
   return undefined;
 }
 
@@ -111,6 +114,28 @@ export interface RecallEvent {
   msgId: string;
   /** Who sent (and recalled) it: `peer`, or this user for its own message. */
   from: string;
+  /** The event's own seq in this user's inbox. */
+  eventSeq: number;
+}
+
+/**
+ * A message of this user's conversation with `peer` was edited by its sender (login with
+ * `inboxEvents`, or `ownCopies` for what this user edited from another device): show the message
+ * at inbox `seq` (msg_id `msgId`) with `content` and `json` instead, as edited. Later replays and
+ * history pages carry the edited message (`edited` set). A message may be edited more than once:
+ * each edit is an event, in the inbox's order, the last one is what the message says.
+ */
+export interface EditEvent {
+  peer: string;
+  seq: number;
+  msgId: string;
+  /** Who sent (and edited) it: `peer`, or this user for its own message. */
+  from: string;
+  /** The message's new content and json (an edit replaces both). */
+  content: string;
+  json: string;
+  /** When the server stored the edit (ms, its clock). */
+  editedAt: number | undefined;
   /** The event's own seq in this user's inbox. */
   eventSeq: number;
 }

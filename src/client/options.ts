@@ -102,9 +102,10 @@ export interface ImClientOptions {
    */
   receipts?: boolean;
   /**
-   * Take inbox events: 'recall' when a sender recalls a message to this user (the login's
-   * `inbox_events`). Without it the server passes over them for this device, which still shows
-   * recalled messages as tombstones in later replays and history pages. Default false.
+   * Take inbox events: 'recall' and 'edit' when a sender recalls or edits a message to this
+   * user (the login's `inbox_events`). Without it the server passes over them for this device,
+   * which still shows recalled messages as tombstones, and edited ones as edited, in later replays
+   * and history pages. Default false.
    */
   inboxEvents?: boolean;
   log?: Logger;

@@ -173,5 +173,7 @@ function messageJson(m: MessageRequest) {
   for (const key of ['from', 'to', 'content', 'url', 'property', 'fromNick', 'json', 'originDevice', 'group', 'event'] as const) if (m[key]) out[key] = m[key];
   if (m.msgType) out['msgType'] = m.msgType;
   if (m.time) out['time'] = uint64String(m.time);
+  if (m.recalled) out['recalled'] = true;
+  if (m.edited) out['edited'] = true;
   return out;
 }

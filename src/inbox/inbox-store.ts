@@ -124,8 +124,10 @@ export interface ReadResult {
 export interface RewriteResult {
   /** False: the inbox does not retain the seq (pruned, or never stored); nothing changed. */
   found: boolean;
-  /** False when found: the body was that already (a repeat); nothing changed. */
+  /** False when found: the body was that already (a repeat), or not the one expected (`changed`); nothing changed. */
   rewritten: boolean;
+  /** Found, but its body was not the `expected` one: it changed since it was read (a recall or another edit came first). */
+  changed: boolean;
   /** The event's seq, when one was appended (only with `rewritten`). */
   eventSeq: number | undefined;
   epoch: number;
@@ -165,11 +167,13 @@ export interface InboxStore {
    */
   markRead(uid: string, conversation: string, seq: number, event: Uint8Array): Promise<ReadResult>;
   /**
-   * Replaces the body of message `seq` (a recalled message's tombstone, PROTOCOL.md §14); its
-   * store time, seq and conversation stay. When it did, `event` (if any) is appended in the same
-   * atomic step. Idempotent: a body equal to the stored one changes nothing and appends nothing.
+   * Replaces the body of message `seq` (a recalled message's tombstone, an edited message, PROTOCOL.md
+   * §14); its store time, seq and conversation stay. When it did, `event` (if any) is appended in
+   * the same atomic step. Idempotent: a body equal to the stored one changes nothing and appends
+   * nothing. `expected`: only if the stored body is that one (else `changed`, nothing done), so
+   * that an edit made from what it read never overwrites a tombstone stored meanwhile.
    */
-  rewrite(uid: string, seq: number, body: Uint8Array, event: AppendRequest | undefined): Promise<RewriteResult>;
+  rewrite(uid: string, seq: number, body: Uint8Array, event: AppendRequest | undefined, expected?: Uint8Array): Promise<RewriteResult>;
   /** Messages after `after`, oldest first, at most `limit` (0: bounds only). */
   range(uid: string, after: number, limit: number): Promise<InboxRange>;
   /** The device's saved position (always one of the inbox's current epoch); undefined when the device has none. */

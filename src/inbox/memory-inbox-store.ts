@@ -199,11 +199,12 @@ export class MemoryInboxStore implements InboxStore {
     return { found: true, readSeq: c.readSeq, unread: c.unread, eventSeq, epoch: inbox!.epoch };
   }
 
-  async rewrite(uid: string, seq: number, body: Uint8Array, event: AppendRequest | undefined): Promise<RewriteResult> {
+  async rewrite(uid: string, seq: number, body: Uint8Array, event: AppendRequest | undefined, expected?: Uint8Array): Promise<RewriteResult> {
     const inbox = this.#read(uid);
     const current = inbox?.log.get(seq);
-    if (inbox === undefined || current === undefined) return { found: false, rewritten: false, eventSeq: undefined, epoch: inbox?.epoch ?? this.#epoch };
-    if (Buffer.compare(current.body, body) === 0) return { found: true, rewritten: false, eventSeq: undefined, epoch: inbox.epoch };
+    if (inbox === undefined || current === undefined) return { found: false, rewritten: false, changed: false, eventSeq: undefined, epoch: inbox?.epoch ?? this.#epoch };
+    if (Buffer.compare(current.body, body) === 0) return { found: true, rewritten: false, changed: false, eventSeq: undefined, epoch: inbox.epoch };
+    if (expected !== undefined && Buffer.compare(current.body, expected) !== 0) return { found: true, rewritten: false, changed: true, eventSeq: undefined, epoch: inbox.epoch };
     const now = this.#now();
     const before = bytesOf(inbox);
     // Room for both first: a rewrite that cannot tell the devices is not made.
@@ -211,7 +212,7 @@ export class MemoryInboxStore implements InboxStore {
     inbox.log.rewrite(seq, body);
     const eventSeq = event ? this.#push(inbox, now, event.body) : undefined;
     this.#settle(inbox, before);
-    return { found: true, rewritten: true, eventSeq, epoch: inbox.epoch };
+    return { found: true, rewritten: true, changed: false, eventSeq, epoch: inbox.epoch };
   }
 
   /** The inbox, pruned by age (its messages and conversations) as every read does; undefined when there is none. */

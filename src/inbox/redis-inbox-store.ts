@@ -255,22 +255,24 @@ saveEntry(KEYS[6], ARGV[1], e)
 local r = append(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[3], ARGV[4], '0', ARGV[5], '', '0')
 return {1, e.readSeq, e.unread, r[1], r[3]}
 `,
-    // KEYS: seq, ep, log, dd, cl, cv, cx   ARGV: seq, body, event body ('' : none), now, candidate epoch
-    // {found (0|1), rewritten (0|1), event seq (0: none), epoch}.
+    // KEYS: seq, ep, log, dd, cl, cv, cx   ARGV: seq, body, event body ('' : none), now, candidate epoch,
+    // expected body ('' : any)
+    // {found (0|1), rewritten (0|1), event seq (0: none), epoch, changed (0|1)}.
     rewrite: `${append}
 local now = tonumber(ARGV[4])
 prune(KEYS[3], now)
 local ep = epoch(KEYS[2], ARGV[5])
 local current = redis.call('ZRANGEBYSCORE', KEYS[3], ARGV[1], ARGV[1])[1]
-if not current then return {0, 0, 0, ep} end
+if not current then return {0, 0, 0, ep, 0} end
 local prefix = string.match(current, '^%d+|%d+|')
 local replaced = prefix .. ARGV[2]
-if current == replaced then return {1, 0, 0, ep} end
+if current == replaced then return {1, 0, 0, ep, 0} end
+if ARGV[6] ~= '' and current ~= prefix .. ARGV[6] then return {1, 0, 0, ep, 1} end
 redis.call('ZREM', KEYS[3], current)
 redis.call('ZADD', KEYS[3], ARGV[1], replaced)
 local eventSeq = 0
 if ARGV[3] ~= '' then eventSeq = append(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[3], ARGV[4], '0', ARGV[5], '', '0')[1] end
-return {1, 1, eventSeq, ep}
+return {1, 1, eventSeq, ep, 0}
 `,
     // KEYS: seq, ep, log   ARGV: after, limit, now, candidate epoch
     range: `${prune}${epoch}
@@ -316,7 +318,7 @@ type Scripts = {
   sbConversationsBuffer(log: string, cl: string, cv: string, before: number, limit: number, now: number): Promise<[Buffer[], Buffer[], Buffer[], number]>;
   sbHistoryBuffer(seq: string, log: string, cl: string, cv: string, cx: string, conversation: string, before: number, limit: number, now: number): Promise<[number, number, number, Buffer[]]>;
   sbMarkRead(...args: [...Keys7, conversation: string, seq: number, event: Buffer, now: number, epoch: number]): Promise<[number, number, number, number, string]>;
-  sbRewrite(...args: [...Keys7, seq: number, body: Buffer, event: Buffer | string, now: number, epoch: number]): Promise<[number, number, number, string]>;
+  sbRewrite(...args: [...Keys7, seq: number, body: Buffer, event: Buffer | string, now: number, epoch: number, expected: Buffer | string]): Promise<[number, number, number, string, number]>;
   sbSaveCursor(seqKey: string, ep: string, cur: string, deviceId: string, position: number, epoch: number): Promise<number>;
   sbResetEpoch(ep: string, cur: string, expected: number, epoch: number): Promise<string>;
 };
@@ -446,16 +448,16 @@ export class RedisInboxStore implements InboxStore {
     return { found: found === 1, readSeq: Number(readSeq), unread: Number(unread), eventSeq: eventSeq === 0 ? undefined : Number(eventSeq), epoch: Number(epoch) };
   }
 
-  async rewrite(uid: string, seq: number, body: Uint8Array, event: AppendRequest | undefined): Promise<RewriteResult> {
+  async rewrite(uid: string, seq: number, body: Uint8Array, event: AppendRequest | undefined, expected?: Uint8Array): Promise<RewriteResult> {
     const k = this.#keys(uid);
-    let reply: [number, number, number, string];
+    let reply: [number, number, number, string, number];
     try {
-      reply = await this.#redis.sbRewrite(k.seq, k.ep, k.log, `${k.base}:dd`, k.cl, k.cv, `${k.base}:cx`, seq, bufferOf(body), event ? bufferOf(event.body) : '', this.#now(), this.#epochs.next());
+      reply = await this.#redis.sbRewrite(k.seq, k.ep, k.log, `${k.base}:dd`, k.cl, k.cv, `${k.base}:cx`, seq, bufferOf(body), event ? bufferOf(event.body) : '', this.#now(), this.#epochs.next(), expected ? bufferOf(expected) : '');
     } catch (err) {
       throw storeUnavailable('inbox', err);
     }
-    const [found, rewritten, eventSeq, epoch] = reply;
-    return { found: found === 1, rewritten: rewritten === 1, eventSeq: eventSeq === 0 ? undefined : Number(eventSeq), epoch: Number(epoch) };
+    const [found, rewritten, eventSeq, epoch, changed] = reply;
+    return { found: found === 1, rewritten: rewritten === 1, changed: changed === 1, eventSeq: eventSeq === 0 ? undefined : Number(eventSeq), epoch: Number(epoch) };
   }
 
   async range(uid: string, after: number, limit: number): Promise<InboxRange> {

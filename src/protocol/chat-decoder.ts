@@ -76,7 +76,7 @@ export const KNOWN_WIRE_TYPES = {
     receipt: LEN,
     peerReceipt: LEN,
   },
-  MessageRequest: { msgId: VARINT, from: LEN, to: LEN, time: VARINT, msgType: VARINT, content: LEN, url: LEN, property: LEN, fromNick: LEN, json: LEN, seq: VARINT, storedAt: VARINT, group: LEN, event: LEN, originDevice: LEN, recalled: VARINT },
+  MessageRequest: { msgId: VARINT, from: LEN, to: LEN, time: VARINT, msgType: VARINT, content: LEN, url: LEN, property: LEN, fromNick: LEN, json: LEN, seq: VARINT, storedAt: VARINT, group: LEN, event: LEN, originDevice: LEN, recalled: VARINT, edited: VARINT },
   MessageAck: { seq: VARINT, group: LEN },
 } as const satisfies {
   Message: Record<keyof typeof Field.Message, WireType>;

@@ -1,5 +1,6 @@
-// Recall on the wire (PROTOCOL.md §14): the tombstone that replaces a recalled message in every
-// inbox that holds it, and the inbox events that tell the devices. An inbox event is a
+// Recall and edit on the wire (PROTOCOL.md §14): the tombstone that replaces a recalled message
+// in every inbox that holds it, the edited body that replaces an edited one, and the inbox events
+// that tell the devices. An inbox event is a
 // MessageRequest whose `event` field is written first, so a delivery tells one by its first two
 // bytes without decoding it, as it tells an own copy (codec.ts): no chat request's stored body
 // can start so (a request carrying `event` is refused, and storedRequestBody writes msg_id or
@@ -36,4 +37,14 @@ export function inboxEventBody(event: string, fields: MessageRequest): Uint8Arra
 /** The tombstone of stored message `m`: who, to whom, which msg_id and when, and that it was recalled; nothing of what it said. */
 export function tombstoneBody(m: MessageRequest): Uint8Array {
   return encodeMessageRequest({ msgId: m.msgId, from: m.from, to: m.to, msgType: m.msgType, content: RECALLED_CONTENT, storedAt: m.storedAt, recalled: true });
+}
+
+/**
+ * The edited form of stored message `m`: the same msg_id, sender, recipient, type, time and store
+ * time (and url, property, from_nick), `content` and `json` the edit's, and `edited` set. An edit
+ * replaces both: a `json` left empty clears it.
+ */
+export function editedBody(m: MessageRequest, content: string, json: string): Uint8Array {
+  const { msgId, from, to, time, msgType, url, property, fromNick, storedAt } = m;
+  return encodeMessageRequest({ msgId, from, to, time, msgType, content, url, property, fromNick, json, storedAt, edited: true });
 }

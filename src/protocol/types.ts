@@ -38,12 +38,12 @@ export const Field = {
   },
   LoginRequest: { uid: 1, deviceId: 2, token: 3, platform: 4, appVersion: 5, acks: 16, lastSeq: 17, inboxEpoch: 18, groups: 19, ownCopies: 20, noReplay: 21, receipts: 22, inboxEvents: 23 },
   LoginResponse: { result: 1, code: 2, info: 3, expose: 4, errorCode: 16, inboxHead: 17, syncFrom: 18, gap: 19, inboxEpoch: 20, reset: 21, heartbeatIntervalMs: 22 },
-  MessageRequest: { msgId: 1, from: 2, to: 3, time: 4, msgType: 5, content: 6, url: 8, property: 9, fromNick: 10, json: 11, seq: 16, storedAt: 17, group: 18, event: 19, originDevice: 20, recalled: 21 },
+  MessageRequest: { msgId: 1, from: 2, to: 3, time: 4, msgType: 5, content: 6, url: 8, property: 9, fromNick: 10, json: 11, seq: 16, storedAt: 17, group: 18, event: 19, originDevice: 20, recalled: 21, edited: 22 },
   MessageResponse: { result: 1, code: 2, info: 3, expose: 4, errorCode: 16, seq: 17, duplicate: 18, ownSeq: 19 },
   MessageNotification: { noId: 1, json: 2, timestamp: 3 },
   MessageHeartBeat: { seq: 1, uid: 2, json: 3 },
   MessageAck: { seq: 1, group: 2 },
-  ConversationRequest: { op: 1, peer: 2, before: 3, limit: 4, seq: 5, msgId: 6, group: 7, groups: 8, after: 9, cursor: 12 },
+  ConversationRequest: { op: 1, peer: 2, before: 3, limit: 4, seq: 5, msgId: 6, group: 7, groups: 8, after: 9, content: 10, json: 11, cursor: 12 },
   Conversation: { peer: 1, lastSeq: 2, lastAt: 3, readSeq: 4, unread: 5, last: 6, truncated: 7, group: 8, name: 9 },
   GroupReader: { uid: 1, readSeq: 2 },
   ConversationResponse: { result: 1, code: 2, info: 3, errorCode: 16, conversations: 17, messages: 18, nextBefore: 19, oldest: 20, pruned: 21, readSeq: 22, unread: 23, eventSeq: 24, seq: 25, readers: 26, readCount: 27, memberCount: 28, nextAfter: 29, nextCursor: 30 },
@@ -162,7 +162,7 @@ export interface LoginRequest {
   noReplay?: boolean;
   /** RECEIPTs for the messages this user sends. */
   receipts?: boolean;
-  /** Inbox events (recalls) are sent to this device. */
+  /** Inbox events (recalls, edits) are sent to this device. */
   inboxEvents?: boolean;
 }
 
@@ -203,6 +203,8 @@ export interface MessageRequest {
   originDevice?: string;
   /** switchboard: set by the server on the tombstone of a recalled message. */
   recalled?: boolean;
+  /** switchboard: set by the server on a message its sender edited (content and json are the edit's). */
+  edited?: boolean;
 }
 
 export interface MessageResponse {
@@ -229,7 +231,7 @@ export const ConversationOp = {
   HISTORY: 2,
   READ: 3,
   RECALL: 4,
-  /** 5 is EDIT's. */
+  EDIT: 5,
   READERS: 6,
 } as const;
 export type ConversationOp = (typeof ConversationOp)[keyof typeof ConversationOp];
@@ -245,6 +247,9 @@ export interface ConversationRequest {
   groups?: boolean;
   after?: string;
   cursor?: string;
+  /** EDIT: the new content and json. */
+  content?: string;
+  json?: string;
 }
 
 export interface Conversation {

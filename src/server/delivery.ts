@@ -24,7 +24,7 @@
 //
 // Own copies (a message's copy in its sender's inbox, for the sender's other devices) are passed
 // over, not written, for the device that sent them and for devices that did not log in with
-// own_copies, and inbox events (recalls) for devices that did not log in with inbox_events: the position moves past them as if written, and a device's ack of the last seq
+// own_copies, and inbox events (recalls, edits) for devices that did not log in with inbox_events: the position moves past them as if written, and a device's ack of the last seq
 // actually written to it (writtenSeq) covers those passed over after it.
 //
 // Nudges (PEER_NUDGE: "deliveries may have been dropped, read the inbox") are coalesced: those
@@ -390,7 +390,7 @@ export class Delivery {
 
 /**
  * An entry `session` does not take: an own copy (isOwnCopy) when it sent the message or did not
- * ask for own copies; an inbox event (a recall) when it did not ask for them.
+ * ask for own copies; an inbox event (a recall, an edit) when it did not ask for them.
  */
 function passesOver(session: LocalSession, body: Uint8Array): boolean {
   if (isOwnCopy(body)) return !session.ownCopies || ownCopyFrom(body, session.deviceIdBytes);

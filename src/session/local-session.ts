@@ -43,7 +43,7 @@ export class LocalSession {
   acks = false;
   /** The device takes the copies of what its user sends from other devices (LoginRequest.own_copies). */
   ownCopies = false;
-  /** The device takes inbox events, recalls (LoginRequest.inbox_events); without, it is passed over them. */
+  /** The device takes inbox events, recalls and edits (LoginRequest.inbox_events); without, it is passed over them. */
   inboxEvents = false;
 
   // Receipts state, owned by the server's Receipts (see src/server/receipts.ts).

@@ -1,13 +1,17 @@
 // `switchboard chat`'s conversation commands, a real process (the compiled dist/: `npm run build`
 // first) against a real node: /list prints the chat list with unread counts, /history USER N the
 // last messages of one conversation and marks them read, /read USER marks one read; a mark made
-// on another device of the user prints as a read line, never as a message.
+// on another device of the user prints as a read line, never as a message; /recall and /edit
+// take back or change what the chat sent, and those made elsewhere print as lines; groups list
+// and read as conversations.
 
 import t from 'tap';
 import { ImClient } from '../../src/client/im-client.js';
 import { CliProcess } from '../helpers/cli-process.js';
 import { startNode } from '../helpers/node.js';
 import { until } from '../../testkit/wait.js';
+import { parseChatLine } from '../../src/cli/commands/chat-groups.js';
+import { editArgs } from '../../src/cli/commands/chat-conversations.js';
 
 const SECRET = 'chat-test-secret-of-at-least-32-characters';
 const EXIT_MS = 20_000;
@@ -155,4 +159,54 @@ t.test('groups in the chat: /list shows them with unread counts, /history #GROUP
   await bob.waitFor('the refusal', () => bob.stdout.includes('/readers refused'));
   bob.child.stdin.end();
   await bob.exit(EXIT_MS);
+});
+
+t.test('/edit [@USER] TEXT: the text as typed; USER when it is @named or someone this chat sent to', async (t) => {
+  t.same(parseChatLine('/edit  see  you at 9 '), { kind: 'conversation', name: 'edit', args: ['see  you at 9'] }, 'the spacing inside kept');
+  t.match(parseChatLine('/edit'), { kind: 'bad', reason: /usage: \/edit \[@USER\] TEXT/ });
+  const sentTo = (name: string) => name === 'bob';
+  t.same(editArgs('@carol hi there', sentTo), { user: 'carol', text: 'hi there' });
+  t.same(editArgs('bob hi there', sentTo), { user: 'bob', text: 'hi there' }, 'bob: this chat sent to him');
+  t.same(editArgs('carol hi there', sentTo), { user: undefined, text: 'carol hi there' }, 'carol: not a peer of this chat, a word of the text');
+  t.same(editArgs('bob', sentTo), { user: undefined, text: 'bob' }, 'one word is the text');
+  t.same(editArgs('@ hi', sentTo), { user: undefined, text: '@ hi' });
+});
+
+t.test('/edit changes the last message the chat sent; edits made elsewhere print as lines, edited messages with (edited)', async (t) => {
+  const n = await startNode(t, {}, { secret: SECRET });
+  const connect = async (uid: string, deviceId: string) => {
+    const client = new ImClient({ host: '127.0.0.1', port: n.port, uid, deviceId, token: n.token(uid), retryStrategy: false, inboxEvents: true, ownCopies: true });
+    t.teardown(() => client.close());
+    await client.connect();
+    return client;
+  };
+  const bob = await connect('bob', 'b');
+  const edits: string[] = [];
+  bob.on('edit', (e) => edits.push(`${e.peer} #${e.seq}: ${e.content}`));
+  const alicePhone = await connect('alice', 'phone');
+  const alice = new CliProcess(t, 'chat alice', ['chat', '--user', 'alice', '--port', String(n.port), '--secret', SECRET]);
+  await alice.waitFor('logged in', () => alice.stdout.includes('logged in as alice'));
+  alice.child.stdin.write('/edit oops\n@bob see you at 8\n');
+  await alice.waitFor('stored', () => alice.stdout.includes('✓ stored (bob #1)'));
+  t.match(alice.stdout, /^\* \/edit refused: SB_ERR_NO_MESSAGE this chat has sent nothing to edit$/m, 'nothing sent yet: refused');
+  alice.child.stdin.write('/edit see  you at 9\n');
+  await alice.waitFor('edited', () => alice.stdout.includes('* edited your last message to bob (bob #1)'));
+  alice.child.stdin.write('/edit bob see you at 10\n/edit @bob see you at 11\n');
+  await until('bob is told of each', () => edits.length === 3);
+  t.same(edits, ['alice #1: see  you at 9', 'alice #1: see you at 10', 'alice #1: see you at 11'], 'the text as typed; bob named, then @bob');
+
+  const mine = await bob.send('alice', 'and mine');
+  await alice.waitFor('the message', () => alice.stdout.includes('bob: and mine'));
+  await bob.edit('alice', mine.msgId, 'and mine, edited');
+  await alice.waitFor('the edit', () => alice.stdout.includes(`* bob edited a message (#${mine.seq}): and mine, edited`));
+  const fromPhone = await alicePhone.send('bob', 'from the phone');
+  await alicePhone.edit('bob', fromPhone.msgId, 'from the phone, edited');
+  await alice.waitFor('her own edit', () => alice.stdout.includes(`* you edited your message to bob (#${fromPhone.ownSeq}): from the phone, edited`));
+  alice.child.stdin.write('/history bob\n/list\n');
+  await alice.waitFor('the list', () => alice.stdout.includes('* bob  '));
+  t.match(alice.stdout, /\] me → bob: see you at 11 \(edited\)$/m, 'history shows the edit, marked');
+  t.match(alice.stdout, /\] bob: and mine, edited \(edited\)$/m);
+  t.match(alice.stdout, /^\* bob {2}read {2}me: from the phone, edited \(edited\)$/m, 'the list too');
+  alice.child.stdin.end();
+  t.not((await alice.exit(EXIT_MS)).code, 0, 'the refused /edit makes the exit code non-zero');
 });

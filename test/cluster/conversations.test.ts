@@ -3,7 +3,7 @@
 // time; every count in every list then agrees with the conversation's history. A read mark made
 // on one worker reaches the user's devices on the others as the same inbox entry. The same for a
 // group: members on three workers race their messages, and the list's unread count, read
-// position and read count agree with the group's history.
+// position and read count agree with the group's history. So do a recall and an edit.
 
 import t from 'tap';
 import { startZooKeeper } from '../helpers/zookeeper.js';
@@ -183,4 +183,24 @@ t.test('a group raced by members on three workers: the list, the read position a
   // hal read the last message; ivy has read up to her own last one, which may be it.
   const ivyRead = Math.max(...ivys!) >= 71 ? 1 : 0;
   t.match(counted, { result: true, readCount: 1 + ivyRead, memberCount: 2 }, `hal${ivyRead ? ' and ivy (whose message it is)' : ''} read the last message`);
+});
+
+t.test("an edit on one worker reaches the recipient on another and the sender's device on a third, with its content", async (t) => {
+  const writer = await connectLoggedIn(t, a.port, 'kim', cluster.token('kim', 'k1'), 'k1', { acks: true, ownCopies: true, inboxEvents: true });
+  const writerLaptop = await connectLoggedIn(t, c.port, 'kim', cluster.token('kim', 'k2'), 'k2', { acks: true, ownCopies: true, inboxEvents: true });
+  const reader = await connectLoggedIn(t, b.port, 'lee', cluster.token('lee', 'l1'), 'l1', { acks: true, inboxEvents: true });
+  await sleep(LOGIN_RECHECKS_MS);
+  const r = (await writer.chatAndWait('lee', 'meet at 8', { msgId: 6 })).messageResponse!;
+  const seq = Number(u64(r.seq));
+  await reader.next((m) => isDelivery(m) && seqOf(m) === seq);
+  const ownSeq = seqOf(await writerLaptop.next(isDelivery));
+  const done = (await writerLaptop.conversation({ op: ConversationOp.EDIT, peer: 'lee', msgId: 6, content: 'meet at 9' })).conversationResponse!;
+  t.equal(done.result, true, 'edited from a device on a third worker');
+  const event = await reader.next((m) => isDelivery(m) && !!m.messageRequest?.event, 10_000);
+  t.same(JSON.parse(event.messageRequest!.event!), { type: 'edit', peer: 'kim', seq, msgId: '6' });
+  t.equal(event.messageRequest!.content, 'meet at 9', 'the event carries the new content');
+  const own = await writer.next((m) => isDelivery(m) && !!m.messageRequest?.event, 10_000);
+  t.same(JSON.parse(own.messageRequest!.event!), { type: 'edit', peer: 'lee', seq: ownSeq, msgId: '6' }, "the sender's device on the first worker is told too");
+  const [edited] = (await reader.conversation({ op: ConversationOp.HISTORY, peer: 'kim' })).conversationResponse!.messages!;
+  t.match(edited, { edited: true, content: 'meet at 9' });
 });

@@ -9,7 +9,7 @@ import { decodeMessage, decodeStoredRequest, encodeMessage, encodeMessageFrame, 
 import { loginResponse } from '../../src/protocol/messages.js';
 import { ConversationOp, HeadType, MsgType, Platform, ReceiptKind, type ImMessage } from '../../src/protocol/types.js';
 import { receiptFrame } from '../../src/protocol/receipts.js';
-import { inboxEventBody, isInboxEvent, tombstoneBody } from '../../src/protocol/recall.js';
+import { editedBody, inboxEventBody, isInboxEvent, tombstoneBody } from '../../src/protocol/recall.js';
 import { readEventBody } from '../../src/server/handlers/conversations.js';
 import { listEntry } from '../../src/server/handlers/conversation-pages.js';
 import { groupEntry, groupReadEventBody } from '../../src/server/handlers/group-conversations.js';
@@ -126,6 +126,13 @@ function section(n: number): string {
   const start = protocol.indexOf(`\n## ${n}. `);
   const end = protocol.indexOf('\n## ', start + 1);
   return protocol.slice(start, end < 0 ? undefined : end);
+}
+/** The text of subsection `### title` of PROTOCOL.md section `n` (to the next heading of its level or above). */
+function subsection(n: number, title: string): string {
+  const text = section(n);
+  const start = text.indexOf(`\n### ${title}\n`);
+  const end = text.indexOf('\n### ', start + 1);
+  return start < 0 ? '' : text.slice(start, end < 0 ? undefined : end);
 }
 const hexOf = (b: Uint8Array) => Buffer.from(b).toString('hex').replace(/(..)/g, '$1 ').trim();
 
@@ -297,7 +304,7 @@ t.test('the worked receipt frames of PROTOCOL.md §14 are what client and worker
 });
 
 t.test('the worked recall frames of PROTOCOL.md §14 are what client and worker write', async (t) => {
-  const blocks = hexBlocks(section(14)).slice(11, 15);
+  const blocks = hexBlocks(subsection(14, 'Recall'));
   const frame = (type: number, sequence: number, body: Partial<ImMessage>) => hexOf(encodeMessageFrame({ type, sequence, sessionId: 's1', ...body }));
   const request = frame(HeadType.CONVERSATION_REQUEST, 8, { conversationRequest: { op: ConversationOp.RECALL, peer: 'bob', msgId: 42 } });
   const response = frame(HeadType.CONVERSATION_RESPONSE, 8, { conversationResponse: { result: true, code: 0, info: 'ok', seq: 12, eventSeq: 9 } });
@@ -330,4 +337,18 @@ t.test('the worked group conversation frames of PROTOCOL.md §14 are what client
   const decoded = decodeMessage(deliveryFrame(event, 10).subarray(8)).messageRequest!;
   t.same(JSON.parse(decoded.event!), { type: 'read', group, seq: 7 });
   t.equal(decoded.group, '', 'the read event is an inbox entry, not a group delivery');
+});
+
+t.test('the worked edit frames of PROTOCOL.md §14 are what client and worker write', async (t) => {
+  const blocks = hexBlocks(subsection(14, 'Edit'));
+  const frame = (type: number, sequence: number, body: Partial<ImMessage>) => hexOf(encodeMessageFrame({ type, sequence, sessionId: 's1', ...body }));
+  const request = frame(HeadType.CONVERSATION_REQUEST, 10, { conversationRequest: { op: ConversationOp.EDIT, peer: 'bob', msgId: 42, content: 'hi Bob!' } });
+  const response = frame(HeadType.CONVERSATION_RESPONSE, 10, { conversationResponse: { result: true, code: 0, info: 'ok', seq: 12, eventSeq: 9 } });
+  const stored = storedRequestBody({ msgId: 42, to: 'bob', content: 'hi bob', msgType: 1 }, 'alice', 1_764_672_000_000, 'bob');
+  const event = inboxEventBody(JSON.stringify({ type: 'edit', peer: 'alice', seq: 12, msgId: '42' }), { from: 'alice', to: 'bob', storedAt: 1_764_672_090_000, content: 'hi Bob!', json: '' });
+  const edited = editedBody(decodeStoredRequest(stored), 'hi Bob!', '');
+  t.same(blocks, [request, response, hexOf(deliveryFrame(event, 13)), hexOf(deliveryFrame(edited, 12))], 'the request, its answer, the edit event and the edited message');
+  t.ok(isInboxEvent(event), 'the event starts with its event field');
+  t.match(decodeMessage(deliveryFrame(event, 13).subarray(8)).messageRequest, { content: 'hi Bob!', from: 'alice' }, 'the event carries the new content');
+  t.match(decodeMessage(deliveryFrame(edited, 12).subarray(8)).messageRequest, { edited: true, content: 'hi Bob!', msgType: 1 });
 });

@@ -15,6 +15,8 @@ import type { InboxStore } from '../../src/inbox/inbox-store.js';
 import { MemoryGroupStore } from '../../src/groups/memory-group-store.js';
 import { MemoryGroupNotifier } from '../../src/groups/group-notifier.js';
 import { ownCopyBody, storedRequestBody } from '../../src/protocol/codec.js';
+import { storedMessage } from '../../src/protocol/conversation-view.js';
+import { editedBody, tombstoneBody } from '../../src/protocol/recall.js';
 import { silentLogger } from '../../src/log.js';
 import { TEST_SECRET } from '../helpers/node.js';
 import { startRedis } from '../helpers/redis.js';
@@ -53,6 +55,22 @@ async function chat(inbox: InboxStore, from: string, to: string, content: string
 }
 
 function suite(t: Test, make: MakeInbox): void {
+  t.test('an edited and a recalled message say so, in history and in the list', async (t) => {
+    const inbox = await make(t);
+    const { get } = await gateOn(t, inbox);
+    await chat(inbox, 'alice', 'bob', 'first');
+    await chat(inbox, 'alice', 'bob', 'second');
+    const [first, second] = (await inbox.history('bob', 'alice', 0, 10)).messages.map(storedMessage);
+    await inbox.rewrite('bob', 1, tombstoneBody(first!), undefined);
+    await inbox.rewrite('bob', 2, editedBody(second!, 'second, edited', ''), undefined);
+    const history = await get('bob', '/api/conversations/alice/messages');
+    t.same(history.body.messages.map((m: any) => [m.content, m.recalled ?? false, m.edited ?? false]), [
+      ['[recalled]', true, false],
+      ['second, edited', false, true],
+    ]);
+    t.match((await get('bob', '/api/conversations')).body.conversations[0].last, { content: 'second, edited', edited: true });
+  });
+
   t.test('the list and a history page of the token\'s user, as JSON', async (t) => {
     const inbox = await make(t);
     const { get } = await gateOn(t, inbox);

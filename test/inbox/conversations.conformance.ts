@@ -259,4 +259,17 @@ export function conversationsConformance(t: Test, make: MakeInbox): void {
     t.match(await inbox.rewrite('nobody', 1, body('x'), event), { found: false });
     t.same((await inbox.range('bob', 0, 10)).messages.map((m) => m.body.toString()), ['recall event', 'c0', 'c1', 'c2', 'c3'], 'pruning went past the rewritten ones');
   });
+
+  t.test('rewrite with an expected body: only over that one, else changed and nothing done (an edit after a recall)', async (t) => {
+    const inbox = await make();
+    t.teardown(() => inbox.close());
+    await received(inbox, 'bob', 'alice', 'hi'); // 1
+    const event = { uid: 'bob', sender: 'alice', msgId: '0', body: body('edit event') };
+    t.match(await inbox.rewrite('bob', 1, body('hi, edited'), event, body('hi')), { found: true, rewritten: true, changed: false, eventSeq: 2 }, 'over the body expected');
+    await inbox.rewrite('bob', 1, body('[recalled]'), undefined);
+    t.match(await inbox.rewrite('bob', 1, body('hi, edited again'), event, body('hi, edited')), { found: true, rewritten: false, changed: true, eventSeq: undefined }, 'a tombstone came meanwhile: refused');
+    t.same(texts((await inbox.range('bob', 0, 10)).messages), ['[recalled]', 'edit event'], 'the tombstone stays, no event appended');
+    t.match(await inbox.rewrite('bob', 1, body('[recalled]'), event, body('hi')), { found: true, rewritten: false, changed: false }, 'the body it is already: a repeat, whatever was expected');
+    t.match(await inbox.rewrite('bob', 9, body('x'), event, body('hi')), { found: false, changed: false });
+  });
 }

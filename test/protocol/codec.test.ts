@@ -345,6 +345,7 @@ t.test('httpStatusOf: the gate status each code has in the error catalogue (PROT
     SB_ERR_NO_CONVERSATION: 404,
     SB_ERR_NO_MESSAGE: 404,
     SB_ERR_RECALL_EXPIRED: 409,
+    SB_ERR_EDIT_EXPIRED: 409,
     SB_ERR_BAD_GROUP: 400,
     SB_ERR_GROUP_NOT_FOUND: 404,
     SB_ERR_GROUP_NOT_MEMBER: 403,

@@ -4,39 +4,14 @@
 // never the content. Run on the memory inbox and on a real Redis one. The attacks: recalling
 // another user's message, one received, one past the window, repeats, a forged `recalled`.
 
-import t, { type Test } from 'tap';
-import { startNode, type TestNode } from '../helpers/node.js';
-import { startRedis } from '../helpers/redis.js';
-import { connectLoggedIn, nothingMoreDelivered } from '../helpers/raw-session.js';
-import { isDelivery, seqOf, u64, type RawClient, type SyncOptions } from '../../testkit/raw-client.js';
-import { ConversationOp, type ImMessage } from '../../src/protocol/types.js';
-import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
-import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
-import type { WorkerLimits } from '../../src/config.js';
+import t from 'tap';
+import { nothingMoreDelivered } from '../helpers/raw-session.js';
+import { eventOf, history, login, memory, recall, sent, STORES } from '../helpers/rewrites.js';
+import { isDelivery, seqOf, u64 } from '../../testkit/raw-client.js';
+import { ConversationOp } from '../../src/protocol/types.js';
 import { sleep } from '../../testkit/wait.js';
 
-type Start = (t: Test, limits?: Partial<WorkerLimits>) => Promise<TestNode>;
-const memory: Start = (t, limits = {}) => startNode(t, limits, { inbox: new MemoryInboxStore() });
-const redis: Start = async (t, limits = {}) => {
-  const server = await startRedis(t);
-  return startNode(t, limits, { inbox: new RedisInboxStore({ url: server.url }) });
-};
-
-function login(t: Test, tn: TestNode, uid: string, device: string, options: SyncOptions = {}): Promise<RawClient> {
-  return connectLoggedIn(t, tn.port, uid, tn.token(uid, device), device, { acks: true, ...options });
-}
-
-async function sent(client: RawClient, to: string, content: string, msgId: number): Promise<number> {
-  const r = (await client.chatAndWait(to, content, { msgId })).messageResponse!;
-  if (!r.result) throw new Error(`refused: ${JSON.stringify(r)}`);
-  return Number(u64(r.seq));
-}
-
-const recall = async (client: RawClient, peer: string, msgId: number) => (await client.conversation({ op: ConversationOp.RECALL, peer, msgId })).conversationResponse!;
-const eventOf = (m: ImMessage) => JSON.parse(m.messageRequest!.event!) as Record<string, unknown>;
-const history = async (client: RawClient, peer: string) => (await client.conversation({ op: ConversationOp.HISTORY, peer })).conversationResponse!.messages ?? [];
-
-for (const [store, start] of [['memory', memory], ['redis', redis]] as const) {
+for (const [store, start] of STORES) {
   t.test(`${store}: a recall leaves a tombstone everywhere and tells every device that takes events`, async (t) => {
     const tn = await start(t);
     const phone = await login(t, tn, 'alice', 'phone', { ownCopies: true, inboxEvents: true });

@@ -2,7 +2,7 @@
 // /list prints the chat list, groups included, with unread counts, /history USER|#GROUP [N] the
 // last messages of one conversation (and marks them read: they were shown), /read USER|#GROUP
 // marks it read up to its last message, /recall [USER] recalls the last message this chat sent
-// (to USER), /readers #GROUP how many members read the last message this chat sent there. Each
+// (to USER), /edit [@USER] TEXT edits it, /readers #GROUP how many members read the last message this chat sent there. Each
 // returns the lines to print; a refusal throws the server's code.
 
 import type { ChatListEntry, ConversationSummary, ImClient, IncomingMessage } from '../../client/im-client.js';
@@ -22,7 +22,7 @@ export const LIST_SHOWN = 20;
 /** Messages /history prints unless told how many; at most HISTORY_MAX. */
 export const HISTORY_SHOWN = 20;
 export const HISTORY_MAX = 100;
-/** Peers whose last message from this chat /recall remembers (the oldest forgotten first). */
+/** Peers whose last message from this chat /recall and /edit remember (the oldest forgotten first). */
 const MAX_REMEMBERED = 10_000;
 
 export class ConversationCommands {
@@ -47,7 +47,7 @@ export class ConversationCommands {
     this.#lastInGroup.set(group, seq);
   }
 
-  /** This chat sent `peer` the message `msgId` (it was stored): what /recall takes back. */
+  /** This chat sent `peer` the message `msgId` (it was stored): what /recall takes back and /edit changes. */
   sent(peer: string, msgId: string): void {
     this.#lastSent.delete(peer);
     if (this.#lastSent.size >= MAX_REMEMBERED) this.#lastSent.delete(this.#lastSent.keys().next().value!);
@@ -57,13 +57,16 @@ export class ConversationCommands {
   async run(name: ConversationCommand, args: string[]): Promise<string[]> {
     switch (name) {
       case 'recall': {
-        // The last message sent to USER, or to anyone.
-        const peer = args[0] === undefined ? [...this.#lastSent.keys()].at(-1) : this.user(args[0]);
-        const msgId = peer === undefined ? undefined : this.#lastSent.get(peer);
-        if (peer === undefined || msgId === undefined) throw new SwitchboardError('SB_ERR_NO_MESSAGE', args[0] === undefined ? 'this chat has sent nothing to recall' : `this chat has sent ${peer} nothing to recall`);
+        const { peer, msgId } = this.#last(args[0], 'recall');
         const { seq } = await this.client.recall(peer, msgId);
         this.#lastSent.delete(peer);
         return [`* recalled your last message to ${peer} (${peer} #${seq})`];
+      }
+      case 'edit': {
+        const { user, text } = editArgs(args[0]!, (name) => this.#lastSent.has(this.user(name)));
+        const { peer, msgId } = this.#last(user, 'edit');
+        const { seq } = await this.client.edit(peer, msgId, text);
+        return [`* edited your last message to ${peer} (${peer} #${seq})`];
       }
       case 'list': {
         const { entries, nextCursor } = await this.client.chatList({ limit: LIST_SHOWN });
@@ -131,6 +134,14 @@ export class ConversationCommands {
     return this.groups.resolve(name);
   }
 
+  /** The last message sent to `user`, or to anyone. */
+  #last(user: string | undefined, what: string): { peer: string; msgId: string } {
+    const peer = user === undefined ? [...this.#lastSent.keys()].at(-1) : this.user(user);
+    const msgId = peer === undefined ? undefined : this.#lastSent.get(peer);
+    if (peer === undefined || msgId === undefined) throw new SwitchboardError('SB_ERR_NO_MESSAGE', user === undefined ? `this chat has sent nothing to ${what}` : `this chat has sent ${peer} nothing to ${what}`);
+    return { peer, msgId };
+  }
+
   async #markRead(peer: string, seq: number): Promise<void> {
     await this.client.markRead(peer, seq).catch((err: unknown) => {
       // Retention may have aged the conversation out between the two requests: nothing to mark.
@@ -139,10 +150,21 @@ export class ConversationCommands {
   }
 }
 
+/**
+ * What `/edit` was given: `@USER TEXT`, or `USER TEXT` where USER is someone this chat sent to
+ * (`sentTo`), names the user; anything else is all TEXT, for the last message sent to anyone.
+ */
+export function editArgs(line: string, sentTo: (name: string) => boolean): { user: string | undefined; text: string } {
+  const [, first, rest] = /^(\S+)\s+(\S[\s\S]*)$/.exec(line) ?? [];
+  if (first === undefined || rest === undefined) return { user: undefined, text: line };
+  if (first.startsWith('@') && first.length > 1) return { user: first.slice(1), text: rest };
+  return sentTo(first) ? { user: first, text: rest } : { user: undefined, text: line };
+}
+
 /** `alice  2 unread  [12:01:03] alice: lunch?`, the preview on one line. */
 export function formatListEntry(c: ConversationSummary): string {
   const unread = c.unread > 0 ? `${c.unread} unread` : 'read';
-  const last = c.last ? `${c.last.own ? 'me' : c.last.from}: ${oneLine(c.last.content)}${c.truncated ? '…' : ''}` : '(its last message was pruned)';
+  const last = c.last ? `${c.last.own ? 'me' : c.last.from}: ${oneLine(c.last.content)}${c.truncated ? '…' : ''}${c.last.edited ? ' (edited)' : ''}` : '(its last message was pruned)';
   return `* ${c.peer}  ${unread}  ${last}`;
 }
 

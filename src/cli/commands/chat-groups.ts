@@ -25,6 +25,7 @@ export const CHAT_HELP = (
     ['/read USER|#GROUP', 'marks the conversation with USER, or GROUP, read'],
     ['/readers #GROUP', 'how many members read the last message you sent GROUP from this chat'],
     ['/recall [USER]', 'recalls the last message you sent (to USER) from this chat'],
+    ['/edit [@USER] TEXT', 'edits the last message you sent (to USER) from this chat to TEXT'],
     ['/help', 'this list'],
     ['/quit', 'log out (so does the end of input)'],
   ] as const
@@ -41,7 +42,7 @@ export type ChatLine =
   | { kind: 'bad'; reason: string };
 
 /** The conversation commands (chat-conversations.ts runs them). */
-export type ConversationCommand = 'list' | 'history' | 'read' | 'recall' | 'readers';
+export type ConversationCommand = 'list' | 'history' | 'read' | 'recall' | 'edit' | 'readers';
 
 export type GroupCommand = 'groups' | 'create' | 'add' | 'remove' | 'members' | 'leave';
 
@@ -52,6 +53,7 @@ const COMMANDS: Record<GroupCommand | ConversationCommand, { min: number; max: n
   read: { min: 1, max: 1, usage: '/read USER|#GROUP' },
   readers: { min: 1, max: 1, usage: '/readers #GROUP' },
   recall: { min: 0, max: 1, usage: '/recall [USER]' },
+  edit: { min: 1, max: Infinity, usage: '/edit [@USER] TEXT' },
   groups: { min: 0, max: 0, usage: '/groups' },
   create: { min: 1, max: Infinity, usage: '/create NAME [user...]' },
   add: { min: 2, max: Infinity, usage: '/add GROUP user...' },
@@ -76,6 +78,8 @@ export function parseChatLine(line: string): ChatLine {
     if (!spec) return { kind: 'bad', reason: `unknown command /${word}: /help lists them` };
     if (args.length < spec.min || args.length > spec.max) return { kind: 'bad', reason: `usage: ${spec.usage}` };
     if (word === 'list' || word === 'history' || word === 'read' || word === 'recall' || word === 'readers') return { kind: 'conversation', name: word, args };
+    // The text as typed, its spacing kept (the user, if named, is its first word).
+    if (word === 'edit') return { kind: 'conversation', name: word, args: [text.slice('/edit'.length).trim()] };
     return { kind: 'command', name: word as GroupCommand, args };
   }
   return { kind: 'bad', reason: 'type "@user message" or "#group message" to send, "/help" for the commands, "/quit" to leave' };

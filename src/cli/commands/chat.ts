@@ -4,7 +4,8 @@
 // password through the HTTP gate (registering first with --register), goes to the worker the gate
 // names, and manages groups through the gate's group API with the login's token (/groups, /create,
 // /add, /remove, /members, /leave: chat-groups.ts); /list, /history and /read show and mark the
-// conversations through the worker, and /recall takes back what it sent (chat-conversations.ts).
+// conversations through the worker, and /recall and /edit take back or change what it sent
+// (chat-conversations.ts).
 // Input may be piped: lines read before the login
 // are queued and sent, and output that is not a terminal gets plain lines (no prompt, no escape
 // codes).
@@ -36,7 +37,7 @@ const OPTIONS = {
 const SUMMARY = `Chat: "@bob hello" sends to bob, "#team hello" to a group, "/quit" or the end of input logs out. Input may be piped.
 Typed in the chat:
 ${CHAT_HELP.map((line) => `  ${line}`).join('\n')}
-Group commands (/groups ...) need --gate; /list, /history, /read and /recall work either way.`;
+Group commands (/groups ...) need --gate; /list, /history, /read, /recall and /edit work either way.`;
 
 /** Sends written and not yet answered: the SDK's queue (1000) stays well below its bound. */
 const MAX_IN_FLIGHT = 100;
@@ -156,7 +157,7 @@ function chatClient({ where, uid }: ChatLogin, deviceId: string, out: ChatOutput
     ownCopies: true,
     // "delivered" and "read" marks for what this user sends (unless the user turned them off).
     receipts: true,
-    // Recalls: what was recalled prints as such.
+    // Recalls and edits: what was recalled or edited prints as such.
     inboxEvents: true,
     // The first connect fails at once, with its reason: a wrong port or a gate that is down is
     // not worth a wait. Once logged in, a lost connection is retried for as long as it takes.
@@ -165,6 +166,7 @@ function chatClient({ where, uid }: ChatLogin, deviceId: string, out: ChatOutput
 
   client.on('message', (m) => out.line(formatMessage(m)));
   client.on('recall', (r) => out.line(r.from === uid ? `* you recalled your message to ${r.peer} (#${r.seq})` : `* ${r.peer} recalled a message (#${r.seq})`));
+  client.on('edit', (e) => out.line(`${e.from === uid ? `* you edited your message to ${e.peer}` : `* ${e.peer} edited a message`} (#${e.seq}): ${e.content}`));
   client.on('read', (r) => out.line(`* read up to #${r.seq} ${r.group ? `in #${directory.name(r.group) ?? r.group}` : `with ${r.peer}`}${r.originDevice ? ` (on ${r.originDevice})` : ''}`));
   // One line per step forward: each of the peer's devices acknowledges, and says the same again.
   const marked = new Map<string, number>();
@@ -415,9 +417,9 @@ function endReason(err: Error, uid: string, deviceId: string): Error {
   return err;
 }
 
-/** `[12:01:03] alice: hi`, or `[12:01:03] me → bob: hi` for what this user sent. */
+/** `[12:01:03] alice: hi`, or `[12:01:03] me → bob: hi` for what this user sent; ` (edited)` after an edited one. */
 export function formatMessage(m: IncomingMessage, now = Date.now()): string {
-  return `[${formatTime(shownTime(m, now), now)}] ${m.own ? `me → ${m.to}` : m.from}: ${m.content}`;
+  return `[${formatTime(shownTime(m, now), now)}] ${m.own ? `me → ${m.to}` : m.from}: ${m.content}${m.edited ? ' (edited)' : ''}`;
 }
 
 /**

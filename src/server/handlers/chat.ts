@@ -37,8 +37,8 @@ export function handleChat(ctx: ServerContext, conn: Connection, session: LocalS
     return;
   }
   // Server-set fields, present at all (an empty one too): on a group message as on a chat one.
-  if (request && (Object.hasOwn(request, 'originDevice') || Object.hasOwn(request, 'event') || Object.hasOwn(request, 'recalled'))) {
-    conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_BAD_REQUEST', reason: 'messageRequest.origin_device, event and recalled are set by the server only' }));
+  if (request && (Object.hasOwn(request, 'originDevice') || Object.hasOwn(request, 'event') || Object.hasOwn(request, 'recalled') || Object.hasOwn(request, 'edited'))) {
+    conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_BAD_REQUEST', reason: 'messageRequest.origin_device, event, recalled and edited are set by the server only' }));
     return;
   }
   if (request?.group) {
