@@ -39,8 +39,9 @@ export async function recall(ctx: ServerContext, session: LocalSession, request:
   const late = expired(found, windowMs, 'SB_ERR_RECALL_EXPIRED', 'recalled');
   if (late) return late;
   const outcome = await rewriteSent(ctx, session, peer, msgId, found, { type: 'recall', body: tombstoneBody, event: {}, guarded: false });
-  // (Unguarded: never CHANGED.)
-  return outcome === CHANGED ? { code: 'SB_ERR_STORE_UNAVAILABLE', reason: 'ask again' } : outcome;
+  // Unguarded, a rewrite is never refused as changed: a tombstone goes over whatever is there.
+  if (outcome === CHANGED) throw new Error('an unguarded rewrite was refused as changed');
+  return outcome;
 }
 
 /**
