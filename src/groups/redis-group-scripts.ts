@@ -149,6 +149,27 @@ local function retainedFrom(now, head)
   return tonumber(redis.call('ZRANGE', LOG, lo, lo, 'WITHSCORES')[2])
 end
 
+-- A page of the members after \`after\` (byte order), read by member \`uid\`: {next ('' for none),
+-- then uid, value pairs}, valuesOf(uids) giving the values ('0' for none).
+local function memberPage(uid, after, limit, now, valuesOf)
+  load(now)
+  if redis.call('HEXISTS', MEM, uid) == 0 then notMember(uid) end
+  if limit == 0 then return {''} end
+  local uids = redis.call('ZRANGEBYLEX', ML, after == '' and '-' or '(' .. after, '+', 'LIMIT', 0, limit + 1)
+  local out = {''}
+  if #uids > limit then
+    uids[#uids] = nil
+    out[1] = uids[#uids]
+  end
+  if #uids == 0 then return out end
+  local values = valuesOf(uids)
+  for i, member in ipairs(uids) do
+    out[#out + 1] = member
+    out[#out + 1] = values[i] or '0'
+  end
+  return out
+end
+
 local function depart(uid, joined, seq, reason)
   redis.call('ZREM', RD, uid)
   redis.call('ZREM', RV, uid)
@@ -360,23 +381,7 @@ return {1, info[3], tonumber(info[4]), head, at, unreadOf(at, tonumber(string.su
 `,
     // ARGV: uid, after ('' from the start), limit, now. Returns next ('' for none), then uid, shared position pairs.
     readers: `${p}
-local uid, after, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
-load(tonumber(ARGV[4]))
-if redis.call('HEXISTS', MEM, uid) == 0 then notMember(uid) end
-if limit == 0 then return {''} end
-local uids = redis.call('ZRANGEBYLEX', ML, after == '' and '-' or '(' .. after, '+', 'LIMIT', 0, limit + 1)
-local out = {''}
-if #uids > limit then
-  uids[#uids] = nil
-  out[1] = uids[#uids]
-end
-if #uids == 0 then return out end
-local values = redis.call('ZMSCORE', RV, unpack(uids))
-for i, member in ipairs(uids) do
-  out[#out + 1] = member
-  out[#out + 1] = values[i] or '0'
-end
-return out
+return memberPage(ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), function(uids) return redis.call('ZMSCORE', RV, unpack(uids)) end)
 `,
     // ARGV: uid, seq, now. Returns read, of: O(log n).
     readCount: `${p}
@@ -412,23 +417,7 @@ return {info[1], info[2], info[3], tonumber(info[4]), tonumber(info[5]), head, d
 `,
     // ARGV: uid, after ('' from the start), limit, now. Returns next ('' for none), then uid, value pairs.
     members: `${p}
-local uid, after, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
-load(tonumber(ARGV[4]))
-if redis.call('HEXISTS', MEM, uid) == 0 then notMember(uid) end
-if limit == 0 then return {''} end
-local uids = redis.call('ZRANGEBYLEX', ML, after == '' and '-' or '(' .. after, '+', 'LIMIT', 0, limit + 1)
-local out = {''}
-if #uids > limit then
-  uids[#uids] = nil
-  out[1] = uids[#uids]
-end
-if #uids == 0 then return out end
-local values = redis.call('HMGET', MEM, unpack(uids))
-for i, member in ipairs(uids) do
-  out[#out + 1] = member
-  out[#out + 1] = values[i]
-end
-return out
+return memberPage(ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), function(uids) return redis.call('HMGET', MEM, unpack(uids)) end)
 `,
     // ARGV: uid, deviceId, now
     cursor: `${p}
