@@ -21,6 +21,8 @@ export interface ChatListPage {
   entries: ListedEntry[];
   /** The cursor of the page after the first `n` entries ('' when nothing follows them). */
   cursorAfter(n: number): string;
+  /** Groups whose summaries were read for this page (all the user's, unless the groups were done). */
+  groupsRead: number;
 }
 
 // "<before>~<at>.<group id>": the 1:1 list's `before` (0: from the newest) or x when done; the
@@ -95,5 +97,5 @@ export async function chatList(inbox: InboxStore, groups: GroupStore, uid: strin
     else group = at.group ? `${at.group.at}.${at.group.id}` : '';
     return `${before}~${group}`;
   };
-  return { entries, cursorAfter };
+  return { entries, cursorAfter, groupsRead: listed.length };
 }

@@ -19,9 +19,16 @@ export interface GroupHistoryPage {
 }
 
 export async function groupHistory(groups: GroupStore, group: string, uid: string, before: number, limit: number): Promise<GroupHistoryPage> {
-  const last = before > 0 ? before - 1 : (await groups.read(group, uid, 0, 0)).head;
-  const after = Math.max(0, last - limit);
-  const read = await groups.read(group, uid, after, last - after);
+  let last = before > 0 ? before - 1 : (await groups.read(group, uid, 0, 0)).head;
+  let read = await groups.read(group, uid, Math.max(0, last - limit), Math.min(limit, last));
+  // A `before` past what the user may read pages back from its last entry, as 0 does.
+  if (read.head < last) {
+    last = read.head;
+    read = await groups.read(group, uid, Math.max(0, last - limit), Math.min(limit, last));
+  }
+  // The store returns at most its maxPageSize, from the oldest end: the page is the newest.
+  const n = read.entries.length;
+  if (n > 0 && n < Math.min(limit, last) && read.entries[n - 1]!.seq < last) read = await groups.read(group, uid, last - n, n);
   const entries = read.entries.filter((e) => e.seq <= last).map((e) => ({ seq: e.seq, storedAt: e.storedAt, body: Buffer.from(groupEntryBody(group, e)) }));
   const first = Math.max(read.joined, read.oldest);
   return { entries, more: entries.length > 0 && entries[0]!.seq > first, oldest: read.oldest, pruned: read.oldest > read.joined };

@@ -13,6 +13,7 @@ import { checkGroupId, type GroupStore, type GroupSummary } from '../groups/grou
 import type { UserStore } from '../users/user-store.js';
 import { chatList, type ListedEntry } from '../conversations/chat-list.js';
 import { groupHistory } from '../conversations/group-history.js';
+import { groupReaders } from '../conversations/group-readers.js';
 import { SwitchboardError } from '../errors.js';
 import { DEFAULT_PAGE, MAX_PAGE, groupEntryBody, previewMessage, storedMessage } from '../protocol/conversation-view.js';
 import type { MessageRequest } from '../protocol/types.js';
@@ -117,12 +118,11 @@ export function conversationRoutes(app: FastifyInstance, options: ConversationRo
     scope.get<{ Params: { id: string }; Querystring: ReadersQuery }>('/api/groups/:id/readers', { schema: { params: groupParams, querystring: readersQuery } }, async (request) => {
       const uid = request.conversationUser;
       const group = checkGroupId(request.params.id);
-      if (users && !(await users.receipts(uid))) throw new SwitchboardError('SB_ERR_RECEIPTS_OFF', 'your receipts setting is off: you share no read positions and see none (PUT /api/settings)');
       const limit = request.query.limit === undefined || Number(request.query.limit) === 0 ? DEFAULT_PAGE : Math.min(Number(request.query.limit), MAX_PAGE);
       const seq = request.query.seq === undefined ? 0 : Number(request.query.seq);
-      const page = await groups.readers(group, uid, { after: request.query.after || undefined, limit });
-      const count = seq > 0 ? await groups.readCount(group, uid, seq) : { read: null, of: (await groups.get(group, uid)).memberCount - 1 };
-      return { readers: page.readers, readCount: count.read, memberCount: count.of, nextAfter: page.next ?? null };
+      const sharing = users ? await users.receipts(uid) : true;
+      const answer = await groupReaders(groups, group, uid, sharing, { after: request.query.after || undefined, limit }, seq);
+      return { readers: answer.readers, readCount: answer.read ?? null, memberCount: answer.of, nextAfter: answer.next ?? null };
     });
   });
 }

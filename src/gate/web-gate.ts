@@ -203,7 +203,7 @@ export class WebGate {
       const { inbox, normalizePeers = true } = this.#o.conversations;
       conversationRoutes(app, { inbox, signer: this.#o.signer, normalizePeers, rates: { store: this.#rateLimits, reads: this.#o.limits.conversationReads }, groups: this.#o.groups?.store, users: this.#o.users });
     }
-    settingsRoutes(app, { users: this.#o.users, signer: this.#o.signer, rates: { store: this.#rateLimits, requests: this.#o.limits.settingsRequests } });
+    settingsRoutes(app, { users: this.#o.users, signer: this.#o.signer, rates: { store: this.#rateLimits, requests: this.#o.limits.settingsRequests }, groups: this.#o.groups?.store });
     app.get('/healthz', async () => ({ ok: true, workers: this.#o.registry.workers().length }));
 
     app.get('/api/workers', async () => ({

@@ -325,6 +325,11 @@ export interface GroupStore {
    * repaired or pruned: an index entry its group does not confirm is left out).
    */
   chatGroups(uid: string): Promise<GroupSummary[]>;
+  /**
+   * Withdraws `uid`'s shared read positions in every group it is in (its receipts setting was
+   * turned off): other members see none from now on. O(groups of the user).
+   */
+  unshare(uid: string): Promise<void>;
   /** The members' shared read positions, in byte order of their uids: read by a member only. */
   readers(group: string, uid: string, page: Page): Promise<ReaderPage>;
   /** How many other members have read up to `seq` (>= 1), by their shared positions: asked by a member only. O(log n). */

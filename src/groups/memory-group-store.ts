@@ -328,20 +328,19 @@ export class MemoryGroupStore implements GroupStore {
       this.#bytes += g.dedupe.bytes - before;
     }
     this.#moveRead(g, g.reads, sender, seq);
-    if (share) this.#moveRead(g, g.shared, sender, seq);
+    this.#share(g, sender, seq, share);
     return { seq, storedAt: now, duplicate: false };
   }
 
   async markRead(group: string, uid: string, seq: number, share: boolean): Promise<MarkReadResult> {
     checkSeq(seq, 'a read position');
-    const g = this.#group(group);
-    checkUid(uid, this.#limits);
+    // Not in a dissolved group: nothing is left to read, and nothing to keep a position for.
+    const g = this.#writable(group, uid, 'member');
     this.#prune(g, this.#now());
-    const member = g.members.get(uid);
-    if (member === undefined) throw notMember(uid);
+    const member = g.members.get(uid)!;
     const position = Math.min(seq, g.head);
     const moved = this.#moveRead(g, g.reads, uid, position);
-    if (share) this.#moveRead(g, g.shared, uid, position);
+    this.#share(g, uid, position, share);
     const readSeq = g.reads.get(uid) ?? 0;
     return { readSeq, unread: unreadOf(g, readSeq, member.joined, g.head), moved };
   }
@@ -373,6 +372,14 @@ export class MemoryGroupStore implements GroupStore {
       if (g !== undefined && !g.dissolved && g.members.has(uid)) out.push(await this.summary(id, uid));
     }
     return out;
+  }
+
+  async unshare(uid: string): Promise<void> {
+    checkUid(uid, this.#limits);
+    for (const id of this.#users.get(uid)?.groups ?? []) {
+      const g = this.#groups.get(id);
+      if (g !== undefined) this.#share(g, uid, 0, false);
+    }
   }
 
   async readers(group: string, uid: string, page: Page): Promise<ReaderPage> {
@@ -649,6 +656,12 @@ export class MemoryGroupStore implements GroupStore {
     if (at === undefined) this.#grow(g, READ_BYTES + 2 * uid.length);
     reads.set(uid, seq);
     return true;
+  }
+
+  /** Receipts on: the shared position follows `seq`; off: the member shares none (any it shared goes). */
+  #share(g: GroupState, uid: string, seq: number, share: boolean): void {
+    if (share) this.#moveRead(g, g.shared, uid, seq);
+    else if (g.shared.delete(uid)) this.#grow(g, -(READ_BYTES + 2 * uid.length));
   }
 
   #grow(g: GroupState, bytes: number): void {

@@ -332,25 +332,25 @@ if field ~= '' then
   if redis.call('RPUSH', DDQ, field) > ${l.dedupeEntries} then redis.call('HDEL', DD, redis.call('LPOP', DDQ)) end
 end
 redis.call('ZADD', RD, seq, sender)
-if ARGV[5] == '1' then redis.call('ZADD', RV, seq, sender) end
+if ARGV[5] == '1' then redis.call('ZADD', RV, seq, sender) else redis.call('ZREM', RV, sender) end
 return {seq, now, 0}
 `,
     // ARGV: uid, seq, share (0|1), now. Returns readSeq, unread, moved (0|1).
     markRead: `${p}
 local uid, seq, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
-local head = load(now)
+-- Not in a dissolved group: nothing is left to read (and no key made now would expire).
+local head, _, joined = writable(now, uid, 0)
 pruneAge(now)
 local oldest = pruneFormer(head)
-local v = redis.call('HGET', MEM, uid)
-if not v then notMember(uid) end
 local position = math.min(seq, head)
 local at, moved = readSeqOf(uid), 0
 if position > at then
   redis.call('ZADD', RD, position, uid)
   at, moved = position, 1
 end
-if ARGV[3] == '1' then redis.call('ZADD', RV, 'GT', position, uid) end
-return {at, unreadOf(at, tonumber(string.sub(v, 2)), head, oldest), moved}
+-- Receipts off: the member shares no position, not even one it shared before.
+if ARGV[3] == '1' then redis.call('ZADD', RV, 'GT', position, uid) else redis.call('ZREM', RV, uid) end
+return {at, unreadOf(at, joined, head, oldest), moved}
 `,
     // ARGV: uid, now. Returns name, count, dissolved (0|1), last, readSeq, unread, the entry at last (false once pruned).
     summary: `${p}

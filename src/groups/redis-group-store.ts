@@ -354,6 +354,13 @@ export class RedisGroupStore implements GroupStore {
     return out;
   }
 
+  async unshare(uid: string): Promise<void> {
+    checkUid(uid, this.#limits);
+    const ids = await this.#run(() => this.#redis.zrange(this.#userKeys(uid)[0], 0, -1));
+    // One key per group, each in its own slot: separate commands (pipelined by the client).
+    await this.#run(() => Promise.all(ids.map((id) => this.#redis.zrem(this.#groupKeys(id)[10], uid))));
+  }
+
   async readers(group: string, uid: string, page: Page): Promise<ReaderPage> {
     checkGroupId(group);
     checkUid(uid, this.#limits);

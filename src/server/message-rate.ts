@@ -90,6 +90,17 @@ export class MessageRate {
   }
 
   /**
+   * Charges `tokens` more to both buckets for a request that cost that many messages' work (a
+   * chat list with groups reads every group of the user). The buckets may go below zero: the
+   * session's next requests wait until they have refilled.
+   */
+  charge(session: LocalSession, tokens: number): void {
+    if (tokens <= 0) return;
+    if (this.#perMs > 0) session.rateTokens -= tokens;
+    if (this.#userPerMs > 0) (session.userRate ??= this.#user(session.uid)).tokens -= tokens;
+  }
+
+  /**
    * True once the session has been refused `floodRefusals` times within one window: a window
    * opens at a refusal that comes `floodWindowMs` or more after the current one opened.
    */

@@ -90,7 +90,14 @@ export class Receipts {
 
   /** Whether `session` is sent receipts: it asked, and its user has them on. */
   wants(session: LocalSession): boolean {
-    if (!session.receipts) return false;
+    return session.receipts && this.sharing(session);
+  }
+
+  /**
+   * The user's setting as the session knows it (at most the TTL old): whether its group read
+   * positions are shared and it may see the other members'.
+   */
+  sharing(session: LocalSession): boolean {
     this.#refresh(session);
     return session.receiptsOn;
   }

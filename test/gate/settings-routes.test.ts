@@ -10,8 +10,10 @@ import { TokenSigner } from '../../src/auth/token.js';
 import { StaticRegistry } from '../../src/registry/static-registry.js';
 import { silentLogger } from '../../src/log.js';
 import { TEST_SECRET } from '../helpers/node.js';
+import { MemoryGroupStore } from '../../src/groups/memory-group-store.js';
+import { MemoryGroupNotifier } from '../../src/groups/group-notifier.js';
 
-async function gateOn(t: Test, limits: Partial<GateLimits> = {}) {
+async function gateOn(t: Test, limits: Partial<GateLimits> = {}, groups = new MemoryGroupStore()) {
   const signer = new TokenSigner(TEST_SECRET);
   const users = new MemoryUserStore();
   for (const username of ['alice', 'bob']) await users.create({ username, passwordHash: 'x', createdAt: 1 });
@@ -24,6 +26,7 @@ async function gateOn(t: Test, limits: Partial<GateLimits> = {}) {
     hasher: new PasswordHasher({ N: 2 ** 14, r: 8, p: 1 }),
     registration: true,
     limits: { ...DEFAULT_GATE_LIMITS, ...limits },
+    groups: { store: groups, notifier: new MemoryGroupNotifier() },
     log: silentLogger(),
   });
   t.teardown(() => gate.close());
@@ -46,6 +49,21 @@ t.test("a user reads and changes their own receipts setting, no one else's", asy
   t.same((await call('GET', 'bob')).body, { receipts: true });
   t.same((await call('PUT', 'alice', { receipts: true })).body, { receipts: true });
   t.equal(await users.receipts('alice'), true);
+});
+
+t.test("receipts turned off withdraw the user's shared read positions in every group at once", async (t) => {
+  const groups = new MemoryGroupStore();
+  const { call } = await gateOn(t, {}, groups);
+  const a = await groups.create('alice', 'A', ['bob']);
+  const b = await groups.create('bob', 'B', ['alice']);
+  const { seq } = await groups.append(a.id, 'bob', '1', Buffer.from('hi'), true);
+  await groups.markRead(b.id, 'alice', 1, true);
+  await groups.markRead(b.id, 'bob', 1, true);
+  t.same(await groups.readCount(a.id, 'alice', seq), { read: 1, of: 1 }, "bob's send shared his position");
+  t.equal((await call('PUT', 'bob', { receipts: false })).status, 200);
+  t.same(await groups.readCount(a.id, 'alice', seq), { read: 0, of: 1 }, 'withdrawn in A');
+  t.same(await groups.readCount(b.id, 'alice', 1), { read: 0, of: 1 }, 'and in B');
+  t.same(await groups.readCount(b.id, 'bob', 1), { read: 1, of: 1 }, "alice's stays");
 });
 
 t.test('refusals: no token, a bad one, a body that is not the setting, no account', async (t) => {

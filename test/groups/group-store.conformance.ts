@@ -681,11 +681,11 @@ export function groupStoreConformance(t: Test, make: MakeGroups, twin: TwinGroup
     t.match(await s.summary(g.id, 'carol'), { readSeq: 2, unread: 0 }, "carol's own position moved");
     t.same(await s.readCount(g.id, 'bob', seq), { read: 1, of: 3 }, 'bob asking: alice shared her send, bob is not counted');
     t.same(await s.readCount(g.id, 'carol', seq), { read: 2, of: 3 }, 'carol asking: alice and bob');
-    const { seq: second } = await s.append(g.id, 'bob', '1', body('yes'), false); // 3: bob's own moves, its shared stays
+    const { seq: second } = await s.append(g.id, 'bob', '1', body('yes'), false); // 3: bob's own moves; without share its shared one is withdrawn
     t.same(await s.readCount(g.id, 'alice', second), { read: 0, of: 3 });
-    t.same(await s.readers(g.id, 'dave', { limit: 10 }), { readers: [{ uid: 'alice', readSeq: 2 }, { uid: 'bob', readSeq: 2 }, { uid: 'carol', readSeq: 0 }, { uid: 'dave', readSeq: 0 }], next: undefined });
+    t.same(await s.readers(g.id, 'dave', { limit: 10 }), { readers: [{ uid: 'alice', readSeq: 2 }, { uid: 'bob', readSeq: 0 }, { uid: 'carol', readSeq: 0 }, { uid: 'dave', readSeq: 0 }], next: undefined });
     const page = await s.readers(g.id, 'dave', { limit: 2 });
-    t.same(page, { readers: [{ uid: 'alice', readSeq: 2 }, { uid: 'bob', readSeq: 2 }], next: 'bob' });
+    t.same(page, { readers: [{ uid: 'alice', readSeq: 2 }, { uid: 'bob', readSeq: 0 }], next: 'bob' });
     t.same((await s.readers(g.id, 'dave', { after: page.next, limit: 2 })).readers.map((r) => r.uid), ['carol', 'dave']);
     await s.removeMembers(g.id, 'alice', ['bob']); // 4
     t.same(await s.readCount(g.id, 'alice', seq), { read: 0, of: 2 }, "bob's position went with him");
@@ -714,6 +714,40 @@ export function groupStoreConformance(t: Test, make: MakeGroups, twin: TwinGroup
     await t.rejects(s.readCount(g.id, 'bob', 0), code('SB_ERR_BAD_GROUP'));
     t.same(await s.readCount(g.id, 'bob', seq), { read: 1, of: 1 }, 'nothing moved: alice only');
     t.match(await s.summary(g.id, 'bob'), { readSeq: 0, unread: 1 });
+  });
+
+  t.test('receipts off: a mark or a send without share withdraws a shared position; unshare withdraws them in every group', async (t) => {
+    const s = await open(t);
+    const g = await s.create('alice', 'Private', ['bob', 'carol']);
+    const h = await s.create('carol', 'Other', ['bob']);
+    for (let n = 1; n <= 4; n++) await s.append(g.id, 'alice', String(n), body(`m${n}`), true); // 2..5
+    await s.markRead(g.id, 'bob', 3, true);
+    t.same(await s.readCount(g.id, 'alice', 3), { read: 1, of: 2 });
+    t.same(await s.markRead(g.id, 'bob', 5, false), { readSeq: 5, unread: 0, moved: true }, 'its own position follows');
+    t.same((await s.readers(g.id, 'alice', { limit: 10 })).readers.find((r) => r.uid === 'bob'), { uid: 'bob', readSeq: 0 }, 'the one it shared at 3 is gone');
+    t.same(await s.readCount(g.id, 'alice', 3), { read: 0, of: 2 });
+    await s.markRead(g.id, 'bob', 5, true);
+    await s.append(g.id, 'bob', '1', body('me'), false); // 6
+    t.same(await s.readCount(g.id, 'alice', 5), { read: 0, of: 2 }, 'a send without share withdraws it too');
+    await s.markRead(g.id, 'bob', 6, true);
+    await s.append(h.id, 'carol', '1', body('x'), true); // 2
+    await s.markRead(h.id, 'bob', 2, true);
+    await s.markRead(g.id, 'carol', 6, true);
+    await s.unshare('bob');
+    t.same(await s.readCount(g.id, 'alice', 6), { read: 1, of: 2 }, 'bob withdrawn in one group, carol still counted');
+    t.same(await s.readCount(h.id, 'carol', 2), { read: 0, of: 1 }, 'and in the other');
+    t.match(await s.summary(g.id, 'bob'), { readSeq: 6, unread: 0 }, 'its own position stays');
+    await s.unshare('nobody');
+  });
+
+  t.test('a dissolved group takes no read marks; a departed member none either', async (t) => {
+    const s = await open(t);
+    const g = await s.create('alice', 'Gone', ['bob']);
+    const { seq } = await s.append(g.id, 'alice', '1', body('bye'));
+    await s.dissolve(g.id, 'alice');
+    await t.rejects(s.markRead(g.id, 'bob', seq, true), code('SB_ERR_GROUP_DISSOLVED'));
+    t.match(await s.summary(g.id, 'bob'), { readSeq: 0 }, 'nothing moved');
+    await t.rejects(s.markRead(g.id, 'mallory', seq, true), code('SB_ERR_GROUP_NOT_MEMBER'), 'a stranger hears not-a-member first');
   });
 
   t.test('unread stays within retention: pruned messages and events are not counted', async (t) => {

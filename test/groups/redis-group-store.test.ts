@@ -62,6 +62,9 @@ t.test("a dissolved group's keys expire maxAgeMs after it, positions saved later
   t.equal(await raw.pttl(`expiry:{g:${g.id}}:info`), -1, 'a living group does not expire');
   await s.dissolve(g.id, 'alice');
   await s.saveCursor(g.id, 'bob', 'phone', 3);
+  // A read mark after the dissolve is refused: it would make :rd and :rv keys with no expiry.
+  await t.rejects(s.markRead(g.id, 'bob', 3, true), { code: 'SB_ERR_GROUP_DISSOLVED' });
+  t.same((await raw.keys(`expiry:{g:${g.id}}:r*`)).sort(), [`expiry:{g:${g.id}}:rd`], 'no :rv made (nobody shared a position)');
   for (const key of await raw.keys(`expiry:{g:${g.id}}:*`)) {
     const ttl = await raw.pttl(key);
     t.ok(ttl > 3_500_000 && ttl <= 3_600_000, `${key} expires with the group (${ttl} ms)`);

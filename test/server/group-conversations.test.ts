@@ -16,6 +16,8 @@ import { RedisGroupStore } from '../../src/groups/redis-group-store.js';
 import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
 import { MemoryUserStore } from '../../src/users/memory-user-store.js';
 import type { NodeOptions } from '../../src/node.js';
+import { decodeStoredRequest } from '../../src/protocol/codec.js';
+import type { WorkerLimits } from '../../src/config.js';
 
 type Stores = (t: Test) => Promise<Partial<NodeOptions>>;
 
@@ -25,11 +27,14 @@ const redis: Stores = async (t) => {
   return { groups: new RedisGroupStore({ url: server.url }), inbox: new RedisInboxStore({ url: server.url }) };
 };
 
-async function start(t: Test, stores: Stores): Promise<{ tn: TestNode; users: MemoryUserStore }> {
+async function start(t: Test, stores: Stores, limits: Partial<WorkerLimits> = {}, options: Partial<NodeOptions> = {}): Promise<{ tn: TestNode; users: MemoryUserStore }> {
   const users = new MemoryUserStore();
   for (const username of ['alice', 'bob', 'carol', 'dave', 'mallory']) await users.create({ username, passwordHash: 'x', createdAt: 1 });
-  return { tn: await startNode(t, {}, { users, ...(await stores(t)) }), users };
+  return { tn: await startNode(t, limits, { users, ...(await stores(t)), ...options }), users };
 }
+
+/** What the user's inbox holds: a refused request must store nothing there. */
+const inboxSize = async (tn: TestNode, uid: string) => (await tn.node.inbox.range(uid, 0, 1000)).messages.length;
 
 const login = (t: Test, tn: TestNode, uid: string, device: string) => connectLoggedIn(t, tn.port, uid, tn.token(uid, device), device, { acks: true, groups: true, ownCopies: true });
 
@@ -182,6 +187,7 @@ for (const [name, stores] of [['memory', memory], ['redis', redis]] as const) {
       t.same(refusal(await ask(mallory, request)), { result: false, errorCode: 'SB_ERR_GROUP_NOT_MEMBER' }, `op ${request.op} by a stranger`);
     }
     t.same((await ask(mallory, { op: ConversationOp.LIST, groups: true })).conversations, [], "the stranger's list has no group");
+    t.equal(await inboxSize(tn, 'mallory'), 0, "the stranger's refused READ stored no read event");
     t.same(refusal(await ask(mallory, { op: ConversationOp.HISTORY, group: 'g' + 'a'.repeat(12) })), { result: false, errorCode: 'SB_ERR_GROUP_NOT_FOUND' });
     t.same(refusal(await ask(alice, { op: ConversationOp.HISTORY, group: 'not-a-group' })), { result: false, errorCode: 'SB_ERR_BAD_GROUP' });
     t.same(refusal(await ask(alice, { op: ConversationOp.READ, group: 'not-a-group', seq: 1 })), { result: false, errorCode: 'SB_ERR_BAD_REQUEST' });
@@ -193,9 +199,92 @@ for (const [name, stores] of [['memory', memory], ['redis', redis]] as const) {
     const left = await tn.node.groups.leave(g, 'carol');
     await said(alice, g, 'after carol left');
     const carol = await login(t, tn, 'carol', 'c1');
+    const stored = await inboxSize(tn, 'carol');
     const history = await ask(carol, { op: ConversationOp.HISTORY, group: g });
     t.same(history.messages!.map((m) => Number(u64(m.seq))), [1, 2, left], 'up to her departure, nothing after');
     t.same(refusal(await ask(carol, { op: ConversationOp.READ, group: g, seq: left })), { result: false, errorCode: 'SB_ERR_GROUP_NOT_MEMBER' });
+    t.equal(await inboxSize(tn, 'carol'), stored, 'her refused READ stored no read event');
     t.same((await ask(carol, { op: ConversationOp.LIST, groups: true })).conversations, [], 'a group she left is not listed');
   });
+
+  t.test(`${name}: a dissolved group takes no READ; HISTORY with a before past the head pages back from the head`, async (t) => {
+    const { tn } = await start(t, stores);
+    const g = await createGroup(tn, 'alice', ['bob']);
+    const alice = await login(t, tn, 'alice', 'a1');
+    const bob = await login(t, tn, 'bob', 'b1');
+    for (const n of [1, 2, 3]) await said(alice, g, `m${n}`); // 2..4
+    const far = await ask(bob, { op: ConversationOp.HISTORY, group: g, before: 1_000, limit: 2 });
+    t.same(far.messages!.map((m) => Number(u64(m.seq))), [3, 4], 'the newest two, as without before');
+    t.equal(Number(u64(far.nextBefore)), 3);
+    await tn.node.groups.dissolve(g, 'alice');
+    const stored = await inboxSize(tn, 'bob');
+    t.same(refusal(await ask(bob, { op: ConversationOp.READ, group: g, seq: 4 })), { result: false, errorCode: 'SB_ERR_GROUP_DISSOLVED' });
+    t.equal(await inboxSize(tn, 'bob'), stored, 'no read event stored');
+  });
+
+  t.test(`${name}: receipts turned off reach the group paths within the setting's TTL: the member's sends share nothing, its READERS are refused`, async (t) => {
+    const { tn, users } = await start(t, stores, {}, { receiptSettingTtlMs: 0 });
+    const g = await createGroup(tn, 'alice', ['bob']);
+    const alice = await login(t, tn, 'alice', 'a1');
+    const bob = await login(t, tn, 'bob', 'b1');
+    const first = await said(bob, g, 'shared');
+    t.match(await ask(alice, { op: ConversationOp.READERS, group: g, seq: first }), { readCount: 1 }, "bob's send shares his position");
+    await users.setReceipts('bob', false);
+    // Each group request re-reads the setting in the background once it is older than the TTL (0 here).
+    await ask(bob, { op: ConversationOp.READERS, group: g });
+    await tick();
+    t.same(refusal(await ask(bob, { op: ConversationOp.READERS, group: g })), { result: false, errorCode: 'SB_ERR_RECEIPTS_OFF' });
+    const second = await said(bob, g, 'private now');
+    t.match(await ask(alice, { op: ConversationOp.READERS, group: g, seq: first }), { readCount: 0 }, 'his send withdrew the shared position');
+    t.same((await ask(alice, { op: ConversationOp.READERS, group: g })).readers!.map((r) => [r.uid, Number(u64(r.readSeq))]), [['alice', 0], ['bob', 0]]);
+    t.ok(second > first);
+  });
 }
+
+t.test('two devices marking a group at once: only a mark that moved the position stores a read event, and it carries the position', async (t) => {
+  // Each mark waits in the store, so both requests are in flight together.
+  class SlowMarks extends MemoryGroupStore {
+    override async markRead(group: string, uid: string, seq: number, share: boolean) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      return super.markRead(group, uid, seq, share);
+    }
+  }
+  const { tn } = await start(t, async () => ({ groups: new SlowMarks() }));
+  const g = await createGroup(tn, 'alice', ['bob']);
+  const alice = await login(t, tn, 'alice', 'a1');
+  for (const n of [1, 2, 3, 4, 5]) await said(alice, g, `m${n}`); // 2..6
+  const phone = await login(t, tn, 'bob', 'phone');
+  const tablet = await login(t, tn, 'bob', 'tablet');
+  const [ahead, behind] = await Promise.all([ask(phone, { op: ConversationOp.READ, group: g, seq: 6 }), ask(tablet, { op: ConversationOp.READ, group: g, seq: 3 })]);
+  t.match({ readSeq: Number(u64(ahead.readSeq)), moved: Number(u64(ahead.eventSeq)) > 0 }, { readSeq: 6, moved: true });
+  t.same({ readSeq: Number(u64(behind.readSeq)), eventSeq: Number(u64(behind.eventSeq)) }, { readSeq: 6, eventSeq: 0 }, 'the mark behind moved nothing and stored nothing');
+  const events = (await tn.node.inbox.range('bob', 0, 100)).messages.map((m) => decodeStoredRequest(m.body).event).filter(Boolean);
+  t.same(events.map((e) => JSON.parse(e!)), [{ type: 'read', group: g, seq: 6 }], "one read event in bob's inbox, at the position");
+});
+
+t.test('a chat list with groups costs one message of the rate and one more per ten groups read', async (t) => {
+  const { tn } = await start(t, memory, { messageRate: 1, messageBurst: 12 });
+  for (let n = 0; n < 50; n++) await createGroup(tn, 'alice', ['bob'], `g${n}`);
+  const bob = await login(t, tn, 'bob', 'b1');
+  t.same(refusal(await ask(bob, { op: ConversationOp.LIST, groups: true, limit: 5 })), { result: true, errorCode: '' }, '1 + 5 of 12');
+  t.same(refusal(await ask(bob, { op: ConversationOp.LIST, groups: true, limit: 5 })), { result: true, errorCode: '' }, '6 more: none left');
+  t.same(refusal(await ask(bob, { op: ConversationOp.LIST, groups: true, limit: 5 })), { result: false, errorCode: 'SB_ERR_RATE_LIMITED' }, 'a third is refused');
+});
+
+t.test('a READERS page is cut to what fits the frame, and pages on from where it was cut', async (t) => {
+  const { tn } = await start(t, memory, { maxFrameLength: 1024 });
+  const members = Array.from({ length: 20 }, (_, i) => `member-${String(i).padStart(2, '0')}-${'x'.repeat(50)}`);
+  const g = await createGroup(tn, 'alice', members);
+  const alice = await login(t, tn, 'alice', 'a1');
+  const seen: string[] = [];
+  let after = '';
+  let pages = 0;
+  do {
+    const page = await ask(alice, { op: ConversationOp.READERS, group: g, after, limit: 100 });
+    t.equal(page.result, true, `page ${++pages} fits`);
+    seen.push(...page.readers!.map((r) => r.uid ?? ''));
+    after = page.nextAfter ?? '';
+  } while (after !== '' && pages < 10);
+  t.ok(pages > 1, `cut into ${pages} pages`);
+  t.same(seen, ['alice', ...members].sort(), 'every member once, in order');
+});

@@ -167,9 +167,16 @@ function chatClient({ where, uid }: ChatLogin, deviceId: string, out: ChatOutput
   client.on('message', (m) => out.line(formatMessage(m)));
   client.on('recall', (r) => out.line(r.from === uid ? `* you recalled your message to ${r.peer} (#${r.seq})` : `* ${r.peer} recalled a message (#${r.seq})`));
   client.on('edit', (e) => out.line(`${e.from === uid ? `* you edited your message to ${e.peer}` : `* ${e.peer} edited a message`} (#${e.seq}): ${e.content}`));
-  client.on('read', (r) => out.line(`* read up to #${r.seq} ${r.group ? `in #${directory.name(r.group) ?? r.group}` : `with ${r.peer}`}${r.originDevice ? ` (on ${r.originDevice})` : ''}`));
-  // One line per step forward: each of the peer's devices acknowledges, and says the same again.
+  // One line per step forward: each of the peer's devices acknowledges, and says the same again;
+  // two devices marking a group at once may store their read events in either order.
   const marked = new Map<string, number>();
+  client.on('read', (r) => {
+    const key = `read\0${r.group}\0${r.peer}`;
+    if ((marked.get(key) ?? 0) >= r.seq) return;
+    if (marked.size >= MAX_MARKED_PEERS && !marked.has(key)) marked.delete(marked.keys().next().value!);
+    marked.set(key, r.seq);
+    out.line(`* read up to #${r.seq} ${r.group ? `in #${directory.name(r.group) ?? r.group}` : `with ${r.peer}`}${r.originDevice ? ` (on ${r.originDevice})` : ''}`);
+  });
   client.on('receipt', (r) => {
     const key = `${r.kind}\0${r.peer}`;
     if ((marked.get(key) ?? 0) >= r.seq) return;

@@ -70,6 +70,18 @@ function delivered(stored: StoredMessage, stripped: boolean): MessageRequest {
   return request;
 }
 
+/** How many of a READERS page's first readers fit the frame (at least one: a uid is at most 64 characters). */
+export function fitReaders(ctx: ServerContext, readers: readonly { uid: string }[]): number {
+  const room = ctx.limits.maxFrameLength - RESPONSE_OVERHEAD;
+  let bytes = 0;
+  for (const [i, r] of readers.entries()) {
+    // Tag and length of the entry, the uid's, and the seq's tag and varint.
+    bytes += Buffer.byteLength(r.uid) + 16;
+    if (bytes > room && i > 0) return i;
+  }
+  return readers.length;
+}
+
 /** At most the bytes entry `c` takes in a response: its strings at 3 bytes a UTF-16 unit, and 24 bytes of tags, lengths and varints per field. */
 function entryBound(c: Conversation): number {
   const last = c.last;

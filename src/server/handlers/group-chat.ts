@@ -46,7 +46,7 @@ export function handleGroupChat(ctx: ServerContext, conn: Connection, session: L
   }
   conn.startTask();
   const issue = groups.delivery.appendStarted(session, group);
-  groups.store.append(group, session.uid, uint64String(request.msgId), body, session.receiptsOn).then(
+  groups.store.append(group, session.uid, uint64String(request.msgId), body, ctx.receipts.sharing(session)).then(
     (result) => {
       conn.sendFrame(storedResponseFrame(sequence, sessionId, result.seq, result.duplicate));
       groups.delivery.appendEnded(session, group, issue, result.seq);

@@ -3,10 +3,12 @@
 // read positions. The GroupStore authorises each by the session's uid (a member, or for history
 // a former member up to its departure), so no request reads a group the user is not in.
 //
-// A read mark that moves the position also stores a read event in the user's inbox (an own
-// entry, as a 1:1 mark does) for its other devices. Two stores: the event is stored first,
-// then the position, so a failure in between at worst sends an event twice on a retry (a read
-// event is idempotent), and never moves the position without telling the other devices.
+// A read mark moves the position first, in the group store's one step, and only a mark that
+// moved it stores a read event in the user's inbox (an own entry, as a 1:1 mark does) for its
+// other devices: so a refusal, a repeat or a mark behind the position stores nothing. Two
+// stores: marks racing from two devices may store their events out of order (a device keeps
+// the highest seq per group, PROTOCOL.md), and if the event's append fails after the position
+// moved, the answer is that error and the other devices see the position in their chat list.
 
 import { groupEntryBody, previewMessage } from '../../protocol/conversation-view.js';
 import { encodeMessageRequest, ownCopyBody, uint64Number } from '../../protocol/codec.js';
@@ -14,14 +16,22 @@ import type { Failure } from '../../protocol/messages.js';
 import type { Conversation, ConversationRequest, ConversationResponse } from '../../protocol/types.js';
 import { chatList, type ListedEntry } from '../../conversations/chat-list.js';
 import { groupHistory } from '../../conversations/group-history.js';
+import { groupReaders as readersOf } from '../../conversations/group-readers.js';
 import { isGroupId, type GroupStore, type GroupSummary } from '../../groups/group-store.js';
 import { isSwitchboardError, type ErrorCode } from '../../errors.js';
 import type { LocalSession } from '../../session/local-session.js';
 import type { ServerContext } from '../context.js';
-import { fitNewest, fitPage, listEntry, pageSize } from './conversation-pages.js';
+import { fitNewest, fitPage, fitReaders, listEntry, pageSize } from './conversation-pages.js';
 
-/** The group store's refusals that are answers to the user, not faults. */
-const ANSWERS = new Set<ErrorCode>(['SB_ERR_GROUP_NOT_FOUND', 'SB_ERR_GROUP_NOT_MEMBER', 'SB_ERR_BAD_GROUP', 'SB_ERR_BAD_REQUEST']);
+/** The refusals that are answers to the user, not faults. */
+const ANSWERS = new Set<ErrorCode>(['SB_ERR_GROUP_NOT_FOUND', 'SB_ERR_GROUP_NOT_MEMBER', 'SB_ERR_GROUP_DISSOLVED', 'SB_ERR_BAD_GROUP', 'SB_ERR_BAD_REQUEST', 'SB_ERR_RECEIPTS_OFF']);
+
+/**
+ * A chat list page with groups reads every group of the user: it costs one message of the rate
+ * and one more per this many groups read, so a user in many groups cannot make the worker read
+ * a thousand groups a hundred times a second.
+ */
+export const GROUPS_PER_RATE_TOKEN = 10;
 
 type Outcome = ConversationResponse | Failure;
 
@@ -45,6 +55,7 @@ export function groupList(ctx: ServerContext, session: LocalSession, request: Co
   if ('reason' in store) return Promise.resolve(store);
   return answering(async () => {
     const page = await chatList(ctx.inbox, store, session.uid, request.cursor ?? '', pageSize(request.limit));
+    ctx.rate.charge(session, Math.floor(page.groupsRead / GROUPS_PER_RATE_TOKEN));
     const conversations = page.entries.map(listed);
     const n = fitPage(ctx, conversations);
     return { conversations: conversations.slice(0, n), nextCursor: page.cursorAfter(n) };
@@ -65,7 +76,7 @@ export function groupHistoryPage(ctx: ServerContext, session: LocalSession, requ
   });
 }
 
-/** READ with `group`: the user's position in the group, and a read event for its other devices. */
+/** READ with `group`: moves the user's position in the group; one that moved stores a read event for its other devices. */
 export function groupRead(ctx: ServerContext, session: LocalSession, request: ConversationRequest): Promise<Outcome> {
   const store = groupsOf(ctx);
   if ('reason' in store) return Promise.resolve(store);
@@ -73,36 +84,29 @@ export function groupRead(ctx: ServerContext, session: LocalSession, request: Co
   const seq = uint64Number(request.seq);
   return answering(async () => {
     if (!isGroupId(group) || seq <= 0) return { code: 'SB_ERR_BAD_REQUEST', reason: 'a group READ needs conversationRequest.group (a group id) and seq' };
-    const now = await store.summary(group, session.uid);
-    const mark = Math.min(seq, now.head);
+    const result = await store.markRead(group, session.uid, seq, ctx.receipts.sharing(session));
     let eventSeq = 0;
-    if (mark > now.readSeq) {
-      const body = groupReadEventBody(session, group, mark, Date.now());
+    if (result.moved) {
+      const body = groupReadEventBody(session, group, result.readSeq, Date.now());
       const stored = await ctx.inbox.append({ uid: session.uid, sender: session.uid, msgId: '0', body });
       ctx.router.deliver(session.uid, stored.seq, body, stored.epoch);
       eventSeq = stored.seq;
     }
-    const result = await store.markRead(group, session.uid, mark, session.receiptsOn);
     return { readSeq: result.readSeq, unread: result.unread, eventSeq };
   });
 }
 
-/**
- * READERS: the members' shared read positions, a page in byte order of their uids, and with
- * `seq` how many of the other members read up to it. A user whose receipts are off shares
- * nothing and sees nothing (SB_ERR_RECEIPTS_OFF), as with 1:1 receipts.
- */
+/** READERS (src/conversations/group-readers.ts), as much of the page as fits the frame. */
 export function groupReaders(ctx: ServerContext, session: LocalSession, request: ConversationRequest): Promise<Outcome> {
   const store = groupsOf(ctx);
   if ('reason' in store) return Promise.resolve(store);
   const group = request.group ?? '';
-  const seq = uint64Number(request.seq);
   return answering(async () => {
     if (!isGroupId(group)) return { code: 'SB_ERR_BAD_REQUEST', reason: 'a READERS request needs conversationRequest.group (a group id)' };
-    if (!session.receiptsOn) return { code: 'SB_ERR_RECEIPTS_OFF', reason: 'your receipts setting is off: you share no read positions and see none (PUT /api/settings)' };
-    const page = await store.readers(group, session.uid, { after: request.after || undefined, limit: pageSize(request.limit) });
-    const count = seq > 0 ? await store.readCount(group, session.uid, seq) : { read: 0, of: (await store.get(group, session.uid)).memberCount - 1 };
-    return { readers: page.readers, readCount: count.read, memberCount: count.of, nextAfter: page.next ?? '' };
+    const answer = await readersOf(store, group, session.uid, ctx.receipts.sharing(session), { after: request.after || undefined, limit: pageSize(request.limit) }, uint64Number(request.seq));
+    const n = fitReaders(ctx, answer.readers);
+    const next = n < answer.readers.length ? answer.readers[n - 1]!.uid : answer.next;
+    return { readers: answer.readers.slice(0, n), readCount: answer.read ?? 0, memberCount: answer.of, nextAfter: next ?? '' };
   });
 }
 
