@@ -57,6 +57,8 @@ export interface NodeOptions {
   plain?: boolean;
   /** A TLS client port and its certificate (TlsFiles: reloaded by its owner). */
   tls?: { port: number; files: TlsFiles };
+  /** The TLS port a load balancer terminates for this worker, announced as its `tlsPort`. */
+  announceTlsPort?: number;
   announceHost?: string;
   secret: string;
   limits?: Partial<WorkerLimits>;
@@ -129,6 +131,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
     port: options.port ?? 9000,
     plain: options.plain,
     tls: options.tls,
+    announceTlsPort: options.announceTlsPort,
     announceHost: options.announceHost,
     limits,
     signer,
@@ -231,6 +234,8 @@ export interface WorkerConfig {
   plain?: boolean;
   /** The TLS client port and the files of its certificate and key. */
   tls?: { port: number } & TlsFilePaths;
+  /** A TLS port a load balancer terminates in front of this worker: announced as `tlsPort`. */
+  announceTlsPort?: number;
   /** Cluster mode: TLS on the peer links, with this worker's certificate and key and the cluster CA. */
   peerTls?: { mode: PeerTlsMode } & Required<TlsFilePaths>;
   announceHost?: string;
@@ -480,6 +485,7 @@ function buildWorker(config: SwitchboardConfig, w: WorkerConfig, groups: Groups,
     port: w.port,
     plain: w.plain,
     tls: tls.client && { port: w.tls!.port, files: tls.client },
+    announceTlsPort: w.announceTlsPort,
     announceHost: w.announceHost,
     secret: config.secret,
     limits: w.limits,

@@ -157,6 +157,7 @@ export const TLS_OPTIONS = {
   'tls-cert': { type: 'string', group: 'tls', ...NON_EMPTY, description: "PEM file of the worker's certificate chain (the TLS port's; the peer links' too unless --peer-tls-cert); re-read on SIGHUP" },
   'tls-key': { type: 'string', group: 'tls', ...NON_EMPTY, description: 'PEM file of the private key of --tls-cert; re-read on SIGHUP' },
   'no-plain-port': { type: 'boolean', group: 'tls', description: 'no plaintext client port: clients connect over TLS only (needs --tls-port; the worker registers port 0)' },
+  'announce-tls-port': { ...PORT, min: 1, group: 'tls', description: 'TLS port a load balancer terminates for this worker at --announce-host (forwarding to --port): announced as its TLS port; default --tls-port' },
 } as const satisfies OptionSpecs;
 
 /** The gate's HTTPS (`gate`; `start` has them as --gate-tls-cert and --gate-tls-key, the same variables). */
@@ -194,7 +195,7 @@ export const PEER_TLS_OPTIONS = {
 } as const satisfies OptionSpecs;
 
 /** The worker's TLS port and peer TLS from their flags, each pair checked complete. */
-export function workerTlsFrom(v: OptionValues<typeof TLS_OPTIONS> & Partial<OptionValues<typeof PEER_TLS_OPTIONS>>, port: number): Pick<WorkerConfig, 'plain' | 'tls' | 'peerTls'> {
+export function workerTlsFrom(v: OptionValues<typeof TLS_OPTIONS> & Partial<OptionValues<typeof PEER_TLS_OPTIONS>>, port: number): Pick<WorkerConfig, 'plain' | 'tls' | 'peerTls' | 'announceTlsPort'> {
   const fail = (message: string): never => {
     throw new SwitchboardError('SB_ERR_CONFIG', message);
   };
@@ -205,7 +206,8 @@ export function workerTlsFrom(v: OptionValues<typeof TLS_OPTIONS> & Partial<Opti
   if (tlsPort !== undefined && cert === undefined) fail('--tls-port needs --tls-cert and --tls-key');
   if (tlsPort !== undefined && tlsPort !== 0 && tlsPort === port) fail(`--tls-port and --port must differ, both are ${port}`);
   if (v['no-plain-port'] && tlsPort === undefined) fail('--no-plain-port needs --tls-port: a worker needs a client port');
-  const out: Pick<WorkerConfig, 'plain' | 'tls' | 'peerTls'> = { plain: !v['no-plain-port'] };
+  const out: Pick<WorkerConfig, 'plain' | 'tls' | 'peerTls' | 'announceTlsPort'> = { plain: !v['no-plain-port'] };
+  if (v['announce-tls-port'] !== undefined) out.announceTlsPort = v['announce-tls-port'];
   if (tlsPort !== undefined) out.tls = { port: tlsPort, cert: cert!, key: key! };
   const mode = v['peer-tls'] ?? 'off';
   if (mode === 'off') {

@@ -49,6 +49,11 @@ export interface WorkerServerOptions {
   plain?: boolean;
   /** A TLS client port beside (or instead of) the plain one, with the certificate and key of `files`. */
   tls?: { port: number; files: TlsFiles };
+  /**
+   * The TLS port to announce when a load balancer in front of this worker terminates TLS there
+   * (forwarding to `port`); default the port of `tls`, if any.
+   */
+  announceTlsPort?: number;
   /** Host other nodes and the gate should use to reach this worker; defaults to `host`. */
   announceHost?: string;
   limits: WorkerLimits;
@@ -214,7 +219,7 @@ export class WorkerServer {
       ...announced,
       host: this.#options.announceHost ?? (host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host),
       port: address?.port ?? 0,
-      ...(tlsAddress ? { tlsPort: tlsAddress.port } : {}),
+      ...(this.#options.announceTlsPort !== undefined ? { tlsPort: this.#options.announceTlsPort } : tlsAddress ? { tlsPort: tlsAddress.port } : {}),
       balance: this.sessions.size,
       startedAt: Date.now(),
       version,

@@ -172,3 +172,9 @@ t.test('--no-plain-port: the worker registers port 0 and serves TLS only', async
   await client.connect();
   t.equal(client.status, 'ready');
 });
+
+t.test('announceTlsPort (a load balancer terminates TLS): registered as the tlsPort, nothing listens on it', async (t) => {
+  const n = await startNode(t, {}, { announceTlsPort: 8883 });
+  t.equal(n.info.tlsPort, 8883);
+  t.ok(n.info.port > 0, 'the plain port the balancer forwards to');
+});
