@@ -63,7 +63,7 @@ export interface DialOptions {
 export function dialFrames(o: DialOptions, reader: FrameReader): net.Socket {
   const { host = '127.0.0.1', port, localAddress, allowHalfOpen = false } = o;
   const socket = o.tls
-    ? tls.connect({ host, port, ...o.tls }).setNoDelay(true)
+    ? tls.connect({ host, port, ...(localAddress ? { localAddress } : {}), ...o.tls }).setNoDelay(true)
     : net.connect({ host, port, noDelay: true, allowHalfOpen, ...(localAddress ? { localAddress } : {}) });
   readFrames(socket, reader, CLIENT_MAX_FRAME_LENGTH);
   return socket;
