@@ -128,3 +128,35 @@ t.test('reloadTls: new connections get the new certificate; a broken file keeps 
   const ok = await registerThroughGate({ url: s.url, ca: s.ca }, 'dave', PASSWORD);
   t.equal(ok.uid, 'dave', 'the gate serves on');
 });
+
+t.test('a socket that never starts its TLS handshake at the gate is closed by the request deadline', async (t) => {
+  const pki = testPki(t);
+  const gateCert = pki.ca('ca').issue('gate');
+  const switchboard = createSwitchboard({
+    secret: TEST_SECRET,
+    log: silentLogger(),
+    worker: { host: '127.0.0.1', port: 0, limits: { ...DEFAULT_LIMITS, closeGraceMs: 200 }, health: DEFAULT_HEALTH_SETTINGS, inboxLimits: DEFAULT_INBOX_LIMITS, memoryInboxBytes: 16 * 1024 * 1024, checkRecipients: true },
+    gate: { host: '127.0.0.1', port: 0, tls: gateCert, limits: { ...DEFAULT_GATE_LIMITS, requestTimeoutMs: 300 }, registration: true, trustProxy: [] },
+  });
+  t.teardown(() => switchboard.stop());
+  const { gate } = await switchboard.start();
+  const { default: net } = await import('node:net');
+  const socket = net.connect(gate!.port, '127.0.0.1');
+  socket.on('error', () => {});
+  socket.resume();
+  const closed = await Promise.race([new Promise((resolve) => socket.once('close', () => resolve('closed'))), new Promise((resolve) => setTimeout(() => resolve('still open'), 5_000))]);
+  socket.destroy();
+  t.equal(closed, 'closed');
+
+  // The request deadline holds over HTTPS too: headers trickled after the handshake.
+  const slow = tls.connect({ host: '127.0.0.1', port: gate!.port, ca: pki.read(pki.dir + '/ca.crt'), servername: 'localhost' });
+  slow.on('error', () => {});
+  slow.resume();
+  await new Promise((resolve) => slow.once('secureConnect', resolve));
+  slow.write('POST /api/login HTTP/1.1\r\nhost: localhost\r\n');
+  const timer = setInterval(() => slow.write('x-slow: 1\r\n'), 100);
+  const slowClosed = await Promise.race([new Promise((resolve) => slow.once('close', () => resolve('closed'))), new Promise((resolve) => setTimeout(() => resolve('still open'), 5_000))]);
+  clearInterval(timer);
+  slow.destroy();
+  t.equal(slowClosed, 'closed', 'a request trickled over HTTPS is cut at the deadline');
+});
