@@ -9,6 +9,8 @@ import { startZooKeeper } from '../helpers/zookeeper.js';
 import { sleep } from '../../testkit/wait.js';
 import { LOGIN_RECHECKS_MS, startCluster, type WorkerProcess } from '../helpers/cluster.js';
 import { testPki } from '../helpers/tls.js';
+import { PeerTap } from '../helpers/peer-frames.js';
+import { freePort } from '../../testkit/services.js';
 
 const zk = await startZooKeeper(t);
 const pki = testPki(t);
@@ -46,6 +48,28 @@ t.test('clients on two workers chat over TLS ports and mutual-TLS peer links', a
   const [m] = await bob.got.atLeast(1);
   t.match(m, { from: 'alice', content: 'across the cluster, encrypted', seq: sent.seq }, 'delivered live through the peer link');
   t.equal(w1.logs({ msg: 'peer tls handshakes failed' }).length, 0, 'no peer TLS failure');
+});
+
+t.test('a tap on a peer link reads no frame and no message', async (t) => {
+  // w3's peer port is reached through a relay that keeps what the dialers send (PeerTap).
+  const peerPort = await freePort();
+  const tap = await PeerTap.start(t, '127.0.0.2', peerPort);
+  const cert = clusterCa.issue('w3', ['localhost', '127.0.0.1', '127.0.0.2']);
+  const w3 = await cluster.startWorker({ flags: { 'peer-port': peerPort, 'announce-host': '127.0.0.2', 'tls-port': 0, 'tls-cert': cert.cert, 'tls-key': cert.key, 'peer-tls': 'mutual', 'peer-ca': clusterCa.ca } });
+  await cluster.waitForMesh();
+  const dave = await cluster.client(w1, 'dave', 'dave-device', { port: tlsPortOf(w1), tls: { ca, servername: 'localhost' } });
+  const erin = await cluster.client(w3, 'erin', 'erin-device', { port: tlsPortOf(w3), tls: { ca, servername: 'localhost' } });
+  await sleep(LOGIN_RECHECKS_MS);
+  const texts = ['first secret line', 'second secret line', 'third secret line'];
+  for (const text of texts) await dave.send('erin', text);
+  const got = await erin.got.atLeast(3);
+  t.same(got.map((m) => m.content), texts, 'delivered through the tapped link');
+  t.ok(tap.byteCount > 0, 'the link went through the tap');
+  t.equal(tap.frames.length, 0, 'not one frame decoded from it');
+  t.ok(tap.undecodable >= 1, 'its bytes are no frame stream');
+  const seen = Buffer.concat(tap.bytes);
+  t.equal(texts.filter((text) => seen.includes(Buffer.from(text))).length, 0, 'none of the 3 messages readable on the wire');
+  t.notOk(seen.includes(Buffer.from('erin')), 'nor the recipient');
 });
 
 t.test('SIGHUP re-reads the certificate; a broken one keeps the previous', async (t) => {
