@@ -49,6 +49,10 @@ export const ERROR_CODES = {
   SB_ERR_PEER_HANDSHAKE_TIMEOUT: { message: 'the peer handshake was not completed within the handshake timeout' },
   SB_ERR_PEER_REPLACED: { message: 'a newer link from the same worker replaced this one' },
 
+  // TLS.
+  SB_ERR_TLS_FILES: { message: 'a TLS certificate, key or CA file could not be read or is not valid' },
+  SB_ERR_TLS_HANDSHAKE: { message: 'the TLS handshake failed: the certificate was not verified, or the other side does not speak TLS' },
+
   // Chat.
   SB_ERR_BAD_REQUEST: { message: 'request is missing a required field', result: 'BAD_REQUEST', http: 400 },
   SB_ERR_SENDER_MISMATCH: { message: 'from differs from the logged-in user', result: 'SENDER_MISMATCH' },

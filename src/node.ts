@@ -43,6 +43,8 @@ import { createCluster, type ClusterSettings } from './cluster/cluster.js';
 import { WebGate, type GateLimits } from './gate/web-gate.js';
 import { RedisRateLimitStore } from './gate/redis-rate-limit-store.js';
 import { checkProbeSettings, DEFAULT_PROBE_SETTINGS, WorkerProbe, type ProbeSettings } from './gate/worker-probe.js';
+import { TlsFiles, type TlsFilePaths } from './net/tls-files.js';
+import type { PeerTlsMode } from './cluster/cluster.js';
 
 export const VERSION: string = (createRequire(import.meta.url)('../package.json') as { version: string }).version;
 
@@ -51,6 +53,12 @@ export const VERSION: string = (createRequire(import.meta.url)('../package.json'
 export interface NodeOptions {
   host?: string;
   port?: number;
+  /** False: no plaintext client port, only `tls` (registered as port 0). Default true. */
+  plain?: boolean;
+  /** A TLS client port and its certificate (TlsFiles: reloaded by its owner). */
+  tls?: { port: number; files: TlsFiles };
+  /** The TLS port a load balancer terminates for this worker, announced as its `tlsPort`. */
+  announceTlsPort?: number;
   announceHost?: string;
   secret: string;
   limits?: Partial<WorkerLimits>;
@@ -121,6 +129,9 @@ export function createNode(options: NodeOptions): SwitchboardNode {
   const server = new WorkerServer({
     host,
     port: options.port ?? 9000,
+    plain: options.plain,
+    tls: options.tls,
+    announceTlsPort: options.announceTlsPort,
     announceHost: options.announceHost,
     limits,
     signer,
@@ -219,6 +230,14 @@ export interface ZooKeeperConfig {
 export interface WorkerConfig {
   host: string;
   port: number;
+  /** False: the plaintext client port is off (`--no-plain-port`); needs `tls`. Default true. */
+  plain?: boolean;
+  /** The TLS client port and the files of its certificate and key. */
+  tls?: { port: number } & TlsFilePaths;
+  /** A TLS port a load balancer terminates in front of this worker: announced as `tlsPort`. */
+  announceTlsPort?: number;
+  /** Cluster mode: TLS on the peer links, with this worker's certificate and key and the cluster CA. */
+  peerTls?: { mode: PeerTlsMode } & Required<TlsFilePaths>;
   announceHost?: string;
   limits: WorkerLimits;
   health: HealthSettings;
@@ -234,6 +253,8 @@ export interface WorkerConfig {
 export interface GateConfig {
   host: string;
   port: number;
+  /** Serve HTTPS with this certificate and key; unset: HTTP. */
+  tls?: TlsFilePaths;
   limits: GateLimits;
   registration: boolean;
   trustProxy: readonly string[];
@@ -277,6 +298,12 @@ export interface Switchboard {
   start(explain?: (err: unknown, part: 'worker' | 'gate') => unknown): Promise<{ worker?: ImNode; gate?: AddressInfo }>;
   /** The gate first (no more logins handed out), then the worker. Once, however often called. */
   stop(): Promise<void>;
+  /**
+   * Reads every TLS certificate, key and CA file of the process again (SIGHUP): new connections
+   * get the new ones, open ones keep theirs. A set that does not load keeps its previous files,
+   * and its SB_ERR_TLS_FILES is logged and returned; the others are reloaded all the same.
+   */
+  reloadTls(): SwitchboardError[];
 }
 
 /** What the process runs, each with its own start and stop. */
@@ -289,13 +316,15 @@ export function createSwitchboard(config: SwitchboardConfig): Switchboard {
   checkConfig(config);
   const built: Closable[] = [];
   const own: Own = (part) => (built.push(part), part);
+  // Read before anything connects: a missing or bad file is refused like a bad flag.
+  const tls = tlsFilesFor(config);
   let worker: WorkerPart | undefined;
   let gate: GatePart | undefined;
   let groups: Groups;
   try {
     groups = { store: own(groupStoreFor(config)), notifier: own(groupNotifierFor(config)), limits: config.groupLimits };
-    worker = config.worker && buildWorker(config, config.worker, groups, own);
-    gate = config.gate && (worker ? embeddedGate(config, config.gate, worker, groups) : clusterGate(config, config.gate, groups, own));
+    worker = config.worker && buildWorker(config, config.worker, groups, own, tls);
+    gate = config.gate && (worker ? embeddedGate(config, config.gate, worker, groups, tls.gate) : clusterGate(config, config.gate, groups, own, tls.gate));
   } catch (err) {
     // checkConfig refuses what the constructors are known to refuse; should one throw all the
     // same, the Redis clients built before it must not keep the process alive.
@@ -335,6 +364,38 @@ export function createSwitchboard(config: SwitchboardConfig): Switchboard {
       return { worker: info, gate: address };
     },
     stop,
+    reloadTls() {
+      const failed: SwitchboardError[] = [];
+      for (const [role, files] of Object.entries(tls)) {
+        if (!files) continue;
+        try {
+          files.reload();
+          config.log.info({ role, ...files.paths }, 'tls files reloaded');
+        } catch (err) {
+          const e = err instanceof SwitchboardError ? err : new SwitchboardError('SB_ERR_TLS_FILES', String(err), { cause: err });
+          config.log.error({ role, err: e }, 'tls files not reloaded: the previous ones stay in use');
+          failed.push(e);
+        }
+      }
+      return failed;
+    },
+  };
+}
+
+/** The TLS files of each role of the process, by role (what reloadTls() reloads). */
+interface ProcessTls {
+  client?: TlsFiles;
+  peer?: TlsFiles;
+  gate?: TlsFiles;
+}
+
+function tlsFilesFor(config: SwitchboardConfig): ProcessTls {
+  const { worker, gate } = config;
+  const paths = (p: TlsFilePaths): TlsFilePaths => ({ cert: p.cert, key: p.key, ...(p.ca !== undefined ? { ca: p.ca } : {}) });
+  return {
+    client: worker?.tls && new TlsFiles(paths(worker.tls)),
+    peer: worker?.peerTls && new TlsFiles(paths(worker.peerTls)),
+    gate: gate?.tls && new TlsFiles(paths(gate.tls)),
   };
 }
 
@@ -351,6 +412,8 @@ function checkConfig(config: SwitchboardConfig): void {
   if (!worker && !gate) fail('a switchboard process runs a worker, a gate or both');
   if (worker?.cluster && (!zookeeper || !redis)) fail('cluster mode needs zookeeper and redis');
   if (worker && !worker.cluster && zookeeper) fail('a worker with zookeeper needs its cluster settings');
+  if (worker && worker.plain === false && !worker.tls) fail('a worker without its plain client port needs a TLS port');
+  if (worker?.peerTls && !worker.cluster) fail('peer TLS is for cluster mode');
   if (!worker && (!zookeeper || !redis)) fail("a cluster's gate needs zookeeper and redis");
   checkTokenSecret(config.secret);
   if (redis) checkRedisTimeout(redis.timeoutMs);
@@ -402,7 +465,7 @@ function groupNotifierFor(config: SwitchboardConfig): GroupNotifier {
   return new RedisGroupNotifier({ url: redis.url, keyPrefix: redis.keyPrefix, timeoutMs: redis.timeoutMs, log: log.child({ component: 'redis', store: 'group-notifier' }) });
 }
 
-function buildWorker(config: SwitchboardConfig, w: WorkerConfig, groups: Groups, own: Own): WorkerPart {
+function buildWorker(config: SwitchboardConfig, w: WorkerConfig, groups: Groups, own: Own, tls: ProcessTls): WorkerPart {
   const { log, redis } = config;
   // The ZooKeeper registry first: it connects only when started, the Redis stores at once.
   const registry = w.cluster && own(zooKeeperRegistry(config));
@@ -415,11 +478,14 @@ function buildWorker(config: SwitchboardConfig, w: WorkerConfig, groups: Groups,
     users: w.checkRecipients ? users : undefined,
     store: cluster?.store,
     registry: cluster?.registry,
-    cluster: w.cluster?.settings,
+    cluster: w.cluster && { ...w.cluster.settings, ...(tls.peer ? { peerTls: { mode: w.peerTls!.mode, files: tls.peer } } : {}) },
     // On the registry's ZooKeeper session: one per process.
     online: cluster && ((counts) => new ZooKeeperOnlineCounter({ zookeeper: cluster.registry.zookeeper, ...counts, log: log.child({ component: 'online' }) })),
     host: w.host,
     port: w.port,
+    plain: w.plain,
+    tls: tls.client && { port: w.tls!.port, files: tls.client },
+    announceTlsPort: w.announceTlsPort,
     announceHost: w.announceHost,
     secret: config.secret,
     limits: w.limits,
@@ -486,11 +552,12 @@ interface GatePart extends Part<AddressInfo> {
 }
 
 /** `switchboard start`'s gate: the worker's registry, accounts, signer and counts; limits in memory. */
-function embeddedGate(config: SwitchboardConfig, g: GateConfig, worker: WorkerPart, groups: Groups): GatePart {
+function embeddedGate(config: SwitchboardConfig, g: GateConfig, worker: WorkerPart, groups: Groups, tls: TlsFiles | undefined): GatePart {
   const { node } = worker;
   const gate = new WebGate({
     host: g.host,
     port: g.port,
+    tls,
     registry: node.registry,
     users: worker.users!,
     signer: node.signer,
@@ -511,7 +578,7 @@ function embeddedGate(config: SwitchboardConfig, g: GateConfig, worker: WorkerPa
  * OnlineCounter on the same session, keeps users and rate-limit counts in Redis, and probes the
  * workers it hands out.
  */
-function clusterGate(config: SwitchboardConfig, g: GateConfig, groups: Groups, own: Own): GatePart {
+function clusterGate(config: SwitchboardConfig, g: GateConfig, groups: Groups, own: Own, tls: TlsFiles | undefined): GatePart {
   const { log } = config;
   const redis = config.redis!;
   // What connects only when started first, the Redis stores (which connect at once) last.
@@ -527,6 +594,7 @@ function clusterGate(config: SwitchboardConfig, g: GateConfig, groups: Groups, o
   const gate = new WebGate({
     host: g.host,
     port: g.port,
+    tls,
     registry,
     users,
     signer,

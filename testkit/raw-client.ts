@@ -5,6 +5,7 @@
 // the bare relay use too.
 
 import net from 'node:net';
+import tls from 'node:tls';
 import { once } from 'node:events';
 import Long from 'long';
 import { FrameDecoder, FRAME_MAGIC, FRAME_VERSION, HEADER_LENGTH } from '../src/protocol/frame.js';
@@ -51,6 +52,8 @@ export interface DialOptions {
   /** The source address, e.g. another loopback address (127.0.0.2) to appear as another host. */
   localAddress?: string;
   allowHalfOpen?: boolean;
+  /** Dial TLS with these options (CA, certificate, servername); 'connect' is then the end of the handshake. */
+  tls?: tls.ConnectionOptions;
 }
 
 /**
@@ -59,7 +62,9 @@ export interface DialOptions {
  */
 export function dialFrames(o: DialOptions, reader: FrameReader): net.Socket {
   const { host = '127.0.0.1', port, localAddress, allowHalfOpen = false } = o;
-  const socket = net.connect({ host, port, noDelay: true, allowHalfOpen, ...(localAddress ? { localAddress } : {}) });
+  const socket = o.tls
+    ? tls.connect({ host, port, ...(localAddress ? { localAddress } : {}), ...o.tls }).setNoDelay(true)
+    : net.connect({ host, port, noDelay: true, allowHalfOpen, ...(localAddress ? { localAddress } : {}) });
   readFrames(socket, reader, CLIENT_MAX_FRAME_LENGTH);
   return socket;
 }
@@ -206,7 +211,7 @@ export class RawClient {
    */
   static async connect(port: number, options: ConnectOptions = {}): Promise<RawClient> {
     const client = new RawClient(port, options);
-    await once(client.socket, 'connect');
+    await once(client.socket, options.tls ? 'secureConnect' : 'connect');
     return client;
   }
 

@@ -132,6 +132,8 @@ const SHOWN_IDS = 10;
 export interface Endpoint {
   host: string;
   port: number;
+  /** A TLS port: dialed over TLS, the certificate verified against this CA (PEM) as `localhost`. */
+  tls?: { ca: string };
 }
 
 /** A driver's connection: its socket and what its frames go to (set once it is logged in). */
@@ -141,15 +143,15 @@ class Conn {
   /** Called after each read's frames were handled (receivers acknowledge there). */
   afterRead: () => void = () => {};
 
-  constructor({ host, port }: Endpoint, localAddress: string | undefined) {
-    this.socket = dialFrames({ host, port, ...(localAddress ? { localAddress } : {}) }, this);
+  constructor({ host, port, tls }: Endpoint, localAddress: string | undefined) {
+    this.socket = dialFrames({ host, port, ...(localAddress ? { localAddress } : {}), ...(tls ? { tls: { ca: tls.ca, servername: 'localhost' } } : {}) }, this);
     this.socket.on('error', () => {});
   }
 }
 
 async function connect(endpoint: Endpoint, localAddress: string | undefined, onClose: () => void): Promise<Conn> {
   const conn = new Conn(endpoint, localAddress);
-  await once(conn.socket, 'connect');
+  await once(conn.socket, endpoint.tls ? 'secureConnect' : 'connect');
   conn.socket.once('close', onClose);
   return conn;
 }

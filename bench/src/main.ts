@@ -74,6 +74,7 @@ function chatOptions(o: BenchOptions, c: RunContext, switchboard: boolean) {
     crossNode: o['cross-node'],
     noCopiesBaseline: o['no-own-copies-baseline'] === true,
     ...(o.receipts ? { receipts: true } : {}),
+    ...(o.tls ? { tls: true } : {}),
     relay: !switchboard || !o['no-relay'],
     switchboard,
     drainMs: o['drain-ms'],

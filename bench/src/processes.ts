@@ -23,6 +23,8 @@ export interface Started {
   process: SwitchboardProcess;
   child: SwitchboardProcess['child'];
   port: number;
+  /** A worker's TLS client port, from its 'worker listening' line (started with --tls-port). */
+  tlsPort?: number;
   /** SIGTERM and wait for the exit. */
   stop(): Promise<void>;
   /** SIGKILL and wait for the exit: a crash. */
@@ -52,8 +54,17 @@ export function spawnServer(o: ServerOptions): SwitchboardProcess {
 
 /** Waits (however long it takes, unless the process exits) for the log line `msg` and its port. */
 export async function listeningPort(server: SwitchboardProcess, msg: string): Promise<number> {
-  const line: LogLine = await server.waitForLog({ msg }, { timeoutMs: Number.POSITIVE_INFINITY });
-  return Number(line.port);
+  return Number((await listeningLine(server, msg)).port);
+}
+
+/** The line a server logs once it listens (the output is not recorded: waited for). */
+export function listeningLine(server: SwitchboardProcess, msg: string): Promise<LogLine> {
+  return server.waitForLog({ msg }, { timeoutMs: Number.POSITIVE_INFINITY });
+}
+
+/** The TLS port in a 'worker listening' line, as Started's. */
+export function tlsPortIn(line: LogLine): { tlsPort?: number } {
+  return line.tlsPort === undefined ? {} : { tlsPort: Number(line.tlsPort) };
 }
 
 /** `server` as a Started process, listening on `port`. */
@@ -72,7 +83,8 @@ export function started(o: ServerOptions, server: SwitchboardProcess, port: numb
 /** Spawns a server and resolves once it logged `listening` with its port. */
 async function startServer(o: ServerOptions, listening: string): Promise<Started> {
   const server = spawnServer(o);
-  return started(o, server, await listeningPort(server, listening));
+  const line = await listeningLine(server, listening);
+  return { ...started(o, server, Number(line.port)), ...tlsPortIn(line) };
 }
 
 /** The bare relay (relay-server.ts), which logs `relay listening` as switchboard logs its listeners. */

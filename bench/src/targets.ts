@@ -5,7 +5,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { digestId } from '../../src/registry/cluster-acl.js';
-import { listeningPort, siblingModule, spawnServer, started, startGateProcess, startWorkerProcess, type ProcessSampler, type ServerOptions, type Started } from './processes.js';
+import { listeningLine, listeningPort, siblingModule, tlsPortIn, spawnServer, started, startGateProcess, startWorkerProcess, type ProcessSampler, type ServerOptions, type Started } from './processes.js';
 import { GroupAdmin, LoopDelayReader } from './group-admin.js';
 import { startRedisServer, startZooKeeperServer, type RedisServer, type ZooKeeperServer } from '../../testkit/services.js';
 import { sleep } from '../../testkit/wait.js';
@@ -41,6 +41,8 @@ export interface WorkerEndpoint {
   name: string;
   host: string;
   port: number;
+  /** The TLS client port, when the worker was started with one (--tls-port). */
+  tlsPort?: number;
   /** Present when the bench started it. */
   process?: Started;
 }
@@ -135,8 +137,8 @@ async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: 
   const stopServer = started(options, server, 0).stop;
   stops.push(stopServer);
   const loopDelay = o.groups ? new LoopDelayReader(server) : undefined;
-  const [port, gatePort] = await Promise.all([listeningPort(server, 'worker listening'), listeningPort(server, 'gate listening')]);
-  const node = started(options, server, port);
+  const [line, gatePort] = await Promise.all([listeningLine(server, 'worker listening'), listeningPort(server, 'gate listening')]);
+  const node = { ...started(options, server, Number(line.port)), ...tlsPortIn(line) };
   o.sampler?.add('node', 'node', node.child.pid);
   const inbox = o.inbox === 'redis' ? `redis inbox${o.groups ? ' and groups' : ''}, fsync ${o.fsync ?? 'none'}` : `memory inbox${o.groups ? ' and groups' : ''}`;
   const gateUrl = `http://${LOOPBACK}:${gatePort}`;
@@ -144,7 +146,7 @@ async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: 
     kind: 'embedded',
     label: `embedded (${inbox})`,
     secret: o.secret,
-    workers: [{ name: 'node', host: LOOPBACK, port: node.port, process: node }],
+    workers: [{ name: 'node', host: LOOPBACK, port: node.port, ...(node.tlsPort === undefined ? {} : { tlsPort: node.tlsPort }), process: node }],
     gateUrl,
     ...(o.groups ? { groupAdmin: new GroupAdmin(gateUrl, o.secret), loopDelay } : {}),
     stop,
@@ -181,7 +183,7 @@ async function cluster(o: TargetOptions, stops: (() => Promise<void>)[], stop: (
     const worker = await startWorkerProcess(name, o.secret, [...clusterArgs, ...BENCH_WORKER_ARGS, ...(o.workerArgs ?? [])]);
     stops.push(worker.stop);
     o.sampler?.add(name, 'worker', worker.child.pid);
-    const endpoint = { name, host: LOOPBACK, port: worker.port, process: worker };
+    const endpoint = { name, host: LOOPBACK, port: worker.port, ...(worker.tlsPort === undefined ? {} : { tlsPort: worker.tlsPort }), process: worker };
     workers.push(endpoint);
     return endpoint;
   };

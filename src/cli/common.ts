@@ -17,8 +17,9 @@ import { networkInterfaces } from 'node:os';
 import type { Logger } from '../log.js';
 import { parseDigestAuth, parseDigestIds } from '../registry/cluster-acl.js';
 import type { ZooKeeperDigestAuth } from '../registry/zookeeper-client.js';
-import { MAX_TIMER_MS, PORT, count, envOf, ms, type OptionSpecs, type OptionValues } from './options.js';
+import { MAX_TIMER_MS, NON_EMPTY, PORT, count, envOf, ms, type OptionSpecs, type OptionValues } from './options.js';
 import { pino, type LevelWithSilent } from 'pino';
+import type { WorkerConfig } from '../node.js';
 
 /** Where an option binds or connects: an IP address or a host name, never `host:port`. */
 const HOST_CHECK = {
@@ -149,6 +150,77 @@ export const ZK_OPTIONS = {
   'zk-root': { type: 'string', group: 'cluster', ...ZK_ROOT, description: 'ZooKeeper path under which workers register', default: '/switchboard' },
   'zk-auth': { type: 'string', group: 'cluster', secret: true, description: 'ZooKeeper digest identity user:password, the same on every worker: only it can change what the workers create; required with --zk unless --dev' },
 } as const satisfies OptionSpecs;
+
+/** The worker's TLS client port (`start` and `worker`). */
+export const TLS_OPTIONS = {
+  'tls-port': { ...PORT, group: 'tls', description: 'TCP port for TLS client connections, beside --port (as MQTT brokers keep 8883 beside 1883); needs --tls-cert and --tls-key; unset: no TLS port' },
+  'tls-cert': { type: 'string', group: 'tls', ...NON_EMPTY, description: "PEM file of the worker's certificate chain (the TLS port's; the peer links' too unless --peer-tls-cert); re-read on SIGHUP" },
+  'tls-key': { type: 'string', group: 'tls', ...NON_EMPTY, description: 'PEM file of the private key of --tls-cert; re-read on SIGHUP' },
+  'no-plain-port': { type: 'boolean', group: 'tls', description: 'no plaintext client port: clients connect over TLS only (needs --tls-port; the worker registers port 0)' },
+  'announce-tls-port': { ...PORT, min: 1, group: 'tls', description: 'TLS port a load balancer terminates for this worker at --announce-host (forwarding to --port): announced as its TLS port; default --tls-port' },
+} as const satisfies OptionSpecs;
+
+/** The gate's HTTPS (`gate`; `start` has them as --gate-tls-cert and --gate-tls-key, the same variables). */
+export const GATE_TLS_OPTIONS = {
+  'tls-cert': { type: 'string', group: 'tls', ...NON_EMPTY, env: 'SWITCHBOARD_GATE_TLS_CERT', description: "PEM file of the gate's certificate chain: the gate serves HTTPS; re-read on SIGHUP" },
+  'tls-key': { type: 'string', group: 'tls', ...NON_EMPTY, env: 'SWITCHBOARD_GATE_TLS_KEY', description: 'PEM file of the private key of --tls-cert' },
+} as const satisfies OptionSpecs;
+
+/** The gate's certificate and key, both or neither (`prefix`: the flags' names, for the error). */
+export function gateTlsFrom(cert: string | undefined, key: string | undefined, prefix: string): { cert: string; key: string } | undefined {
+  if ((cert === undefined) !== (key === undefined)) throw new SwitchboardError('SB_ERR_CONFIG', `--${prefix}-cert and --${prefix}-key go together`);
+  return cert === undefined ? undefined : { cert, key: key! };
+}
+
+/**
+ * SIGHUP re-reads the process's TLS files (Switchboard.reloadTls logs each outcome); returns
+ * what stops listening. Only a process with TLS files listens: elsewhere SIGHUP keeps its
+ * default, ending the process as when its terminal closes.
+ */
+export function reloadOnHangup(switchboard: { reloadTls(): unknown }, log: Logger): () => void {
+  const reload = () => {
+    log.info({ signal: 'SIGHUP' }, 'reloading the TLS files');
+    switchboard.reloadTls();
+  };
+  process.on('SIGHUP', reload);
+  return () => process.off('SIGHUP', reload);
+}
+
+/** TLS on the peer links (`worker` in cluster mode). */
+export const PEER_TLS_OPTIONS = {
+  'peer-tls': { type: 'string', group: 'tls', choices: ['off', 'ca', 'mutual'], description: "TLS on the peer links: ca (the acceptor shows a certificate of --peer-ca, the dialer is proven by the cluster secret), mutual (both show one), off", default: 'off' },
+  'peer-ca': { type: 'string', group: 'tls', ...NON_EMPTY, description: "PEM file of the cluster's CA: peers' certificates must be issued by it; re-read on SIGHUP" },
+  'peer-tls-cert': { type: 'string', group: 'tls', ...NON_EMPTY, description: "PEM file of this worker's certificate on the peer links (default --tls-cert): must name its --announce-host" },
+  'peer-tls-key': { type: 'string', group: 'tls', ...NON_EMPTY, description: 'PEM file of the private key of --peer-tls-cert (default --tls-key)' },
+} as const satisfies OptionSpecs;
+
+/** The worker's TLS port and peer TLS from their flags, each pair checked complete. */
+export function workerTlsFrom(v: OptionValues<typeof TLS_OPTIONS> & Partial<OptionValues<typeof PEER_TLS_OPTIONS>>, port: number): Pick<WorkerConfig, 'plain' | 'tls' | 'peerTls' | 'announceTlsPort'> {
+  const fail = (message: string): never => {
+    throw new SwitchboardError('SB_ERR_CONFIG', message);
+  };
+  const cert = v['tls-cert'];
+  const key = v['tls-key'];
+  if ((cert === undefined) !== (key === undefined)) fail('--tls-cert and --tls-key go together');
+  const tlsPort = v['tls-port'];
+  if (tlsPort !== undefined && cert === undefined) fail('--tls-port needs --tls-cert and --tls-key');
+  if (tlsPort !== undefined && tlsPort !== 0 && tlsPort === port) fail(`--tls-port and --port must differ, both are ${port}`);
+  if (v['no-plain-port'] && tlsPort === undefined) fail('--no-plain-port needs --tls-port: a worker needs a client port');
+  const out: Pick<WorkerConfig, 'plain' | 'tls' | 'peerTls' | 'announceTlsPort'> = { plain: !v['no-plain-port'] };
+  if (v['announce-tls-port'] !== undefined) out.announceTlsPort = v['announce-tls-port'];
+  if (tlsPort !== undefined) out.tls = { port: tlsPort, cert: cert!, key: key! };
+  const mode = v['peer-tls'] ?? 'off';
+  if (mode === 'off') {
+    if (v['peer-ca'] !== undefined || v['peer-tls-cert'] !== undefined || v['peer-tls-key'] !== undefined) fail('--peer-ca, --peer-tls-cert and --peer-tls-key need --peer-tls ca or mutual');
+    return out;
+  }
+  const peerCert = v['peer-tls-cert'] ?? cert;
+  const peerKey = v['peer-tls-key'] ?? key;
+  if (v['peer-ca'] === undefined) fail(`--peer-tls ${mode} needs --peer-ca (the cluster's CA)`);
+  if (peerCert === undefined || peerKey === undefined) fail(`--peer-tls ${mode} needs a certificate and key: --peer-tls-cert and --peer-tls-key, or --tls-cert and --tls-key`);
+  out.peerTls = { mode: mode as 'ca' | 'mutual', cert: peerCert!, key: peerKey!, ca: v['peer-ca']! };
+  return out;
+}
 
 export const CLUSTER_OPTIONS = {
   ...ZK_OPTIONS,

@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 import { SwitchboardError } from '../errors.js';
 
 /** How --help groups a command's options, in this order. */
-export const OPTION_GROUPS = ['network', 'secrets', 'stores', 'cluster', 'gate', 'limits', 'logging', 'target', 'load', 'reports'] as const;
+export const OPTION_GROUPS = ['network', 'tls', 'secrets', 'stores', 'cluster', 'gate', 'limits', 'logging', 'target', 'load', 'reports'] as const;
 export type OptionGroup = (typeof OPTION_GROUPS)[number];
 
 /** The longest delay a Node.js timer can wait (a longer one fires at once). */

@@ -5,7 +5,7 @@
 // a gate that cannot be reached with gateFailure()'s SB_ERR_CLIENT_CONNECT_FAILED.
 
 import type { Group, GroupMeta, GroupOfUser, GroupRole, GroupView, Member } from '../groups/group-store.js';
-import { gateFailure, gateRequest } from './gate-login.js';
+import { gateFailure, gateRequest, type Gate } from './gate-login.js';
 
 export type { Group, GroupMeta, GroupOfUser, GroupRole, GroupView, Member };
 
@@ -29,10 +29,10 @@ export interface MembershipChange extends GroupChange {
 export type TokenSource = string | (() => string | Promise<string>);
 
 export class GateGroups {
-  readonly #gateUrl: string;
+  readonly #gateUrl: Gate;
   readonly #token: TokenSource;
 
-  constructor(gateUrl: string, token: TokenSource) {
+  constructor(gateUrl: Gate, token: TokenSource) {
     this.#gateUrl = gateUrl;
     this.#token = token;
   }

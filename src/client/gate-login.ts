@@ -1,14 +1,26 @@
 // Logging in through the HTTP gate: a password for a token and the address of the
 // least-loaded worker. `gateEndpoint` turns that into an ImClient endpoint resolver, so a client
-// whose worker went away moves to another one.
+// whose worker went away moves to another one. The gate may be https://, verified against Node's
+// CA list or a CA of the caller's (`Gate` with `ca`); the workers it names may have a TLS port.
 
+import https from 'node:https';
 import { SwitchboardError, isErrorCode, isSwitchboardError, type ErrorCode } from '../errors.js';
 import type { Endpoint } from './options.js';
 
 export interface GateWorker {
   id: string;
   host: string;
+  /** Plaintext client port; 0 when the worker has none (then `tlsPort`). */
   port: number;
+  /** TLS client port, when the worker has one (a gate or worker of an older version names none). */
+  tlsPort?: number;
+}
+
+/** The gate's URL, or the URL and the CA (PEM) an https:// gate's certificate must be issued by. */
+export type Gate = string | { url: string; ca?: string | Buffer };
+
+function gateUrlOf(gate: Gate): string {
+  return typeof gate === 'string' ? gate : gate.url;
 }
 
 export interface GateLogin {
@@ -46,16 +58,14 @@ const GATE_TIMEOUT_MS = 15_000;
  * rejects with a GateError of the answer's code (SB_ERR_INTERNAL for a code this client does
  * not know), its HTTP status and its `retry-after`.
  */
-export async function gateRequest<T>(gateUrl: string, method: string, path: string, body?: unknown, token?: string): Promise<T> {
+export async function gateRequest<T>(gate: Gate, method: string, path: string, body?: unknown, token?: string): Promise<T> {
   const headers: Record<string, string> = {};
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (token !== undefined) headers.authorization = `Bearer ${token}`;
-  const response = await fetch(new URL(path, gateUrl), {
-    method,
-    headers,
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    signal: AbortSignal.timeout(GATE_TIMEOUT_MS),
-  });
+  const url = new URL(path, gateUrlOf(gate));
+  const init = { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}), signal: AbortSignal.timeout(GATE_TIMEOUT_MS) };
+  const ca = typeof gate === 'string' ? undefined : gate.ca;
+  const response = ca !== undefined && url.protocol === 'https:' ? await httpsWithCa(url, init, ca) : await fetch(url, init);
   const json = (await response.json().catch(() => ({}))) as T & { error?: { code?: string; message?: string } };
   if (!response.ok) {
     const code = json.error?.code;
@@ -70,16 +80,60 @@ export async function gateRequest<T>(gateUrl: string, method: string, path: stri
   return json;
 }
 
-function post<T>(gateUrl: string, path: string, body: unknown): Promise<T> {
-  return gateRequest(gateUrl, 'POST', path, body);
+/** What gateRequest reads of an answer: fetch's Response, or httpsWithCa's. */
+interface GateAnswer {
+  ok: boolean;
+  status: number;
+  headers: { get(name: string): string | null };
+  json(): Promise<unknown>;
 }
 
-export function registerThroughGate(gateUrl: string, username: string, password: string): Promise<{ uid: string }> {
-  return post(gateUrl, '/api/users', { username, password });
+/**
+ * One request over node:https with a CA of the caller's: fetch takes no CA (short of a
+ * dispatcher from the undici package, which switchboard does not depend on). Fails as fetch
+ * does, the socket's error as the cause, so gateFailure() reads both alike.
+ */
+function httpsWithCa(url: URL, init: { method: string; headers: Record<string, string>; body?: string; signal: AbortSignal }, ca: string | Buffer): Promise<GateAnswer> {
+  return new Promise((resolve, reject) => {
+    const request = https.request(url, { method: init.method, headers: init.headers, ca, signal: init.signal }, (response) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      response.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        // A gate's answers are small: more is not a gate.
+        if (size > MAX_ANSWER_BYTES) request.destroy(new Error(`the answer exceeds ${MAX_ANSWER_BYTES} bytes`));
+        else chunks.push(chunk);
+      });
+      response.on('end', () => {
+        const status = response.statusCode ?? 0;
+        const text = Buffer.concat(chunks).toString('utf8');
+        resolve({
+          ok: status >= 200 && status < 300,
+          status,
+          headers: { get: (name) => [response.headers[name.toLowerCase()] ?? null].flat()[0] ?? null },
+          json: async () => JSON.parse(text) as unknown,
+        });
+      });
+      response.on('error', (err) => reject(Object.assign(new Error('fetch failed', { cause: err }), { name: 'TypeError' })));
+    });
+    request.on('error', (err) => reject(err.name === 'AbortError' ? err : Object.assign(new Error('fetch failed', { cause: err }), { name: 'TypeError' })));
+    request.end(init.body);
+  });
 }
 
-export function loginThroughGate(gateUrl: string, credentials: GateCredentials): Promise<GateLogin> {
-  return post(gateUrl, '/api/login', credentials);
+/** The largest answer httpsWithCa reads. */
+const MAX_ANSWER_BYTES = 1024 * 1024;
+
+function post<T>(gate: Gate, path: string, body: unknown): Promise<T> {
+  return gateRequest(gate, 'POST', path, body);
+}
+
+export function registerThroughGate(gate: Gate, username: string, password: string): Promise<{ uid: string }> {
+  return post(gate, '/api/users', { username, password });
+}
+
+export function loginThroughGate(gate: Gate, credentials: GateCredentials): Promise<GateLogin> {
+  return post(gate, '/api/login', credentials);
 }
 
 /**
@@ -87,8 +141,9 @@ export function loginThroughGate(gateUrl: string, credentials: GateCredentials):
  * "fetch failed" and keeps the socket's error (ECONNREFUSED 127.0.0.1:8080) in its cause. A
  * SwitchboardError (the gate's answer) is returned as it is.
  */
-export function gateFailure(gateUrl: string, err: unknown): SwitchboardError {
+export function gateFailure(gate: Gate, err: unknown): SwitchboardError {
   if (isSwitchboardError(err)) return err;
+  const gateUrl = gateUrlOf(gate);
   const e = err as Error & { cause?: { code?: unknown; message?: unknown; errors?: { message?: unknown }[] } };
   if (e?.name === 'TimeoutError' || e?.name === 'AbortError') {
     return new SwitchboardError('SB_ERR_CLIENT_TIMEOUT', `the gate ${gateUrl} did not answer within ${GATE_TIMEOUT_MS / 1000} s`, { cause: err });
@@ -111,18 +166,34 @@ const TOKEN_MARGIN_MS = 60_000;
  * gateFailure()'s SB_ERR_CLIENT_CONNECT_FAILED naming the address when the gate cannot be reached.
  * `onLogin` is told each login (its token serves the gate's group API too: GateGroups).
  */
-export function gateEndpoint(gateUrl: string, credentials: GateCredentials, onLogin?: (login: GateLogin) => void): () => Promise<Endpoint> {
+export function gateEndpoint(gate: Gate, credentials: GateCredentials, onLogin?: (login: GateLogin) => void, { tls = 'auto' }: GateEndpointOptions = {}): () => Promise<Endpoint> {
   let login: GateLogin | undefined;
   let candidates: GateWorker[] = [];
   return async () => {
     if (!login || candidates.length === 0 || Date.now() > login.expiresAt - TOKEN_MARGIN_MS) {
-      login = await loginThroughGate(gateUrl, credentials).catch((err: unknown) => {
-        throw gateFailure(gateUrl, err);
+      login = await loginThroughGate(gate, credentials).catch((err: unknown) => {
+        throw gateFailure(gate, err);
       });
       candidates = [login.worker, ...login.workers];
+      if (tls === 'require') candidates = candidates.filter((w) => w.tlsPort !== undefined);
+      if (candidates.length === 0) throw new SwitchboardError('SB_ERR_NO_WORKER', 'the gate named no worker with a TLS port (is --tls-port set on the workers?)');
       onLogin?.(login);
     }
     const worker = candidates.shift()!;
-    return { host: worker.host, port: worker.port, token: login.token };
+    return workerEndpoint(worker, login.token, tls);
   };
+}
+
+export interface GateEndpointOptions {
+  /**
+   * `auto` (default): the worker's TLS port when the gate names one, else its plain port;
+   * `require`: TLS only (workers without a TLS port are passed over); `off`: the plain port.
+   */
+  tls?: 'auto' | 'require' | 'off';
+}
+
+/** Where to reach `worker` under `tls`. */
+export function workerEndpoint(worker: GateWorker, token: string, tls: GateEndpointOptions['tls'] = 'auto'): Endpoint {
+  if (worker.tlsPort !== undefined && (tls !== 'off' || worker.port === 0)) return { host: worker.host, port: worker.tlsPort, token, tls: true };
+  return { host: worker.host, port: worker.port, token };
 }

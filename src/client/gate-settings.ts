@@ -2,7 +2,7 @@
 // carries the token of a gate login; a refusal rejects with a GateError of the gate's code, a
 // gate that cannot be reached with gateFailure()'s SB_ERR_CLIENT_CONNECT_FAILED.
 
-import { gateFailure, gateRequest } from './gate-login.js';
+import { gateFailure, gateRequest, type Gate } from './gate-login.js';
 import type { TokenSource } from './gate-groups.js';
 
 export interface UserSettings {
@@ -11,10 +11,10 @@ export interface UserSettings {
 }
 
 export class GateSettings {
-  readonly #gateUrl: string;
+  readonly #gateUrl: Gate;
   readonly #token: TokenSource;
 
-  constructor(gateUrl: string, token: TokenSource) {
+  constructor(gateUrl: Gate, token: TokenSource) {
     this.#gateUrl = gateUrl;
     this.#token = token;
   }

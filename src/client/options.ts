@@ -13,6 +13,16 @@ export interface Endpoint {
   host: string;
   port: number;
   token: string;
+  /** A TLS port (the gate said so): dialed over TLS with the client's `tls` settings. */
+  tls?: boolean;
+}
+
+/** How the client checks a worker's TLS certificate. */
+export interface ClientTls {
+  /** PEM of the CA(s) the worker's certificate must be issued by; unset: Node's CA list. */
+  ca?: string | Buffer;
+  /** The name the certificate must carry; default the host dialed (an IP address is checked as one). */
+  servername?: string;
 }
 
 export interface ImClientOptions {
@@ -20,6 +30,11 @@ export interface ImClientOptions {
   host?: string;
   port?: number;
   token?: string;
+  /**
+   * TLS: with the fixed endpoint, `port` is a TLS port; with `endpoint`, used for the endpoints
+   * it marks `tls` (gateEndpoint: a worker's TLS port), which are dialed over TLS without it too.
+   */
+  tls?: ClientTls;
   /**
    * Asked before every connection attempt (e.g. gateEndpoint(): a login at the gate, which names
    * the least-loaded live worker): a client whose worker went away moves to another one.

@@ -6,7 +6,9 @@
 // requests) is the client's, not this file's.
 
 import type net from 'node:net';
+import tls from 'node:tls';
 import { SwitchboardError, isSwitchboardError } from '../errors.js';
+import { isTlsError } from '../net/tls-errors.js';
 import type { Logger } from '../log.js';
 import { dialFramed } from '../net/dial.js';
 import { writePerTick } from '../net/write-per-tick.js';
@@ -50,12 +52,22 @@ export class Transport {
   #socketError: Error | undefined;
   /** The current socket connected. */
   #connected = false;
+  /** The CA of settings.tls, made once for every TLS attempt. */
+  #tlsContext: tls.SecureContext | undefined;
 
   constructor(settings: ClientSettings, retry: RetryStrategy | false, log: Logger, on: TransportHandlers) {
     this.#settings = settings;
     this.#retry = retry;
     this.#log = log;
     this.#on = on;
+    const ca = settings.tls?.ca;
+    if (ca !== undefined) {
+      try {
+        this.#tlsContext = tls.createSecureContext({ ca });
+      } catch (err) {
+        throw new SwitchboardError('SB_ERR_TLS_FILES', `the tls.ca option is not a PEM certificate: ${(err as Error).message}`, { cause: err });
+      }
+    }
   }
 
   /** False with `retryStrategy: false`: a lost connection is the end. */
@@ -72,7 +84,7 @@ export class Transport {
     const epoch = ++this.#epoch;
     const endpoint = this.#settings.endpoint;
     if (!endpoint) {
-      this.#dial(epoch, { host: this.#settings.host ?? '127.0.0.1', port: this.#settings.port ?? 9000, token: this.#settings.token ?? '' });
+      this.#dial(epoch, { host: this.#settings.host ?? '127.0.0.1', port: this.#settings.port ?? 9000, token: this.#settings.token ?? '', tls: this.#settings.tls !== undefined });
       return;
     }
     endpoint().then(
@@ -137,7 +149,8 @@ export class Transport {
     this.#dropReason = undefined;
     this.#socketError = undefined;
     this.#connected = false;
-    const socket = dialFramed(where, this.#settings.maxFrameLength, () => epoch === this.#epoch, {
+    const target = { host: where.host, port: where.port, ...(where.tls ? { tls: { context: this.#tlsContext, servername: this.#settings.tls?.servername } } : {}) };
+    const socket = dialFramed(target, this.#settings.maxFrameLength, () => epoch === this.#epoch, {
       connect: () => {
         this.#connected = true;
         this.#lastInboundAt = Date.now();
@@ -170,6 +183,8 @@ export class Transport {
   #closeReason(where: Endpoint): SwitchboardError {
     if (this.#dropReason) return this.#dropReason;
     const err = this.#socketError;
+    // A certificate not verified, a wrong name, a server that does not speak TLS: said as such.
+    if (where.tls && isTlsError(err)) return new SwitchboardError('SB_ERR_TLS_HANDSHAKE', `TLS with ${where.host}:${where.port} failed: ${err!.message}`, { cause: err });
     // Node's message names the address already: "connect ECONNREFUSED 127.0.0.1:9999".
     if (!this.#connected) return new SwitchboardError('SB_ERR_CLIENT_CONNECT_FAILED', err?.message ?? `could not connect to ${where.host}:${where.port}`, { cause: err });
     return new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', err ? `connection lost: ${err.message}` : 'the server closed the connection', { cause: err });

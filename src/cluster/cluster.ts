@@ -14,6 +14,14 @@ import { PeerAcceptor } from './peer-acceptor.js';
 import { PeerListener } from './peer-listener.js';
 import { RouteCache } from './route-cache.js';
 import { WorkerRouter } from './worker-router.js';
+import type { TlsFiles } from '../net/tls-files.js';
+
+/**
+ * TLS on the peer links. `ca`: the acceptor shows a certificate of the cluster CA, which the
+ * dialer verifies (with the acceptor's registered host); `mutual`: the dialer shows one too,
+ * which the acceptor verifies. In both the peer handshake proves the cluster secret as ever.
+ */
+export type PeerTlsMode = 'ca' | 'mutual';
 
 export interface ClusterSettings {
   /** Shared by every worker; proves peers to each other. */
@@ -32,6 +40,8 @@ export interface ClusterSettings {
   peerQueueLimit: number;
   routeCacheTtlMs: number;
   routeCacheSize: number;
+  /** TLS on the peer port and links: this worker's certificate and key, and the cluster CA (`files.paths.ca`). Unset: plaintext. */
+  peerTls?: { mode: PeerTlsMode; files: TlsFiles };
 }
 
 export const DEFAULT_CLUSTER_SETTINGS: Omit<ClusterSettings, 'secret'> = Object.freeze({
@@ -80,6 +90,7 @@ export function createCluster(settings: ClusterSettings, deps: ClusterDeps) {
         missedLimit: settings.peerQueueLimit,
         heartbeatMs: deps.limits.heartbeatIntervalMs,
         maxFrameLength: deps.limits.maxFrameLength,
+        tls: settings.peerTls?.files,
       },
     });
     const routes = new RouteCache({ store: deps.store, selfId: getSelf, ttlMs: settings.routeCacheTtlMs, maxEntries: settings.routeCacheSize });
@@ -99,6 +110,7 @@ export function createCluster(settings: ClusterSettings, deps: ClusterDeps) {
       handshakeTimeoutMs: settings.peerHandshakeTimeoutMs,
       maxPending: settings.peerMaxPending,
       acceptor,
+      tls: settings.peerTls && { files: settings.peerTls.files, mutual: settings.peerTls.mode === 'mutual' },
       log: log.child({ listener: 'peer' }),
     });
     local.nodeId.then((id) => {

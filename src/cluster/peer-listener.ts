@@ -5,13 +5,21 @@
 // the handshake (one more is refused at accept), each closed unless it completes within
 // `handshakeTimeoutMs`; authenticated links are one per registered worker (PeerAcceptor) and
 // are closed when idle or slow like client connections. One periodic sweep enforces it all.
+//
+// With `tls` the port speaks TLS only (TlsAccept): a socket still in its TLS handshake counts as
+// pending, and the handshake timeout covers the TLS handshake and the peer handshake together.
+// `mutual`: the dialer must present a certificate of the cluster CA; else only this worker shows
+// one, and the dialer is proven by the peer handshake alone (as it always is, in both modes).
 
 import net from 'node:net';
+import type tls from 'node:tls';
 import { once } from 'node:events';
 import { idleTimeoutMs, type WorkerLimits } from '../config.js';
 import type { Logger } from '../log.js';
 import { Connection, type ConnectionHandler } from '../server/connection.js';
 import type { PeerAcceptor } from './peer-acceptor.js';
+import type { TlsFiles } from '../net/tls-files.js';
+import { TlsAccept } from '../net/tls-accept.js';
 
 export interface PeerListenerOptions {
   host: string;
@@ -24,6 +32,8 @@ export interface PeerListenerOptions {
   /** Connections that have not completed the handshake, at once; more are refused at accept. */
   maxPending: number;
   acceptor: PeerAcceptor;
+  /** TLS on the peer port: this worker's certificate and the cluster CA (`files`); `mutual`: dialers must show one too. */
+  tls?: { files: TlsFiles; mutual: boolean };
   log: Logger;
 }
 
@@ -32,6 +42,9 @@ export class PeerListener {
   readonly #server: net.Server;
   readonly #connections = new Set<Connection>();
   readonly #handler: ConnectionHandler;
+  readonly #tls: TlsAccept | undefined;
+  /** Sockets still in the TLS handshake, with their accept time. */
+  readonly #handshaking = new Map<net.Socket, number>();
   #sweep: NodeJS.Timeout | undefined;
   #nextConnId = 1;
   /** Connections refused at accept since the last sweep: logged once per sweep, not per socket. */
@@ -45,12 +58,21 @@ export class PeerListener {
       onClosing: (conn) => options.acceptor.closing(conn),
       onClose: (conn) => this.#onClose(conn),
     };
+    if (options.tls) {
+      const { files, mutual } = options.tls;
+      this.#tls = new TlsAccept({ files, requestCert: mutual, handshakeTimeoutMs: options.handshakeTimeoutMs }, (socket, raw) => this.#secured(socket, raw));
+    }
     this.#server = net.createServer((socket) => this.#accept(socket));
     this.#server.on('error', (err) => options.log.error({ err }, 'peer listener error'));
   }
 
   get connectionCount(): number {
     return this.#connections.size;
+  }
+
+  /** TLS handshakes on the peer port that failed since start. */
+  get tlsHandshakeFailures(): number {
+    return this.#tls?.failedTotal ?? 0;
   }
 
   /** Listens; resolves the bound address. */
@@ -62,7 +84,7 @@ export class PeerListener {
     this.#sweep = setInterval(() => this.#sweepConnections(), this.#sweepIntervalMs());
     this.#sweep.unref();
     const address = this.#server.address() as net.AddressInfo;
-    this.#o.log.info({ host, port: address.port, maxPending: this.#o.maxPending, handshakeTimeoutMs: this.#o.handshakeTimeoutMs }, 'peer listener listening');
+    this.#o.log.info({ host, port: address.port, tls: this.#o.tls ? (this.#o.tls.mutual ? 'mutual' : 'ca') : 'off', maxPending: this.#o.maxPending, handshakeTimeoutMs: this.#o.handshakeTimeoutMs }, 'peer listener listening');
     return address;
   }
 
@@ -71,6 +93,8 @@ export class PeerListener {
     clearInterval(this.#sweep);
     this.#o.acceptor.stop();
     const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    this.#tls?.close();
+    for (const socket of this.#handshaking.keys()) socket.destroy();
     for (const conn of this.#connections) conn.close({ code: 'SB_ERR_SERVER_SHUTDOWN', reason: 'worker is shutting down' });
     const grace = setTimeout(() => {
       for (const conn of this.#connections) conn.socket.destroy();
@@ -86,7 +110,27 @@ export class PeerListener {
       socket.destroy();
       return;
     }
-    const conn = new Connection(this.#nextConnId++, socket, this.#o.limits, this.#handler, this.#o.log);
+    if (!this.#tls) {
+      this.#open(socket, Date.now());
+      return;
+    }
+    this.#handshaking.set(socket, Date.now());
+    socket.once('close', () => this.#handshaking.delete(socket));
+    this.#tls.accept(socket);
+  }
+
+  #secured(socket: tls.TLSSocket, raw: net.Socket): void {
+    const acceptedAt = this.#handshaking.get(raw);
+    if (acceptedAt === undefined) {
+      socket.destroy();
+      return;
+    }
+    this.#handshaking.delete(raw);
+    this.#open(socket, acceptedAt);
+  }
+
+  #open(socket: net.Socket, acceptedAt: number): void {
+    const conn = new Connection(this.#nextConnId++, socket, this.#o.limits, this.#handler, this.#o.log, acceptedAt);
     this.#connections.add(conn);
     if (this.#o.log.isLevelEnabled('debug')) {
       this.#o.log.debug({ ...conn.logFields, remote: `${socket.remoteAddress}:${socket.remotePort}` }, 'peer connection accepted');
@@ -95,7 +139,7 @@ export class PeerListener {
 
   /** Connections (closing ones too: they hold a socket) that have not completed the handshake. */
   #pending(): number {
-    let n = 0;
+    let n = this.#handshaking.size;
     for (const conn of this.#connections) if (!conn.authenticated) n++;
     return n;
   }
@@ -125,6 +169,9 @@ export class PeerListener {
       this.#o.log.warn({ refused: this.#refused, maxPending: this.#o.maxPending }, 'peer connections refused');
       this.#refused = 0;
     }
+    // Once per sweep at most: a certificate from another CA, plaintext, a handshake never completed.
+    const failed = this.#tls?.takeFailures();
+    if (failed) this.#o.log.warn({ ...failed }, 'peer tls handshakes failed');
   }
 
   /** Every timeout fires within a quarter of itself; at most once a second. */

@@ -7,12 +7,17 @@
 // (PEER_NUDGE). A reconnect after a working link nudges everyone, since frames in flight when
 // the socket died are gone too. Status changes go through setStatus(); an epoch counter makes
 // callbacks of an old socket harmless (it dials as the SDK client does, net/dial.ts).
+// With `tls` each attempt dials TLS with the current context of the peer files (a reload applies
+// from the next attempt), verifying the peer's certificate against the cluster CA and its
+// registered host; the peer handshake follows as always.
 
 import type net from 'node:net';
 import type { Logger } from '../log.js';
 import { dialFramed } from '../net/dial.js';
+import type { TlsFiles } from '../net/tls-files.js';
 import { writePerTick } from '../net/write-per-tick.js';
 import { SwitchboardError } from '../errors.js';
+import { isTlsError } from '../net/tls-errors.js';
 import { decodeMessage, encodeMessageFrame } from '../protocol/codec.js';
 import { HeadType } from '../protocol/types.js';
 import type { ImNode } from '../registry/im-node.js';
@@ -32,6 +37,8 @@ export interface WorkerReSenderOptions {
   missedLimit: number;
   heartbeatMs: number;
   maxFrameLength: number;
+  /** Dial the peer port over TLS: this worker's certificate (shown if asked) and the cluster CA. */
+  tls?: TlsFiles;
   log: Logger;
 }
 
@@ -119,7 +126,8 @@ export class WorkerReSender {
     const epoch = ++this.#epoch;
     this.#setStatus('connecting');
     const nonce = newNonce();
-    const socket = dialFramed({ host: this.#peer.host, port: this.#peer.peerPort! }, this.#options.maxFrameLength, () => epoch === this.#epoch, {
+    const tls = this.#options.tls && { context: this.#options.tls.context };
+    const socket = dialFramed({ host: this.#peer.host, port: this.#peer.peerPort!, tls }, this.#options.maxFrameLength, () => epoch === this.#epoch, {
       connect: () => {
         this.#setStatus('handshaking');
         this.#lastInboundAt = Date.now();
@@ -130,7 +138,8 @@ export class WorkerReSender {
         this.#log.warn({ err }, 'bad frame from peer');
         socket.destroy();
       },
-      error: (err) => this.#log.debug({ err }, 'peer socket error'),
+      // A refused certificate is a configuration error, not a peer that is down: said at warn.
+      error: (err) => (tls && isTlsError(err) ? this.#log.warn({ err }, 'peer tls handshake failed') : this.#log.debug({ err }, 'peer socket error')),
       close: () => this.#onDisconnect(),
     });
     this.#socket = socket;

@@ -2,6 +2,7 @@
 // in over HTTP, gets a token the workers verify and the least-loaded live worker (ImLoadBalance),
 // then opens its long TCP connection there. Nothing here changes the cluster; the worker list
 // comes from the registry's cached view, never a ZooKeeper read per request.
+// With `tls` it serves HTTPS, the certificate following the files' reloads.
 
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { AddressInfo } from 'node:net';
@@ -23,6 +24,8 @@ import { conversationRoutes } from './conversation-routes.js';
 import { settingsRoutes } from './settings-routes.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import type { GroupNotifier } from '../groups/group-notifier.js';
+import type { TlsFiles } from '../net/tls-files.js';
+import type tls from 'node:tls';
 
 export interface GateLimits extends LoginLimits {
   /** Token validity. */
@@ -74,6 +77,8 @@ export function connectionsCheckIntervalMs(requestTimeoutMs: number): number {
 export interface WebGateOptions {
   host: string;
   port: number;
+  /** Serve HTTPS with these files' certificate and key (reloads apply to new connections). Unset: HTTP. */
+  tls?: TlsFiles;
   registry: Registry;
   users: UserStore;
   signer: TokenSigner;
@@ -134,8 +139,9 @@ interface LoginBody extends Credentials {
   platform?: number;
 }
 
+/** A worker as clients are told: `tlsPort` only when it has one, so older clients see what they always saw. */
 function publicWorker(w: ImNode) {
-  return { id: w.id, host: w.host, port: w.port };
+  return w.tlsPort === undefined ? { id: w.id, host: w.host, port: w.port } : { id: w.id, host: w.host, port: w.port, tlsPort: w.tlsPort };
 }
 
 export class WebGate {
@@ -146,20 +152,26 @@ export class WebGate {
   /** Verified against for unknown users, so a wrong username costs as long as a wrong password. */
   #decoy: Promise<string> | undefined;
   #hashing = 0;
+  #unsubscribeTls: (() => void) | undefined;
 
   constructor(options: WebGateOptions) {
     this.#o = options;
     this.#rateLimits = options.rateLimits ?? new MemoryRateLimitStore();
     this.#limiter = new LoginLimiter(this.#rateLimits, options.limits);
     const timeoutMs = options.limits.requestTimeoutMs;
+    const serverTimeouts = { requestTimeout: timeoutMs, headersTimeout: timeoutMs, connectionsCheckingInterval: connectionsCheckIntervalMs(timeoutMs) };
     this.app = Fastify({
+      // Fastify hands `https` alone to https.createServer (and `http` only to http's): the
+      // request deadlines must be in it too.
+      // A TLS handshake never completed holds a socket too: it gets the same deadline.
+      ...(options.tls ? { https: { ...options.tls.material, ...serverTimeouts, handshakeTimeout: timeoutMs } } : {}),
       loggerInstance: options.log as unknown as FastifyBaseLogger,
       bodyLimit: options.limits.bodyLimit,
       // Given to the server's constructor: Node checks requestTimeout only every
       // connectionsCheckingInterval (30 s by default), and when headersTimeout (60 s by default)
       // is the longer of the two it swaps them, so a 10 s request timeout set on its own let a
       // body trickled a byte at a time keep its connection for up to 90 s.
-      http: { requestTimeout: timeoutMs, headersTimeout: timeoutMs, connectionsCheckingInterval: connectionsCheckIntervalMs(timeoutMs) },
+      http: serverTimeouts,
       requestTimeout: timeoutMs,
       connectionTimeout: timeoutMs,
       keepAliveTimeout: 5_000,
@@ -179,16 +191,21 @@ export class WebGate {
       reply.code(httpStatusOf('SB_ERR_NOT_FOUND')).send({ error: { code: 'SB_ERR_NOT_FOUND', message: `no route ${request.method} ${request.url}` } });
     });
     this.#routes();
+    if (options.tls) {
+      const server = this.app.server as unknown as tls.Server;
+      this.#unsubscribeTls = options.tls.onReload((material) => server.setSecureContext(material));
+    }
   }
 
   async listen(): Promise<AddressInfo> {
     await this.app.listen({ host: this.#o.host, port: this.#o.port });
     const address = this.app.server.address() as AddressInfo;
-    this.#o.log.info({ host: address.address, port: address.port }, 'gate listening');
+    this.#o.log.info({ host: address.address, port: address.port, https: this.#o.tls !== undefined }, 'gate listening');
     return address;
   }
 
   close(): Promise<void> {
+    this.#unsubscribeTls?.();
     return this.app.close();
   }
 

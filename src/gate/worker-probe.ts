@@ -8,8 +8,11 @@
 // reachable: it registered after it started listening.
 //
 // A probe is one short connection that never logs in: the worker logs it at debug level only.
+// A worker without a plain client port (port 0) is probed on its TLS port, over TLS but without
+// verifying its certificate: the probe asks whether it answers, and sends nothing of anyone's.
 
 import net from 'node:net';
+import tls from 'node:tls';
 import { SwitchboardError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Registry } from '../registry/registry.js';
@@ -43,7 +46,9 @@ const MAX_ECHO_LENGTH = 256;
 
 interface Target {
   host: string;
+  /** The port probed: the plain client port, or the TLS port when there is none. */
   port: number;
+  tls: boolean;
   reachable: boolean;
   /** The probe in flight, if any. */
   probe: Probe | undefined;
@@ -92,7 +97,7 @@ export class WorkerProbe {
   /** False when the last probe of this worker failed. */
   reachable(worker: ImNode): boolean {
     const target = this.#targets.get(worker.id);
-    return target === undefined || target.host !== worker.host || target.port !== worker.port || target.reachable;
+    return target === undefined || target.host !== worker.host || target.port !== probedPort(worker) || target.reachable;
   }
 
   close(): void {
@@ -108,9 +113,10 @@ export class WorkerProbe {
     for (const w of workers) {
       live.add(w.id);
       const target = this.#targets.get(w.id);
-      if (target && target.host === w.host && target.port === w.port) continue;
+      const port = probedPort(w);
+      if (target && target.host === w.host && target.port === port) continue;
       target?.probe?.socket.destroy();
-      this.#targets.set(w.id, { host: w.host, port: w.port, reachable: true, probe: undefined });
+      this.#targets.set(w.id, { host: w.host, port, tls: w.port === 0, reachable: true, probe: undefined });
     }
     for (const [id, target] of this.#targets) {
       if (live.has(id)) continue;
@@ -142,7 +148,9 @@ export class WorkerProbe {
   #probe(id: string, target: Target): void {
     this.#sequence = (this.#sequence % 0x7fff_ffff) + 1;
     const sequence = this.#sequence;
-    const socket = net.connect({ host: target.host, port: target.port, noDelay: true });
+    const socket = target.tls
+      ? tls.connect({ host: target.host, port: target.port, rejectUnauthorized: false }).setNoDelay(true)
+      : net.connect({ host: target.host, port: target.port, noDelay: true });
     const probe: Probe = { socket, startedAt: Date.now() };
     target.probe = probe;
     this.#active++;
@@ -153,7 +161,7 @@ export class WorkerProbe {
       },
       { maxFrameLength: MAX_ECHO_LENGTH },
     );
-    socket.once('connect', () => socket.write(encodeMessageFrame({ type: HeadType.HEART_BEAT, sequence })));
+    socket.once(target.tls ? 'secureConnect' : 'connect', () => socket.write(encodeMessageFrame({ type: HeadType.HEART_BEAT, sequence })));
     socket.on('data', (chunk: Buffer) => {
       try {
         decoder.push(chunk);
@@ -178,4 +186,9 @@ export class WorkerProbe {
     if (reachable) this.#log.info({ worker: id, host: target.host, port: target.port }, 'worker probe answered again');
     else this.#log.warn({ worker: id, host: target.host, port: target.port, err }, 'worker probe failed: not handed out');
   }
+}
+
+/** The plain client port, or the TLS port of a worker without one. */
+function probedPort(w: ImNode): number {
+  return w.port === 0 && w.tlsPort !== undefined ? w.tlsPort : w.port;
 }

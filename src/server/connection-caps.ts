@@ -64,21 +64,21 @@ export class ConnectionCaps {
    * address key to hand back to closed(). At the cap on connections not logged in, `shedOldest`
    * is asked to close the longest waiting one (it calls shed() and returns true, or returns
    * false when there is none). A socket over a cap is answered and closed here, and null is
-   * returned.
+   * returned; on a TLS port (`plaintext: false`) it is closed without an answer.
    */
-  admit(socket: net.Socket, shedOldest: () => boolean = () => false): string | undefined | null {
+  admit(socket: net.Socket, shedOldest: () => boolean = () => false, { plaintext = true }: { plaintext?: boolean } = {}): string | undefined | null {
     const { maxConnectionsPerIp, maxUnauthenticated } = this.#limits;
     // Read only when needed: reading it makes the socket keep its peer address object.
     const key = maxConnectionsPerIp > 0 ? addressKey(socket.remoteAddress) : undefined;
     const open = key === undefined ? 0 : (this.#perIp.get(key) ?? 0);
     if (key !== undefined && open >= maxConnectionsPerIp) {
       this.#refusals.perIp++;
-      this.#refuse(socket, this.#ipFailure, key);
+      this.#refuse(socket, this.#ipFailure, key, plaintext);
       return null;
     }
     if (maxUnauthenticated > 0 && this.#unauthenticated >= maxUnauthenticated && !shedOldest()) {
       this.#refusals.unauthenticated++;
-      this.#refuse(socket, this.#busyFailure, key);
+      this.#refuse(socket, this.#busyFailure, key, plaintext);
       return null;
     }
     if (key !== undefined) this.#perIp.set(key, open + 1);
@@ -118,8 +118,13 @@ export class ConnectionCaps {
     return refusals;
   }
 
-  #refuse(socket: net.Socket, failure: Failure, key: string | undefined): void {
+  #refuse(socket: net.Socket, failure: Failure, key: string | undefined, plaintext: boolean): void {
     if (key !== undefined) this.#refusals.lastAddress = key;
+    // A TLS port's client would read a plaintext frame as a broken handshake: it is just closed.
+    if (!plaintext) {
+      socket.destroy();
+      return;
+    }
     socket.on('error', ignore);
     // Closed once the frame is written, whether or not the client ever reads or closes.
     socket.once('finish', destroyThis);

@@ -59,8 +59,9 @@ export interface ConnectionHandler {
 
 export class Connection implements Outbound {
   readonly attrs: AttributeMap;
-  readonly createdAt = Date.now();
-  lastInboundAt = this.createdAt;
+  /** When the socket was accepted (a TLS one before its handshake): the login timeout counts from it. */
+  readonly createdAt: number;
+  lastInboundAt: number;
   /** When the output buffer last filled up and has not drained since; 0 when it is drained. */
   drainingSince = 0;
   /** Why the server closed the connection; undefined when the client closed it. */
@@ -96,7 +97,10 @@ export class Connection implements Outbound {
     limits: WorkerLimits,
     handler: ConnectionHandler,
     log: Logger,
+    createdAt = Date.now(),
   ) {
+    this.createdAt = createdAt;
+    this.lastInboundAt = createdAt;
     this.attrs = attrs(socket);
     this.#limits = limits;
     this.#handler = handler;

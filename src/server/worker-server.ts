@@ -5,10 +5,17 @@
 // and start answering. One periodic sweep enforces the login, idle and drain timeouts of all
 // connections and drives Delivery's resends and position saves. The connection caps are
 // checked at accept, before a socket becomes a Connection.
+//
+// Beside the plain client port, a TLS client port (`tls`), or only that one (`plain: false`).
+// Its sockets count under the same caps from the TCP accept on; the handshake (TlsAccept) must
+// complete within the login timeout, and the login within the same timeout counted from the
+// accept, so a socket that never handshakes holds its slot no longer than one that never logs in.
 
 import net from 'node:net';
+import type tls from 'node:tls';
 import { once } from 'node:events';
 import { idleTimeoutMs, type WorkerLimits } from '../config.js';
+import { SwitchboardError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { TokenSigner } from '../auth/token.js';
 import type { Registry } from '../registry/registry.js';
@@ -31,11 +38,22 @@ import { RecipientCheck } from './recipients.js';
 import { ConnectionCaps } from './connection-caps.js';
 import type { UserStore } from '../users/user-store.js';
 import type { StoreHealth } from './store-health.js';
+import type { TlsFiles } from '../net/tls-files.js';
+import { TlsAccept } from '../net/tls-accept.js';
 
 export interface WorkerServerOptions {
   host: string;
   /** 0 picks a free port. */
   port: number;
+  /** False: no plaintext client port (`port` is not listened on; the worker registers port 0). Default true. */
+  plain?: boolean;
+  /** A TLS client port beside (or instead of) the plain one, with the certificate and key of `files`. */
+  tls?: { port: number; files: TlsFiles };
+  /**
+   * The TLS port to announce when a load balancer in front of this worker terminates TLS there
+   * (forwarding to `port`); default the port of `tls`, if any.
+   */
+  announceTlsPort?: number;
   /** Host other nodes and the gate should use to reach this worker; defaults to `host`. */
   announceHost?: string;
   limits: WorkerLimits;
@@ -70,7 +88,11 @@ export class WorkerServer {
   readonly #options: WorkerServerOptions;
   readonly #log: Logger;
   readonly #connections = new Set<Connection>();
-  readonly #server: net.Server;
+  readonly #server: net.Server | undefined;
+  readonly #tlsServer: net.Server | undefined;
+  readonly #tls: TlsAccept | undefined;
+  /** TLS port sockets still in the handshake, oldest first, with their address key and accept time. */
+  readonly #handshaking = new Map<net.Socket, { key: string | undefined; acceptedAt: number }>();
   readonly #ctx: ServerContext;
   readonly #handler: ConnectionHandler;
   readonly #cluster: WorkerCluster | undefined;
@@ -155,8 +177,16 @@ export class WorkerServer {
       },
     };
     this.#caps = new ConnectionCaps(options.limits);
-    this.#server = net.createServer((socket) => this.#accept(socket));
-    this.#server.on('error', (err) => this.#log.error({ err }, 'server error'));
+    if (options.plain !== false) {
+      this.#server = net.createServer((socket) => this.#accept(socket));
+      this.#server.on('error', (err) => this.#log.error({ err }, 'server error'));
+    }
+    if (options.tls) {
+      this.#tls = new TlsAccept({ files: options.tls.files, requestCert: false, handshakeTimeoutMs: options.limits.loginTimeoutMs }, (socket, raw) => this.#secured(socket, raw));
+      this.#tlsServer = net.createServer((socket) => this.#acceptTls(socket));
+      this.#tlsServer.on('error', (err) => this.#log.error({ err }, 'tls server error'));
+    }
+    if (!this.#server && !this.#tlsServer) throw new SwitchboardError('SB_ERR_CONFIG', 'a worker needs a plain or a TLS client port');
   }
 
   /** This worker as registered; undefined before start(). */
@@ -168,6 +198,11 @@ export class WorkerServer {
     return this.#connections.size;
   }
 
+  /** TLS handshakes on the client port that failed since start (plaintext, timeouts, bad clients). */
+  get tlsHandshakeFailures(): number {
+    return this.#tls?.failedTotal ?? 0;
+  }
+
   /**
    * Checks the stores, listens (the cluster too), then registers; resolves the registered worker
    * info. Rejects with SB_ERR_STORE_UNAVAILABLE before listening when a store does not answer: a
@@ -176,15 +211,15 @@ export class WorkerServer {
   async start(): Promise<ImNode> {
     const { host, port, registry, version, health } = this.#options;
     await health.check();
-    this.#server.listen(port, host);
-    await once(this.#server, 'listening');
-    const address = this.#server.address() as net.AddressInfo;
+    const address = this.#server && (await listen(this.#server, port, host));
+    const tlsAddress = this.#tlsServer && (await listen(this.#tlsServer, this.#options.tls!.port, host));
     // Whatever the cluster announces must be listening before other nodes can find this worker.
     const announced = (await this.#cluster?.start()) ?? {};
     this.#info = await registry.register({
       ...announced,
       host: this.#options.announceHost ?? (host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host),
-      port: address.port,
+      port: address?.port ?? 0,
+      ...(this.#options.announceTlsPort !== undefined ? { tlsPort: this.#options.announceTlsPort } : tlsAddress ? { tlsPort: tlsAddress.port } : {}),
       balance: this.sessions.size,
       startedAt: Date.now(),
       version,
@@ -195,7 +230,7 @@ export class WorkerServer {
     this.#sweep = setInterval(() => this.#sweepConnections(), sweepIntervalMs(this.#options.limits));
     this.#sweep.unref();
     health.start((ready) => registry.setReady(ready));
-    this.#log.info({ nodeId: this.#info.id, host, port: address.port }, 'worker listening');
+    this.#log.info({ nodeId: this.#info.id, host, port: address?.port, tlsPort: tlsAddress?.port }, 'worker listening');
     return this.#info;
   }
 
@@ -208,7 +243,9 @@ export class WorkerServer {
     this.#unsubscribeGroups?.();
     clearInterval(this.#sweep);
     this.#options.directory.stop();
-    const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    const closed = Promise.all([this.#server, this.#tlsServer].map((server) => server && new Promise<void>((resolve) => server.close(() => resolve()))));
+    this.#tls?.close();
+    for (const socket of this.#handshaking.keys()) socket.destroy();
     for (const conn of this.#connections) conn.close({ code: 'SB_ERR_SERVER_SHUTDOWN', reason: 'server is shutting down' });
     const grace = setTimeout(() => {
       for (const conn of this.#connections) conn.socket.destroy();
@@ -230,7 +267,36 @@ export class WorkerServer {
   #accept(socket: net.Socket): void {
     const addressKey = this.#caps.admit(socket, () => this.#shedOldest());
     if (addressKey === null) return;
-    const conn = new Connection(this.#nextConnId++, socket, this.#options.limits, this.#handler, this.#log);
+    this.#open(socket, addressKey, Date.now());
+  }
+
+  /** A TLS port socket: counted under the caps at once (refused without a word: it expects TLS), then the handshake. */
+  #acceptTls(socket: net.Socket): void {
+    const key = this.#caps.admit(socket, () => this.#shedOldest(), { plaintext: false });
+    if (key === null) return;
+    this.#handshaking.set(socket, { key, acceptedAt: Date.now() });
+    socket.once('close', () => {
+      // Still here: the handshake failed or timed out (a shed one was removed when shed).
+      const state = this.#handshaking.get(socket);
+      if (!state) return;
+      this.#handshaking.delete(socket);
+      this.#caps.closed(state.key, false);
+    });
+    this.#tls!.accept(socket);
+  }
+
+  #secured(socket: tls.TLSSocket, raw: net.Socket): void {
+    const state = this.#handshaking.get(raw);
+    if (!state) {
+      socket.destroy();
+      return;
+    }
+    this.#handshaking.delete(raw);
+    this.#open(socket, state.key, state.acceptedAt);
+  }
+
+  #open(socket: net.Socket, addressKey: string | undefined, acceptedAt: number): void {
+    const conn = new Connection(this.#nextConnId++, socket, this.#options.limits, this.#handler, this.#log, acceptedAt);
     conn.addressKey = addressKey;
     this.#connections.add(conn);
     this.#waiting.add(conn);
@@ -243,6 +309,14 @@ export class WorkerServer {
 
   /** Closes the connection that has waited longest to log in; false when none is waiting. */
   #shedOldest(): boolean {
+    // A socket still in its TLS handshake has done the least: it goes first.
+    for (const [socket, state] of this.#handshaking) {
+      this.#handshaking.delete(socket);
+      this.#caps.shed();
+      this.#caps.closed(state.key, true);
+      socket.destroy();
+      return true;
+    }
     for (const conn of this.#waiting) {
       this.#waiting.delete(conn);
       // Closing ones are still counted until their socket closes: not ours to shed again.
@@ -303,8 +377,19 @@ export class WorkerServer {
         this.#lastRefusalLog = now;
         this.#log.warn({ ...refused, unauthenticatedOpen: this.#caps.unauthenticated }, 'connections refused at accept');
       }
+      const failed = this.#tls?.takeFailures();
+      if (failed) {
+        this.#lastRefusalLog = now;
+        this.#log.warn({ ...failed, handshaking: this.#handshaking.size }, 'tls handshakes failed');
+      }
     }
   }
+}
+
+async function listen(server: net.Server, port: number, host: string): Promise<net.AddressInfo> {
+  server.listen(port, host);
+  await once(server, 'listening');
+  return server.address() as net.AddressInfo;
 }
 
 /** At most one summary of refused connections per minute. */

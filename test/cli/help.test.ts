@@ -56,14 +56,14 @@ t.test('worker --help lists no gate flag; start --help no cluster flag; gate --h
 
 t.test('--help groups the flags and shows defaults and variables', async (t) => {
   const worker = (await run(t, ['worker', '--help'])).stdout;
-  t.same(groupsOf(worker), ['network', 'secrets', 'stores', 'cluster', 'limits', 'logging']);
+  t.same(groupsOf(worker), ['network', 'tls', 'secrets', 'stores', 'cluster', 'limits', 'logging']);
   t.match(worker, /^ {2}--port <int> .*\n {33}a whole number from 0 to 65535; default 9001; env SWITCHBOARD_PORT$/m, 'the port: range, default, variable');
   t.match(worker, /^ {2}--log-level <choice> .*\n {33}one of fatal, error, warn, info, debug, trace, silent; default info; env SWITCHBOARD_LOG_LEVEL$/m);
   const start = (await run(t, ['start', '--help'])).stdout;
-  t.same(groupsOf(start), ['network', 'secrets', 'stores', 'gate', 'limits', 'logging']);
+  t.same(groupsOf(start), ['network', 'tls', 'secrets', 'stores', 'gate', 'limits', 'logging']);
   t.match(start, /default 9000; env SWITCHBOARD_PORT$/m, 'start: client port 9000');
   const gate = (await run(t, ['gate', '--help'])).stdout;
-  t.same(groupsOf(gate), ['network', 'secrets', 'stores', 'cluster', 'gate', 'logging']);
+  t.same(groupsOf(gate), ['network', 'tls', 'secrets', 'stores', 'cluster', 'gate', 'logging']);
   t.match(gate, /^ {2}--port <int> .*\n {33}a whole number from 0 to 65535; default 8080; env SWITCHBOARD_GATE_PORT$/m, 'the gate port has the gate\'s variable');
   t.match(gate, /env SWITCHBOARD_GATE_HOST$/m);
   t.match(gate, /env SWITCHBOARD_GATE_ZK_AUTH$/m);

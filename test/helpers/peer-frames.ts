@@ -126,6 +126,11 @@ export class FakePeer {
 export class PeerTap {
   /** What the dialers sent through the relay, decoded, in arrival order per connection. */
   readonly frames: PeerFrame[] = [];
+  /** The dialers' bytes as they passed (what a tap on the wire reads), and how many. */
+  readonly bytes: Buffer[] = [];
+  byteCount = 0;
+  /** Connections whose bytes were no frame stream (TLS): nothing of them was decoded. */
+  undecodable = 0;
 
   private constructor() {}
 
@@ -153,7 +158,19 @@ export class PeerTap {
         if (message.type === HeadType.PEER_HELLO) from = message.peerHello?.nodeId ?? '?';
         tap.frames.push({ from, message });
       });
-      inbound.on('data', (chunk: Buffer) => decoder.push(chunk));
+      let decodable = true;
+      inbound.on('data', (chunk: Buffer) => {
+        // Bounded: a tap keeps the first MiB it saw, enough to look for a message in.
+        if (tap.byteCount < 1024 * 1024) tap.bytes.push(Buffer.from(chunk));
+        tap.byteCount += chunk.length;
+        if (!decodable) return;
+        try {
+          decoder.push(chunk);
+        } catch {
+          decodable = false;
+          tap.undecodable++;
+        }
+      });
     });
     await listen(t, server, host, port);
     return tap;

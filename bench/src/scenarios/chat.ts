@@ -16,6 +16,7 @@ import { driverWarnings, fmt, machineInfo, meanCpu, sliceProcesses, sumCounts, t
 import { BENCH_WORKER_ARGS, startTarget } from '../targets.js';
 import { DEFAULT_INBOX_LIMITS } from '../../../src/inbox/inbox-store.js';
 import { sleep } from '../../../testkit/wait.js';
+import { benchCertificate } from '../tls-certs.js';
 
 export interface ChatScenarioOptions extends ScenarioOptions {
   inbox: 'memory' | 'redis';
@@ -52,6 +53,12 @@ export interface ChatReceiptsOption {
   receipts?: boolean;
 }
 
+/** --tls, beside ChatScenarioOptions for the reason ChatReceiptsOption is. */
+export interface ChatTlsOption {
+  /** After the plaintext run, the same load over the target's TLS client port. */
+  tls?: boolean;
+}
+
 /** Open-loop steps of --max: the highest sustained rate is found within 1.1 × ceiling / 2^(steps-1). */
 const MAX_STEPS = 6;
 const STEP_PAUSE_MS = 1000;
@@ -65,7 +72,7 @@ export interface Load {
 
 /** What the runs of one `bench chat` command share (`bench group` measures its 1:1 baseline with them too). */
 export interface ChatRun {
-  o: ChatScenarioOptions & ChatReceiptsOption;
+  o: ChatScenarioOptions & ChatReceiptsOption & ChatTlsOption;
   pairs: number;
   drivers: number;
   progress: ProgressSink;
@@ -74,7 +81,7 @@ export interface ChatRun {
   warnings: string[];
 }
 
-export async function chatScenario(o: ChatScenarioOptions & ChatReceiptsOption): Promise<BenchReport> {
+export async function chatScenario(o: ChatScenarioOptions & ChatReceiptsOption & ChatTlsOption): Promise<BenchReport> {
   if (o.connections < 2) throw new Error('--connections must be at least 2 (one sender, one receiver)');
   const pairs = Math.floor(o.connections / 2);
   const sampler = new ProcessSampler();
@@ -152,13 +159,17 @@ async function relayRun(run: ChatRun): Promise<number | undefined> {
 async function switchboardRuns(run: ChatRun): Promise<string> {
   const { o } = run;
   const baseline = o.noCopiesBaseline ? await noCopiesRun(run) : undefined;
-  const target = await startTarget({ kind: o.target, workers: o.workers, inbox: o.inbox, fsync: o.fsync, secret: o.secret, workerEndpoints: o.workerEndpoints, sampler: run.sampler });
+  if (o.tls && (o.target === 'external' || o.max || o.noCopiesBaseline)) throw new Error('--tls starts its own target with a TLS port: not with --target external, --max or --no-own-copies-baseline');
+  const certs = o.tls ? benchCertificate() : undefined;
+  const workerArgs = certs ? ['--tls-port', '0', '--tls-cert', certs.cert, '--tls-key', certs.key] : [];
+  const target = await startTarget({ kind: o.target, workers: o.workers, inbox: o.inbox, fsync: o.fsync, secret: o.secret, workerEndpoints: o.workerEndpoints, sampler: run.sampler, workerArgs });
   try {
     const endpoints = target.workers.map(({ host, port }) => ({ host, port }));
     if (o.crossNode && endpoints.length < 2) throw new Error('--cross-node needs at least two workers (--target cluster --workers 2)');
     const label = o.crossNode ? 'switchboard, cross-node' : 'switchboard';
     if (o.max) await maxSearch(run, label, endpoints);
     else run.runs.push(await measure(run, { label, target: 'switchboard', endpoints, ...(o.rate ? { rate: o.rate } : {}) }));
+    if (certs) await tlsRun(run, label, target.workers, certs.ca);
     if (baseline !== undefined) {
       const own = run.runs[run.runs.length - 1]!;
       const ratio = own.metrics.deliveredPerSec! / baseline;
@@ -169,7 +180,23 @@ async function switchboardRuns(run: ChatRun): Promise<string> {
     return target.label;
   } finally {
     await target.stop();
+    certs?.remove();
   }
+}
+
+/** --tls: the same load over the TLS ports of the same target, right after the plaintext run; notes the ratio. */
+async function tlsRun(run: ChatRun, label: string, workers: readonly { host: string; tlsPort?: number }[], ca: string): Promise<void> {
+  const { o } = run;
+  const plain = run.runs[run.runs.length - 1]!;
+  const endpoints = workers.map(({ host, tlsPort }) => {
+    if (tlsPort === undefined) throw new Error('--tls: a worker announced no TLS port');
+    return { host, port: tlsPort, tls: { ca } };
+  });
+  await sleep(STEP_PAUSE_MS);
+  const report = await measure(run, { label: `${label}, TLS`, target: 'switchboard', endpoints, ...(o.rate ? { rate: o.rate } : {}) });
+  run.runs.push(report);
+  const ratio = report.metrics.deliveredPerSec! / plain.metrics.deliveredPerSec!;
+  report.notes.push(`over TLS ${fmt.rate(report.metrics.deliveredPerSec!)} msg/s, ${(ratio * 100).toFixed(1)}% of the ${fmt.rate(plain.metrics.deliveredPerSec!)} msg/s in plaintext just before, same target and load`);
 }
 
 /** --no-own-copies-baseline: the same load on a target that keeps no own copies (the 1:1 chat before them); its delivered rate. */

@@ -36,6 +36,7 @@ export const BENCH_OPTIONS = {
   'no-own-copies-baseline': { type: 'boolean', group: 'load', description: "chat: first measure a target started with --no-own-copies (one inbox append per message), then the default one, in the same run" },
   receipts: { type: 'boolean', group: 'load', description: 'chat: the senders log in with receipts, so every receiver ack also sends its sender a DELIVERED receipt; the report counts them (receipts/s)' },
   'no-relay': { type: 'boolean', group: 'load', description: 'chat: skip the bare-relay baseline' },
+  tls: { type: 'boolean', group: 'load', description: 'chat: measure over the TLS client port too, right after the plaintext run on the same target (the bench makes a CA and a certificate; embedded or cluster)' },
   groups: { ...count(0, 10_000), group: 'load', description: 'group: groups of --group-size members in the many-groups run (0 skips it)', default: 10 },
   'group-size': { ...count(2, 10_000), group: 'load', description: 'group: members of each of those groups', default: 20 },
   'large-group': { ...count(0, 10_000), group: 'load', description: 'group: members of the one large group (0 skips that run; the event-loop delay target is for 5000)', default: 500 },

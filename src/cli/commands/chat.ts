@@ -6,6 +6,9 @@
 // /add, /remove, /members, /leave: chat-groups.ts); /list, /history and /read show and mark the
 // conversations through the worker, and /recall and /edit take back or change what it sent
 // (chat-conversations.ts).
+// Over TLS (--tls, or with --gate when the gate names the worker's TLS port) the worker's
+// certificate is verified against --ca (else Node's CA list) and its name (--servername, else
+// the host dialed); an https:// gate is verified against --ca too.
 // Input may be piped: lines read before the login
 // are queued and sent, and output that is not a terminal gets plain lines (no prompt, no escape
 // codes).
@@ -21,6 +24,7 @@ import { SwitchboardError, isSwitchboardError } from '../../errors.js';
 import { PORT, parseOptions, usage, type OptionSpecs, type OptionValues } from '../options.js';
 import { SECRET_OPTION } from '../common.js';
 import { normalizeUsername } from '../../auth/password.js';
+import { readPemFile } from '../../net/tls-files.js';
 
 const OPTIONS = {
   user: { type: 'string', description: 'your user id (required)' },
@@ -31,6 +35,9 @@ const OPTIONS = {
   gate: { type: 'string', description: 'gate URL (e.g. http://127.0.0.1:8080): log in with a password instead of a token' },
   password: { type: 'string', secret: true, description: 'with --gate: the password (unset: asked for on a terminal, else the first line of input)' },
   register: { type: 'boolean', description: 'with --gate: create the account first (asks for the password twice; a name taken by your own account is logged in to)' },
+  tls: { type: 'boolean', description: "connect over TLS: --port is the worker's TLS port; with --gate, only to a worker with a TLS port (without --tls: TLS whenever the gate names one)" },
+  ca: { type: 'string', description: "PEM file of the CA the worker's (and an https:// gate's) certificate must be issued by; unset: Node's CA list" },
+  servername: { type: 'string', description: "name the worker's certificate must carry; default the host dialed" },
   ...SECRET_OPTION,
 } as const satisfies OptionSpecs;
 
@@ -105,7 +112,7 @@ export async function chatCommand(argv: string[]): Promise<void> {
 
 /** Where the client connects and as whom. */
 interface ChatLogin {
-  where: Pick<ImClientOptions, 'host' | 'port' | 'token' | 'endpoint'>;
+  where: Pick<ImClientOptions, 'host' | 'port' | 'token' | 'endpoint' | 'tls'>;
   uid: string;
   /** --register found the name taken: a refused login means it is someone else's account. */
   taken: boolean;
@@ -118,27 +125,31 @@ interface ChatLogin {
  * with --register, and the gate as the endpoint. Else the worker's address and a token.
  */
 async function chatLogin(o: ChatValues, user: string, typedPassword: string | undefined, lines: LineQueue, out: ChatOutput): Promise<ChatLogin> {
+  const ca = o.ca === undefined ? undefined : readPemFile(o.ca, 'CA');
+  // Used for every TLS connection, and only for those: a plain one ignores it.
+  const tls = { ...(ca ? { ca } : {}), ...(o.servername ? { servername: o.servername } : {}) };
   if (!o.gate) {
     const token = o.token ?? new TokenSigner(o.secret ?? DEV_SECRET).mint({ uid: user, deviceId: o.device, ttlMs: 86_400_000 });
-    return { where: { host: o.host, port: o.port, token }, uid: user, taken: false };
+    return { where: { host: o.host, port: o.port, token, ...(o.tls ? { tls } : {}) }, uid: user, taken: false };
   }
+  const gate = ca ? { url: o.gate, ca } : o.gate;
   const password = o.password ?? typedPassword ?? (await lines.first());
   if (password === undefined) throw new SwitchboardError('SB_ERR_CONFIG', 'no password: give --password, or the password as the first line of input');
   const uid = user.toLowerCase();
   let taken = false;
   if (o.register) {
     try {
-      await registerThroughGate(o.gate, user, password);
+      await registerThroughGate(gate, user, password);
       out.line(`* registered ${uid}`);
     } catch (err) {
-      if (!isSwitchboardError(err) || err.code !== 'SB_ERR_USERNAME_TAKEN') throw gateFailure(o.gate, err);
+      if (!isSwitchboardError(err) || err.code !== 'SB_ERR_USERNAME_TAKEN') throw gateFailure(gate, err);
       taken = true;
       out.line(`* the name ${uid} is taken: logging in to it with this password`);
     }
   }
   let token = '';
-  const endpoint = gateEndpoint(o.gate, { username: user, password, deviceId: o.device }, (login) => (token = login.token));
-  return { where: { endpoint }, uid, taken, groups: new GateGroups(o.gate, () => token) };
+  const endpoint = gateEndpoint(gate, { username: user, password, deviceId: o.device }, (login) => (token = login.token), { tls: o.tls ? 'require' : 'auto' });
+  return { where: { endpoint, tls }, uid, taken, groups: new GateGroups(gate, () => token) };
 }
 
 /**

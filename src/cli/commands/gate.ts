@@ -1,6 +1,7 @@
 // `switchboard gate`: the HTTP gate of a cluster. Follows the workers in ZooKeeper (without
 // registering itself), keeps users in Redis, and reads the OnlineCounter for /api/stats. This
-// file turns its flags into the composition root's configuration (node.ts).
+// file turns its flags into the composition root's configuration (node.ts). With --tls-cert it
+// serves HTTPS, and SIGHUP re-reads the certificate.
 
 import { createLogger } from '../../log.js';
 import { createSwitchboard } from '../../node.js';
@@ -9,6 +10,9 @@ import { PORT, envOf, parseOptions, usage, type OptionSpecs } from '../options.j
 import {
   DEV_OPTION,
   GATE_OPTIONS,
+  GATE_TLS_OPTIONS,
+  gateTlsFrom,
+  reloadOnHangup,
   INBOX_OPTIONS,
   GROUP_OPTIONS,
   LOG_OPTION,
@@ -38,7 +42,8 @@ import {
 // file, a terminal) can serve both. The old names still work, with a warning.
 const OPTIONS = {
   host: { ...NETWORK_OPTIONS.host, description: 'address the HTTP gate listens on; 0.0.0.0 or :: for every interface', env: 'SWITCHBOARD_GATE_HOST', legacyEnv: 'SWITCHBOARD_HOST' },
-  port: { ...PORT, group: 'network', description: 'HTTP port', default: 8080, env: 'SWITCHBOARD_GATE_PORT', legacyEnv: 'SWITCHBOARD_PORT' },
+  port: { ...PORT, group: 'network', description: 'HTTP port (HTTPS with --tls-cert)', default: 8080, env: 'SWITCHBOARD_GATE_PORT', legacyEnv: 'SWITCHBOARD_PORT' },
+  ...GATE_TLS_OPTIONS,
   ...SECRET_OPTION,
   ...DEV_OPTION,
   redis: { ...REDIS_OPTION.redis, description: 'redis://[user:password@]host:port[/db] of the user store and the rate-limit counts, shared by every gate (required)' },
@@ -87,19 +92,22 @@ export async function gateCommand(argv: string[]): Promise<void> {
   const keyPrefix = redisPrefixFrom(o['redis-prefix']);
   const timeoutMs = redisTimeoutFrom(o);
   const probe = probeFrom(o);
+  const tls = gateTlsFrom(o['tls-cert'], o['tls-key'], 'tls');
   const switchboard = createSwitchboard({
     secret,
     log,
     redis: { url: o.redis!, keyPrefix, timeoutMs },
     groupLimits: groupLimitsFrom(o),
     zookeeper: { connect: o.zk!, root: o['zk-root'], auth },
-    gate: { host: o.host, port: o.port, limits, registration: !o['no-registration'], trustProxy, probe, checkMembers: !o['allow-unknown-recipients'], inboxLimits: inboxLimitsFrom(o) },
+    gate: { host: o.host, port: o.port, tls, limits, registration: !o['no-registration'], trustProxy, probe, checkMembers: !o['allow-unknown-recipients'], inboxLimits: inboxLimitsFrom(o) },
   });
   await switchboard.start((err) => addressInUse(err, [{ port: o.port, what: 'gate port', flag: 'port', env: envOf('port', OPTIONS.port) }]));
+  const stopReloading = tls ? reloadOnHangup(switchboard, log) : () => {};
   await new Promise<void>((resolve) => {
     const stop = () => {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
+      stopReloading();
       void switchboard.stop().then(resolve);
     };
     process.on('SIGINT', stop);

@@ -1,6 +1,7 @@
 // `switchboard start` (embedded single node) and `switchboard worker` (a worker node): both run
-// a worker until SIGINT or SIGTERM, then shut down gracefully. This file turns their flags into
-// the composition root's configuration (node.ts) and prints what a person starting them needs.
+// a worker until SIGINT or SIGTERM, then shut down gracefully; SIGHUP re-reads the TLS files, when
+// there are any. This file turns their flags into the composition root's configuration (node.ts)
+// and prints what a person starting them needs.
 
 import { createSwitchboard, type SwitchboardConfig } from '../../node.js';
 import type { ImNode } from '../../registry/im-node.js';
@@ -11,6 +12,12 @@ import { PORT, envOf, parseOptions, usage, type OptionSpecs, type OptionValues, 
 import {
   CLUSTER_OPTIONS,
   GATE_OPTIONS,
+  GATE_TLS_OPTIONS,
+  PEER_TLS_OPTIONS,
+  TLS_OPTIONS,
+  gateTlsFrom,
+  workerTlsFrom,
+  reloadOnHangup,
   GROUP_OPTIONS,
   HEALTH_OPTIONS,
   INBOX_OPTIONS,
@@ -46,6 +53,9 @@ const START_OPTIONS = {
   port: { ...PORT, group: 'network', description: 'TCP port for client connections', default: 9000 },
   'gate-port': { ...PORT, group: 'network', description: 'HTTP port of the embedded gate', default: 8080 },
   'no-gate': { type: 'boolean', group: 'network', description: 'run without the embedded gate' },
+  ...TLS_OPTIONS,
+  'gate-tls-cert': { ...GATE_TLS_OPTIONS['tls-cert'], description: "PEM file of the embedded gate's certificate chain: it serves HTTPS; re-read on SIGHUP" },
+  'gate-tls-key': { ...GATE_TLS_OPTIONS['tls-key'], description: 'PEM file of the private key of --gate-tls-cert' },
   ...DEV_OPTION,
   ...SECRET_OPTION,
   ...INBOX_OPTIONS,
@@ -61,6 +71,8 @@ const START_OPTIONS = {
 const WORKER_OPTIONS = {
   ...NETWORK_OPTIONS,
   port: { ...PORT, group: 'network', description: 'TCP port for client connections', default: 9001 },
+  ...TLS_OPTIONS,
+  ...PEER_TLS_OPTIONS,
   ...DEV_OPTION,
   ...SECRET_OPTION,
   ...INBOX_OPTIONS,
@@ -87,7 +99,7 @@ export function startCommand(argv: string[]): Promise<void> {
     return Promise.resolve();
   }
   // A single node: no cluster option is read, from flags or from the environment.
-  return serve('start', { ...parseOptions(CLUSTER_OPTIONS, [], {}), ...o });
+  return serve('start', { ...parseOptions(CLUSTER_OPTIONS, [], {}), ...parseOptions(PEER_TLS_OPTIONS, [], {}), ...o });
 }
 
 export function workerCommand(argv: string[]): Promise<void> {
@@ -96,7 +108,7 @@ export function workerCommand(argv: string[]): Promise<void> {
     process.stdout.write(usage('worker', WORKER_SUMMARY, WORKER_OPTIONS));
     return Promise.resolve();
   }
-  return serve('worker', { ...parseOptions(GATE_OPTIONS, [], {}), 'gate-port': 0, 'no-gate': true, ...o });
+  return serve('worker', { ...parseOptions(GATE_OPTIONS, [], {}), 'gate-port': 0, 'no-gate': true, 'gate-tls-cert': undefined, 'gate-tls-key': undefined, ...o });
 }
 
 /** What serve() reads: each command's own options, and the other's at their defaults. */
@@ -113,17 +125,21 @@ async function serve(command: 'start' | 'worker', o: ServeValues): Promise<void>
   const workerPorts = [
     { port: o.port, what: 'client port', flag: 'port', env: envOf('port', WORKER_OPTIONS.port) },
     { port: o['peer-port'], what: 'peer port', flag: 'peer-port', env: envOf('peer-port', WORKER_OPTIONS['peer-port']) },
+    ...(o['tls-port'] !== undefined ? [{ port: o['tls-port'], what: 'TLS client port', flag: 'tls-port', env: envOf('tls-port', WORKER_OPTIONS['tls-port']) }] : []),
   ];
   const gatePorts = [{ port: o['gate-port'], what: 'gate port', flag: 'gate-port', env: envOf('gate-port', START_OPTIONS['gate-port']) }];
   const started = await switchboard.start((err, part) => addressInUse(err, part === 'gate' ? gatePorts : workerPorts));
   if (command === 'start') {
-    process.stderr.write(banner(o.host, started.worker!, started.gate, wildcard, switchboard.node!.users !== undefined));
+    process.stderr.write(banner(o.host, started.worker!, started.gate, wildcard, switchboard.node!.users !== undefined, config.gate?.tls !== undefined));
   }
+  const tls = config.worker?.tls ?? config.worker?.peerTls ?? config.gate?.tls;
+  const stopReloading = tls ? reloadOnHangup(switchboard, log) : () => {};
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
       log.info({ signal }, 'shutting down');
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
+      stopReloading();
       switchboard.stop().then(resolve, (err: unknown) => {
         log.error({ err }, 'shutdown failed');
         resolve();
@@ -157,6 +173,8 @@ function serveConfig(command: 'start' | 'worker', o: ServeValues, log: Logger): 
   const timeoutMs = redisTimeoutFrom(o);
   const health = healthFrom(o);
   const limits = limitsFrom(o);
+  const workerTls = workerTlsFrom(o, o.port);
+  const gateTls = gateTlsFrom(o['gate-tls-cert'], o['gate-tls-key'], 'gate-tls');
   return {
     secret,
     log,
@@ -167,6 +185,7 @@ function serveConfig(command: 'start' | 'worker', o: ServeValues, log: Logger): 
       host: o.host,
       port: o.port,
       announceHost: o['announce-host'],
+      ...workerTls,
       limits,
       health,
       inboxLimits,
@@ -175,7 +194,7 @@ function serveConfig(command: 'start' | 'worker', o: ServeValues, log: Logger): 
       cluster: o.zk ? { settings: clusterSettingsFrom(o, clusterSecret!), sessionTtlMs: o['session-ttl-ms'] } : undefined,
     },
     // `start` is a complete system: the gate runs in the same process, on the same stores.
-    gate: gateLimits && { host: o.host, port: o['gate-port'], limits: gateLimits, registration: !o['no-registration'], trustProxy, checkMembers: !o['allow-unknown-recipients'] },
+    gate: gateLimits && { host: o.host, port: o['gate-port'], tls: gateTls, limits: gateLimits, registration: !o['no-registration'], trustProxy, checkMembers: !o['allow-unknown-recipients'] },
   };
 }
 
@@ -194,12 +213,12 @@ function clusterSettingsFrom(o: ServeValues, secret: string): ClusterSettings {
 }
 
 /** What `start` prints on stderr once it runs: where to reach it, and how to try it. */
-function banner(host: string, info: ImNode, gateAddress: AddressInfo | undefined, wildcard: { message: string; addresses: string[] } | undefined, accounts: boolean): string {
+function banner(host: string, info: ImNode, gateAddress: AddressInfo | undefined, wildcard: { message: string; addresses: string[] } | undefined, accounts: boolean, https: boolean): string {
   const hostPort = (h: string, port: number) => `${h.includes(':') ? `[${h}]` : h}:${port}`;
-  const gateUrl = gateAddress ? `http://${hostPort(info.host, gateAddress.port)}` : undefined;
+  const gateUrl = gateAddress ? `${https ? 'https' : 'http'}://${hostPort(info.host, gateAddress.port)}` : undefined;
   const listening = host === info.host ? '' : `  listening on ${hostPort(host, info.port)}${gateAddress ? ` and ${hostPort(host, gateAddress.port)}` : ''}\n`;
   return (
-    `\nswitchboard is running (node ${info.id}): clients are told ${hostPort(info.host, info.port)}${gateUrl ? `, gate ${gateUrl}` : ''}.\n` +
+    `\nswitchboard is running (node ${info.id}): clients are told ${info.port === 0 ? '' : hostPort(info.host, info.port)}${info.tlsPort !== undefined ? `${info.port === 0 ? '' : ', '}TLS ${hostPort(info.host, info.tlsPort)}` : ''}${gateUrl ? `, gate ${gateUrl}` : ''}.\n` +
     listening +
     (wildcard ? `warning: ${wildcard.message}${wildcard.addresses.length > 0 ? ` (this host's addresses: ${wildcard.addresses.join(', ')})` : ''}\n` : '') +
     (gateUrl
