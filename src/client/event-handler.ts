@@ -99,6 +99,12 @@ const FINAL_CLOSE_CODES: ReadonlySet<string> = new Set([
  */
 const RETRIED_LOGIN_CODES: ReadonlySet<string> = new Set(['SB_ERR_STORE_UNAVAILABLE']);
 
+/**
+ * Login refusals of the token that pass when the endpoint can get another one (gateEndpoint
+ * refreshes it, told the code as its hint); with a fixed token they end the client.
+ */
+const REFRESHED_LOGIN_CODES: ReadonlySet<string> = new Set(['SB_ERR_TOKEN_EXPIRED', 'SB_ERR_TOKEN_REVOKED']);
+
 /** What the event handler reads and changes of its ImClient (its private state and steps). */
 export interface ClientInternals {
   readonly status: ClientStatus;
@@ -312,7 +318,7 @@ export class EventHandler implements TransportHandlers {
     if (!body?.result) {
       const err = serverError(body?.errorCode, body?.info, 'login refused', 'SB_ERR_CLIENT_LOGIN_FAILED');
       this.#log.warn({ code: err.code, reason: err.message }, 'login refused');
-      if (RETRIED_LOGIN_CODES.has(err.code)) {
+      if (RETRIED_LOGIN_CODES.has(err.code) || (this.#settings.endpoint !== undefined && REFRESHED_LOGIN_CODES.has(err.code))) {
         // The server closes the connection behind the refusal: the reconnect, after a backoff,
         // logs in again (through the gate, when there is one, which hands out workers that can serve).
         this.#transport.drop(err);

@@ -1,6 +1,7 @@
-// Logging in through the HTTP gate: a password for a token and the address of the
-// least-loaded worker. `gateEndpoint` turns that into an ImClient endpoint resolver, so a client
-// whose worker went away moves to another one.
+// Talking to the HTTP gate: a password for a token and the address of the least-loaded worker,
+// and the requests of the gate's other routes. gate-session.ts keeps a login going with its
+// refresh token, and its `gateEndpoint` turns that into an ImClient endpoint resolver, so a
+// client whose worker went away moves to another one.
 
 import { SwitchboardError, isErrorCode, isSwitchboardError, type ErrorCode } from '../errors.js';
 import type { Endpoint } from './options.js';
@@ -13,8 +14,12 @@ export interface GateWorker {
 
 export interface GateLogin {
   uid: string;
+  /** The access token. */
   token: string;
   expiresAt: number;
+  /** The refresh token (gate-session.ts); a gate older than refresh tokens sends none. */
+  refreshToken: string;
+  refreshExpiresAt: number;
   worker: GateWorker;
   workers: GateWorker[];
 }
@@ -97,32 +102,4 @@ export function gateFailure(gateUrl: string, err: unknown): SwitchboardError {
   const cause = e?.cause;
   const detail = [cause?.message, ...(cause?.errors ?? []).map((x) => x.message)].find((m) => typeof m === 'string' && m !== '') ?? cause?.code ?? e?.message;
   return new SwitchboardError('SB_ERR_CLIENT_CONNECT_FAILED', `cannot reach the gate ${gateUrl}: ${String(detail)}`, { cause: err });
-}
-
-/** A token this close to its expiry is not reused. */
-const TOKEN_MARGIN_MS = 60_000;
-
-/**
- * An ImClient `endpoint` option. The first attempt logs in at the gate; later attempts try the
- * gate's fallback workers with the same token, and log in again (a full password check at the
- * gate) only once they are used up or the token is about to expire. So when a worker dies, its
- * clients spread over the fallbacks instead of all queueing at the gate at once. A failure says
- * why: the gate's refusal (GateError, with `retryAfterMs` that ImClient waits out), or
- * gateFailure()'s SB_ERR_CLIENT_CONNECT_FAILED naming the address when the gate cannot be reached.
- * `onLogin` is told each login (its token serves the gate's group API too: GateGroups).
- */
-export function gateEndpoint(gateUrl: string, credentials: GateCredentials, onLogin?: (login: GateLogin) => void): () => Promise<Endpoint> {
-  let login: GateLogin | undefined;
-  let candidates: GateWorker[] = [];
-  return async () => {
-    if (!login || candidates.length === 0 || Date.now() > login.expiresAt - TOKEN_MARGIN_MS) {
-      login = await loginThroughGate(gateUrl, credentials).catch((err: unknown) => {
-        throw gateFailure(gateUrl, err);
-      });
-      candidates = [login.worker, ...login.workers];
-      onLogin?.(login);
-    }
-    const worker = candidates.shift()!;
-    return { host: worker.host, port: worker.port, token: login.token };
-  };
 }

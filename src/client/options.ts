@@ -15,6 +15,11 @@ export interface Endpoint {
   token: string;
 }
 
+/** What endpoint() is told of the attempt before: `reason`, the code the last connection ended (or its login was refused) with. */
+export interface EndpointHint {
+  reason?: string;
+}
+
 export interface ImClientOptions {
   /** Fixed endpoint; or give `endpoint` instead. */
   host?: string;
@@ -24,7 +29,7 @@ export interface ImClientOptions {
    * Asked before every connection attempt (e.g. gateEndpoint(): a login at the gate, which names
    * the least-loaded live worker): a client whose worker went away moves to another one.
    */
-  endpoint?: () => Promise<Endpoint>;
+  endpoint?: (hint?: EndpointHint) => Promise<Endpoint>;
   uid: string;
   deviceId?: string;
   platform?: number;

@@ -7,7 +7,8 @@
 import t, { type Test } from 'tap';
 import { ImClient, type IncomingMessage } from '../../src/client/im-client.js';
 import { SwitchboardError } from '../../src/errors.js';
-import { gateEndpoint, registerThroughGate } from '../../src/client/gate-login.js';
+import { registerThroughGate } from '../../src/client/gate-login.js';
+import { gateEndpoint } from '../../src/client/gate-session.js';
 import { askNewPassword, formatTime, shownTime } from '../../src/cli/commands/chat.js';
 import { CliProcess } from '../helpers/cli-process.js';
 import { startNode, type TestNode } from '../helpers/node.js';
