@@ -466,6 +466,8 @@ export function adminTokenFrom(path: string | undefined, dev: boolean): string |
   if (path === undefined) return undefined;
   const token = readSecretFile('admin-token-file', path).trim();
   if (token.length === 0) throw new SwitchboardError('SB_ERR_CONFIG', `--admin-token-file ${path} is empty`);
+  // It travels as `Authorization: Bearer <token>`: one word.
+  if (/\s/.test(token)) throw new SwitchboardError('SB_ERR_CONFIG', `--admin-token-file ${path} holds whitespace inside the credential: use one word (e.g. openssl rand -hex 32)`);
   return checkSecret('admin-token-file', token, dev);
 }
 
