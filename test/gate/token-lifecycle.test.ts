@@ -11,6 +11,8 @@ import { SwitchboardError } from '../../src/errors.js';
 import { PASSWORD, startEmbedded } from '../helpers/node.js';
 import { until } from '../../testkit/wait.js';
 
+t.setTimeout(120_000);
+
 const ADMIN = 'an-operator-credential-of-32-characters-or-more';
 
 interface Answer {
@@ -278,4 +280,16 @@ t.test('SDK: a login refused as SB_ERR_TOKEN_EXPIRED is retried with a token the
   await alice.connect();
   t.same(hints, [undefined, 'SB_ERR_TOKEN_EXPIRED'], 'the refusal was passed to the endpoint, which then gave a fresh token');
   void url;
+
+  // An endpoint that cannot do better: the second refusal in a row ends the client.
+  let asked = 0;
+  const stuck = new ImClient({
+    uid: 'alice',
+    deviceId: 'tablet',
+    retryStrategy: () => 20,
+    endpoint: async () => (asked++, { host: worker.host, port: worker.port, token: signer.mint({ uid: 'alice', deviceId: 'tablet', ttlMs: 1_000, now: Date.now() - 60_000 }) }),
+  });
+  t.teardown(() => stuck.close());
+  t.match(await stuck.connect().catch((err: SwitchboardError) => err), { code: 'SB_ERR_TOKEN_EXPIRED' }, 'it gives up with the refusal');
+  t.equal(asked, 2, 'after one retry');
 });
