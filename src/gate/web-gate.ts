@@ -1,6 +1,7 @@
 // WebGate: the gate (the seed's name), the short-connection side. A client registers and logs
-// in over HTTP, gets a token the workers verify and the least-loaded live worker (ImLoadBalance),
-// then opens its long TCP connection there. Nothing here changes the cluster; the worker list
+// in over HTTP, gets an access token the workers verify, a refresh token (TokenIssuer: rotated by
+// /api/refresh, ended by /api/logout, /api/password and the operator's admin-routes.ts) and the
+// least-loaded live worker (ImLoadBalance), then opens its long TCP connection there. Nothing here changes the cluster; the worker list
 // comes from the registry's cached view, never a ZooKeeper read per request.
 
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
