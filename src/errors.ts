@@ -30,7 +30,8 @@ export const ERROR_CODES = {
   SB_ERR_NO_TOKEN: { message: 'login carries no token', result: 'NO_TOKEN', http: 401 },
   SB_ERR_TOKEN_INVALID: { message: 'token is malformed or its signature does not verify', result: 'AUTH_FAILED', http: 401 },
   SB_ERR_TOKEN_EXPIRED: { message: 'token has expired', result: 'AUTH_FAILED', http: 401 },
-  SB_ERR_TOKEN_MISMATCH: { message: 'token was issued for another user or device', result: 'AUTH_FAILED' },
+  SB_ERR_TOKEN_MISMATCH: { message: 'token was issued for another user or device', result: 'AUTH_FAILED', http: 403 },
+  SB_ERR_TOKEN_REVOKED: { message: 'token was issued before a revocation of its user or device (logout, password change, operator)', result: 'AUTH_FAILED', http: 401 },
   SB_ERR_TOO_MANY_DEVICES: { message: 'user is logged in on the maximum number of devices', result: 'TOO_MANY_DEVICES' },
   SB_ERR_SESSION_REPLACED: { message: 'a new login from the same user and device replaced this session' },
   SB_ERR_IDLE_TIMEOUT: { message: 'no frame received within the idle timeout' },
@@ -92,6 +93,9 @@ export const ERROR_CODES = {
   SB_ERR_RATE_LIMITED: { message: 'too many requests', result: 'RATE_LIMITED', http: 429 },
   SB_ERR_NO_WORKER: { message: 'no worker is available', http: 503 },
   SB_ERR_NOT_FOUND: { message: 'no such route', http: 404 },
+  SB_ERR_REFRESH_INVALID: { message: 'refresh token is malformed, unknown, expired, revoked or not the current one: log in with the password', http: 401 },
+  SB_ERR_REFRESH_REUSED: { message: 'refresh token was used before: its login is revoked on every holder; log in with the password', http: 401 },
+  SB_ERR_ADMIN_AUTH_FAILED: { message: 'the admin credential is missing or wrong', http: 401 },
 
   // Process.
   SB_ERR_CONFIG: { message: 'invalid configuration' },

@@ -9,7 +9,7 @@ import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { DEFAULT_LIMITS, type WorkerLimits } from './config.js';
 import { SwitchboardError } from './errors.js';
-import { checkTokenSecret, TokenSigner } from './auth/token.js';
+import { checkTokenSecret, TokenSigner, type TokenKeys } from './auth/token.js';
 import { PasswordHasher } from './auth/password.js';
 import { silentLogger, type Logger } from './log.js';
 import { checkRedisTimeout, logRedis } from './redis/redis-client.js';
@@ -38,6 +38,9 @@ import { RedisGroupNotifier } from './groups/redis-group-notifier.js';
 import { MemoryUserStore } from './users/memory-user-store.js';
 import { RedisUserStore } from './users/redis-user-store.js';
 import { WorkerServer } from './server/worker-server.js';
+import { DEFAULT_REVOCATION_CHECK_MS } from './server/revocation-check.js';
+import { MemoryRevocationNotifier, type RevocationNotifier } from './users/revocation-notifier.js';
+import { RedisRevocationNotifier } from './users/redis-revocation-notifier.js';
 import { checkHealthSettings, StoreHealth, type HealthSettings } from './server/store-health.js';
 import { createCluster, type ClusterSettings } from './cluster/cluster.js';
 import { WebGate, type GateLimits } from './gate/web-gate.js';
@@ -60,7 +63,8 @@ export interface NodeOptions {
   /** The TLS port a load balancer terminates for this worker, announced as its `tlsPort`. */
   announceTlsPort?: number;
   announceHost?: string;
-  secret: string;
+  /** The token secret (the one key `default`), or several keys by id (TokenKeys): every one is accepted. */
+  secret: string | TokenKeys;
   limits?: Partial<WorkerLimits>;
   log?: Logger;
   /** Defaults to an in-memory store (embedded mode). */
@@ -83,6 +87,12 @@ export interface NodeOptions {
   groupNotifier?: GroupNotifier;
   /** The groups' maxGroupsPerUser (how many groups a login lists at most); default DEFAULT_GROUP_LIMITS'. */
   maxGroupsPerUser?: number;
+  /**
+   * Token revocations: where the gate records them (the accounts' store) and how it announces
+   * them; `checkMs` (default 30 s) bounds how late a lost announcement closes its sessions.
+   * Unset: nothing is revoked. The notifier is closed by stop().
+   */
+  revocations?: { users: Pick<UserStore, 'revocations'>; notifier: RevocationNotifier; checkMs?: number };
   /** Cluster mode: a peer port and links to the other workers of `registry`, routing through `store`. */
   cluster?: ClusterSettings;
   /**
@@ -141,6 +151,7 @@ export function createNode(options: NodeOptions): SwitchboardNode {
     registry,
     users,
     receiptSettingTtlMs: options.receiptSettingTtlMs,
+    revocations: options.revocations && { ...options.revocations, checkMs: options.revocations.checkMs ?? DEFAULT_REVOCATION_CHECK_MS },
     groups: {
       store: groups,
       notifier: groupNotifier,
@@ -160,11 +171,12 @@ export function createNode(options: NodeOptions): SwitchboardNode {
   });
   const counts: LocalCounts = { selfId: () => server.info?.id ?? '', local: () => ({ users: sessions.users, sessions: sessions.size }) };
   const online = options.online ? options.online(counts) : new MemoryOnlineCounter(counts);
-  return nodeLifetime({ server, registry, store, inbox, users, groups, groupNotifier, signer, online }, log);
+  const revocationNotifier = options.revocations?.notifier;
+  return nodeLifetime({ server, registry, store, inbox, users, groups, groupNotifier, signer, online }, log, revocationNotifier);
 }
 
 /** start() and stop() of a node: what starts in which order, and what stops in which. */
-function nodeLifetime(parts: Omit<SwitchboardNode, 'start' | 'stop'>, log: Logger): SwitchboardNode {
+function nodeLifetime(parts: Omit<SwitchboardNode, 'start' | 'stop'>, log: Logger, revocationNotifier?: RevocationNotifier): SwitchboardNode {
   const { server, registry, store, inbox, users, groups, groupNotifier, online } = parts;
   let stopping: Promise<void> | undefined;
   const node: SwitchboardNode = {
@@ -194,6 +206,7 @@ function nodeLifetime(parts: Omit<SwitchboardNode, 'start' | 'stop'>, log: Logge
         await inbox.close();
         await groups.close();
         await groupNotifier.close();
+        await revocationNotifier?.close();
         await users?.close();
       })();
       return stopping;
@@ -248,6 +261,8 @@ export interface WorkerConfig {
   checkRecipients: boolean;
   /** Cluster mode (with `zookeeper` and `redis`): peers, and how long an unrefreshed session record lives. */
   cluster?: { settings: ClusterSettings; sessionTtlMs: number };
+  /** How often every session is checked against the stored revocations; default 30 s. */
+  revocationCheckMs?: number;
 }
 
 export interface GateConfig {
@@ -264,12 +279,14 @@ export interface GateConfig {
   probe?: ProbeSettings;
   /** A cluster's gate: the workers' inbox limits (--inbox-max-messages, ...), which its conversation reads prune by; default DEFAULT_INBOX_LIMITS. */
   inboxLimits?: InboxLimits;
+  /** The operator's credential for /api/admin/... (--admin-token-file); unset: no admin routes. */
+  adminToken?: string;
 }
 
 /** One process: a worker, a gate, or both (`switchboard start`: the gate embedded, on the worker's stores). */
 export interface SwitchboardConfig {
-  /** The token secret: workers verify tokens with it, the gate signs them. */
-  secret: string;
+  /** The token secret, or the token keys: workers verify tokens with every one, the gate signs with the signing key. */
+  secret: string | TokenKeys;
   log: Logger;
   /** Inboxes and accounts in Redis (and in a cluster the sessions, at its gate the rate limits); unset: memory. */
   redis?: RedisConfig;
@@ -439,6 +456,8 @@ interface WorkerPart extends Part<ImNode> {
   readonly node: SwitchboardNode;
   /** The accounts, for the embedded gate too. */
   readonly users: UserStore | undefined;
+  /** Where the embedded gate announces revocations to this worker. */
+  readonly revocationNotifier: RevocationNotifier | undefined;
 }
 
 /** The process's groups: one store and one notifier, shared by its worker and its gate. */
@@ -471,6 +490,8 @@ function buildWorker(config: SwitchboardConfig, w: WorkerConfig, groups: Groups,
   const registry = w.cluster && own(zooKeeperRegistry(config));
   const inbox = own(inboxFor(config, w));
   const users = accountsFor(config, w, own);
+  // Where there are accounts, there are logins to revoke: the gate records them in the accounts' store.
+  const revocationNotifier = users && own(revocationNotifierFor(config));
   const cluster = registry && { registry, store: own(sessionStore(redis!, w.cluster!.sessionTtlMs, log)) };
   const node = createNode({
     inbox,
@@ -494,11 +515,13 @@ function buildWorker(config: SwitchboardConfig, w: WorkerConfig, groups: Groups,
     groups: groups.store,
     groupNotifier: groups.notifier,
     maxGroupsPerUser: groupLimits(config.groupLimits).maxGroupsPerUser,
+    revocations: users && revocationNotifier && { users, notifier: revocationNotifier, checkMs: w.revocationCheckMs },
     log,
   });
   return {
     node,
     users,
+    revocationNotifier,
     start: () => node.start(),
     async stop() {
       await node.stop();
@@ -525,8 +548,16 @@ function inboxFor(config: SwitchboardConfig, w: WorkerConfig): InboxStore {
 function accountsFor(config: SwitchboardConfig, w: WorkerConfig, own: Own): UserStore | undefined {
   const { redis, log } = config;
   const withGate = config.gate !== undefined;
-  if (redis && (withGate || w.checkRecipients)) return own(redisUsers(redis, log));
+  // With Redis always: besides the accounts it holds the revocations the workers enforce.
+  if (redis) return own(redisUsers(redis, log));
   return withGate ? new MemoryUserStore() : undefined;
+}
+
+/** With `redis`, pub/sub on `<prefix>revocations` (every worker hears every gate); else this process only. */
+function revocationNotifierFor(config: SwitchboardConfig): RevocationNotifier {
+  const { redis, log } = config;
+  if (!redis) return new MemoryRevocationNotifier();
+  return new RedisRevocationNotifier({ url: redis.url, keyPrefix: redis.keyPrefix, timeoutMs: redis.timeoutMs, log: log.child({ component: 'redis', store: 'revocations' }) });
 }
 
 function redisUsers(redis: RedisConfig, log: Logger): RedisUserStore {
@@ -568,6 +599,8 @@ function embeddedGate(config: SwitchboardConfig, g: GateConfig, worker: WorkerPa
     trustProxy: g.trustProxy,
     groups: { ...groups, checkMembers: g.checkMembers },
     conversations: { inbox: node.inbox, normalizePeers: g.checkMembers !== false },
+    revocations: worker.revocationNotifier,
+    adminToken: g.adminToken,
     log: config.log.child({ component: 'gate' }),
   });
   return { gate, start: () => gate.listen(), stop: () => gate.close() };
@@ -591,6 +624,7 @@ function clusterGate(config: SwitchboardConfig, g: GateConfig, groups: Groups, o
   const rateLimits = own(new RedisRateLimitStore({ url: redis.url, keyPrefix: `${redis.keyPrefix}rl:`, timeoutMs: redis.timeoutMs }));
   // The workers' inboxes, read for the conversation routes: with the workers' limits, since a read prunes by them.
   const inbox = own(new RedisInboxStore({ url: redis.url, keyPrefix: redis.keyPrefix, limits: g.inboxLimits, timeoutMs: redis.timeoutMs }));
+  const revocations = own(revocationNotifierFor(config));
   const gate = new WebGate({
     host: g.host,
     port: g.port,
@@ -607,6 +641,8 @@ function clusterGate(config: SwitchboardConfig, g: GateConfig, groups: Groups, o
     probe,
     groups: { ...groups, checkMembers: g.checkMembers },
     conversations: { inbox, normalizePeers: g.checkMembers !== false },
+    revocations,
+    adminToken: g.adminToken,
     log: log.child({ component: 'gate' }),
   });
   return {
@@ -624,6 +660,7 @@ function clusterGate(config: SwitchboardConfig, g: GateConfig, groups: Groups, o
       await users.close();
       await rateLimits.close();
       await inbox.close();
+      await revocations.close();
       await groups.notifier.close();
       await groups.store.close();
     },

@@ -1,7 +1,9 @@
 // Options several subcommands share, and what they turn into.
 
 import { DEFAULT_LIMITS, type WorkerLimits } from '../config.js';
-import { DEV_SECRET } from '../auth/token.js';
+import { DEV_SECRET, parseTokenKeys, type TokenKeys } from '../auth/token.js';
+import { readFileSync } from 'node:fs';
+import { DEFAULT_REVOCATION_CHECK_MS } from '../server/revocation-check.js';
 import { DEFAULT_INBOX_LIMITS, type InboxLimits } from '../inbox/inbox-store.js';
 import { DEFAULT_MEMORY_INBOX_BYTES } from '../inbox/memory-inbox-store.js';
 import { DEFAULT_CLUSTER_SETTINGS } from '../cluster/cluster.js';
@@ -29,13 +31,23 @@ const HOST_CHECK = {
   },
 } as const;
 
+/** 365 days: the longest a login may last (--refresh-ttl-s, --refresh-idle-s). */
+export const MAX_REFRESH_TTL_S = 365 * 86_400;
+
 export const NETWORK_OPTIONS = {
   host: { type: 'string', group: 'network', ...HOST_CHECK, description: 'address to listen on; 0.0.0.0 or :: for every interface (then set --announce-host)', default: '127.0.0.1' },
   'announce-host': { type: 'string', group: 'network', ...HOST_CHECK, description: 'address clients and peers are told to reach this worker at (default: --host; 127.0.0.1 when --host is 0.0.0.0 or ::)' },
 } as const satisfies OptionSpecs;
 
 export const SECRET_OPTION = {
-  secret: { type: 'string', group: 'secrets', secret: true, description: 'token signing secret shared by every node and the gate, at least 32 characters; unset: a built-in development secret' },
+  secret: { type: 'string', group: 'secrets', secret: true, description: 'token signing secret shared by every node and the gate, at least 32 characters (the one token key, id "default"); unset: a built-in development secret' },
+  'token-keys': { type: 'string', group: 'secrets', description: 'instead of --secret: a file of token keys, one "<key id> <secret>" per line; every key is accepted, --token-signing-key signs (OPERATIONS.md: rotating the token keys)' },
+  'token-signing-key': { type: 'string', group: 'secrets', description: 'with --token-keys: the id of the key new tokens are signed with (default: the first in the file)' },
+} as const satisfies OptionSpecs;
+
+/** The workers' periodic revocation check: on `start` and `worker`. */
+export const REVOCATION_OPTION = {
+  'revocation-check-ms': { ...ms(100), group: 'limits', description: "how often every session is checked against the stored revocations: the bound on closing a revoked user's sessions when the announcement was lost", default: DEFAULT_REVOCATION_CHECK_MS },
 } as const satisfies OptionSpecs;
 
 export const DEV_OPTION = {
@@ -317,7 +329,12 @@ export function limitsFrom(v: OptionValues<typeof LIMIT_OPTIONS>): WorkerLimits 
 }
 
 export const GATE_OPTIONS = {
-  'token-ttl-s': { type: 'number', above: 0, group: 'gate', description: 'validity of the tokens the gate issues (seconds; at most 30 days, 365 with --dev)', default: DEFAULT_GATE_LIMITS.tokenTtlMs / 1000 },
+  'token-ttl-s': { type: 'number', above: 0, group: 'gate', description: 'validity of the access tokens the gate issues (seconds; at most 30 days, 365 with --dev); clients refresh them with their refresh token', default: DEFAULT_GATE_LIMITS.tokenTtlMs / 1000 },
+  'refresh-ttl-s': { ...count(1, MAX_REFRESH_TTL_S), group: 'gate', description: 'how long a login lasts at most, refreshed or not: its refresh family ends this long after the password login (seconds)', default: DEFAULT_GATE_LIMITS.refreshTtlMs / 1000 },
+  'refresh-idle-s': { ...count(0, MAX_REFRESH_TTL_S), group: 'gate', description: 'a login not refreshed for this long ends (seconds); 0: only --refresh-ttl-s ends it', default: DEFAULT_GATE_LIMITS.refreshIdleMs / 1000 },
+  'max-logins-per-user': { ...count(1, 1000), group: 'gate', description: "logins (refresh families, one per device login) a user may hold; a new one beyond it ends the user's oldest", default: DEFAULT_GATE_LIMITS.maxFamiliesPerUser },
+  'rate-refresh': { ...count(1), group: 'gate', description: '/api/refresh and /api/logout requests per client address per minute (IPv6: per /64)', default: DEFAULT_GATE_LIMITS.refreshRequests.max },
+  'admin-token-file': { type: 'string', group: 'secrets', description: 'a file holding the operator credential for /api/admin/... (at least 32 characters); unset: there are no admin routes' },
   'no-registration': { type: 'boolean', group: 'gate', description: 'switch POST /api/users off' },
   'rate-ip': { ...count(1), group: 'gate', description: 'login and registration requests per client address per minute (IPv6: per /64)', default: DEFAULT_GATE_LIMITS.perIp.max },
   'rate-user-ip': { ...count(1), group: 'gate', description: 'failed logins per user name and client address per 15 minutes', default: DEFAULT_GATE_LIMITS.perUserIp.max },
@@ -334,6 +351,10 @@ export function gateLimitsFrom(v: OptionValues<typeof GATE_OPTIONS>, dev: boolea
   return {
     ...DEFAULT_GATE_LIMITS,
     tokenTtlMs: tokenTtlMsFrom('token-ttl-s', v['token-ttl-s'], dev),
+    refreshTtlMs: v['refresh-ttl-s'] * 1000,
+    refreshIdleMs: v['refresh-idle-s'] * 1000,
+    maxFamiliesPerUser: v['max-logins-per-user'],
+    refreshRequests: { ...DEFAULT_GATE_LIMITS.refreshRequests, max: v['rate-refresh'] },
     perIp: { ...DEFAULT_GATE_LIMITS.perIp, max: v['rate-ip'] },
     perUserIp: { ...DEFAULT_GATE_LIMITS.perUserIp, max: v['rate-user-ip'] },
     perUser: { ...DEFAULT_GATE_LIMITS.perUser, max: v['rate-user'] },
@@ -472,7 +493,8 @@ export const MAX_TOKEN_TTL_S = 30 * 86_400;
 export const MAX_DEV_TOKEN_TTL_S = 365 * 86_400;
 
 export interface TokenSecret {
-  secret: string;
+  /** --secret, or the keys of --token-keys. */
+  secret: string | TokenKeys;
   /** Development mode, as defined above. */
   dev: boolean;
 }
@@ -482,7 +504,15 @@ export interface TokenSecret {
  * secret without --dev (that makes the run a development run); otherwise an unset secret needs
  * --dev. `warn` is told when the development secret is used.
  */
-export function tokenSecretFrom(o: { secret?: string | undefined; dev: boolean }, fallback: boolean, warn: (message: string) => void): TokenSecret {
+export function tokenSecretFrom(o: { secret?: string | undefined; 'token-keys'?: string | undefined; 'token-signing-key'?: string | undefined; dev: boolean }, fallback: boolean, warn: (message: string) => void): TokenSecret {
+  const file = o['token-keys'];
+  if (file !== undefined) {
+    if (o.secret !== undefined && o.secret !== '') throw new SwitchboardError('SB_ERR_CONFIG', '--secret and --token-keys both given: --secret is one key, list it in the file (as "default <secret>") instead');
+    const keys = parseTokenKeys(readSecretFile('token-keys', file), o['token-signing-key']);
+    for (const [id, secret] of Object.entries(keys.keys)) checkSecret(`token-keys (key ${id})`, secret, o.dev);
+    return { secret: keys, dev: o.dev };
+  }
+  if (o['token-signing-key'] !== undefined) throw new SwitchboardError('SB_ERR_CONFIG', '--token-signing-key needs --token-keys');
   if (o.secret === undefined || o.secret === '') {
     if (!o.dev && !fallback) {
       throw new SwitchboardError('SB_ERR_CONFIG', 'cluster mode needs --secret (or SWITCHBOARD_SECRET); pass --dev to use the built-in development secret');
@@ -492,6 +522,30 @@ export function tokenSecretFrom(o: { secret?: string | undefined; dev: boolean }
   }
   checkSecret('secret', o.secret, o.dev);
   return { secret: o.secret, dev: o.dev };
+}
+
+/** A file's text for a flag, or SB_ERR_CONFIG naming the flag and the file (never its contents). */
+export function readSecretFile(flag: string, path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new SwitchboardError('SB_ERR_CONFIG', `--${flag}: cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, { cause: err });
+  }
+}
+
+/** --admin-token-file's credential (trimmed), at least MIN_SECRET_LENGTH characters outside development mode; unset: undefined. */
+export function adminTokenFrom(path: string | undefined, dev: boolean): string | undefined {
+  if (path === undefined) return undefined;
+  const token = readSecretFile('admin-token-file', path).trim();
+  if (token.length === 0) throw new SwitchboardError('SB_ERR_CONFIG', `--admin-token-file ${path} is empty`);
+  // It travels as `Authorization: Bearer <token>`: one word.
+  if (/\s/.test(token)) throw new SwitchboardError('SB_ERR_CONFIG', `--admin-token-file ${path} holds whitespace inside the credential: use one word (e.g. openssl rand -hex 32)`);
+  return checkSecret('admin-token-file', token, dev);
+}
+
+/** The secrets of a token key ring (or the one secret). */
+export function tokenSecrets(secret: string | TokenKeys): string[] {
+  return typeof secret === 'string' ? [secret] : Object.values(secret.keys);
 }
 
 /** Refuses a secret shorter than MIN_SECRET_LENGTH outside development mode; never shows it. */

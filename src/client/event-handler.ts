@@ -99,6 +99,12 @@ const FINAL_CLOSE_CODES: ReadonlySet<string> = new Set([
  */
 const RETRIED_LOGIN_CODES: ReadonlySet<string> = new Set(['SB_ERR_STORE_UNAVAILABLE']);
 
+/**
+ * Login refusals of the token that pass when the endpoint can get another one (gateEndpoint
+ * refreshes it, told the code as its hint); with a fixed token they end the client.
+ */
+const REFRESHED_LOGIN_CODES: ReadonlySet<string> = new Set(['SB_ERR_TOKEN_EXPIRED', 'SB_ERR_TOKEN_REVOKED']);
+
 /** What the event handler reads and changes of its ImClient (its private state and steps). */
 export interface ClientInternals {
   readonly status: ClientStatus;
@@ -141,6 +147,8 @@ export class EventHandler implements TransportHandlers {
   readonly #groupPositions: GroupPositions;
   #groupAckScheduled = false;
   #loginSequence = -1;
+  /** Token refusals since the last login that went through: a second in a row ends the client (the endpoint could not get a better token). */
+  #tokenRefusals = 0;
   /** Highest inbox sequence processed; undefined until known. */
   #lastSeq: number | undefined;
   /** The inbox epoch #lastSeq counts in; 0 while unknown. */
@@ -312,7 +320,8 @@ export class EventHandler implements TransportHandlers {
     if (!body?.result) {
       const err = serverError(body?.errorCode, body?.info, 'login refused', 'SB_ERR_CLIENT_LOGIN_FAILED');
       this.#log.warn({ code: err.code, reason: err.message }, 'login refused');
-      if (RETRIED_LOGIN_CODES.has(err.code)) {
+      const refreshable = this.#settings.endpoint !== undefined && REFRESHED_LOGIN_CODES.has(err.code) && ++this.#tokenRefusals === 1;
+      if (RETRIED_LOGIN_CODES.has(err.code) || refreshable) {
         // The server closes the connection behind the refusal: the reconnect, after a backoff,
         // logs in again (through the gate, when there is one, which hands out workers that can serve).
         this.#transport.drop(err);
@@ -322,6 +331,7 @@ export class EventHandler implements TransportHandlers {
       return;
     }
     client.sessionId = message.sessionId ?? '';
+    this.#tokenRefusals = 0;
     this.#transport.loggedIn();
     const serverHeartbeat = body.heartbeatIntervalMs ?? 0;
     if (serverHeartbeat > 0 && this.#explicitHeartbeat === undefined) this.#heartbeatMs = serverHeartbeat;

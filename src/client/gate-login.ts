@@ -1,7 +1,9 @@
-// Logging in through the HTTP gate: a password for a token and the address of the
-// least-loaded worker. `gateEndpoint` turns that into an ImClient endpoint resolver, so a client
-// whose worker went away moves to another one. The gate may be https://, verified against Node's
-// CA list or a CA of the caller's (`Gate` with `ca`); the workers it names may have a TLS port.
+// Talking to the HTTP gate: a password for a token and the address of the least-loaded worker,
+// and the requests of the gate's other routes. gate-session.ts keeps a login going with its
+// refresh token, and its `gateEndpoint` turns that into an ImClient endpoint resolver, so a
+// client whose worker went away moves to another one. The gate may be https://, verified
+// against Node's CA list or a CA of the caller's (`Gate` with `ca`); the workers it names may
+// have a TLS port (workerEndpoint).
 
 import https from 'node:https';
 import { SwitchboardError, isErrorCode, isSwitchboardError, type ErrorCode } from '../errors.js';
@@ -25,8 +27,12 @@ function gateUrlOf(gate: Gate): string {
 
 export interface GateLogin {
   uid: string;
+  /** The access token. */
   token: string;
   expiresAt: number;
+  /** The refresh token (gate-session.ts); a gate older than refresh tokens sends none. */
+  refreshToken: string;
+  refreshExpiresAt: number;
   worker: GateWorker;
   workers: GateWorker[];
 }
@@ -152,36 +158,6 @@ export function gateFailure(gate: Gate, err: unknown): SwitchboardError {
   const cause = e?.cause;
   const detail = [cause?.message, ...(cause?.errors ?? []).map((x) => x.message)].find((m) => typeof m === 'string' && m !== '') ?? cause?.code ?? e?.message;
   return new SwitchboardError('SB_ERR_CLIENT_CONNECT_FAILED', `cannot reach the gate ${gateUrl}: ${String(detail)}`, { cause: err });
-}
-
-/** A token this close to its expiry is not reused. */
-const TOKEN_MARGIN_MS = 60_000;
-
-/**
- * An ImClient `endpoint` option. The first attempt logs in at the gate; later attempts try the
- * gate's fallback workers with the same token, and log in again (a full password check at the
- * gate) only once they are used up or the token is about to expire. So when a worker dies, its
- * clients spread over the fallbacks instead of all queueing at the gate at once. A failure says
- * why: the gate's refusal (GateError, with `retryAfterMs` that ImClient waits out), or
- * gateFailure()'s SB_ERR_CLIENT_CONNECT_FAILED naming the address when the gate cannot be reached.
- * `onLogin` is told each login (its token serves the gate's group API too: GateGroups).
- */
-export function gateEndpoint(gate: Gate, credentials: GateCredentials, onLogin?: (login: GateLogin) => void, { tls = 'auto' }: GateEndpointOptions = {}): () => Promise<Endpoint> {
-  let login: GateLogin | undefined;
-  let candidates: GateWorker[] = [];
-  return async () => {
-    if (!login || candidates.length === 0 || Date.now() > login.expiresAt - TOKEN_MARGIN_MS) {
-      login = await loginThroughGate(gate, credentials).catch((err: unknown) => {
-        throw gateFailure(gate, err);
-      });
-      candidates = [login.worker, ...login.workers];
-      if (tls === 'require') candidates = candidates.filter((w) => w.tlsPort !== undefined);
-      if (candidates.length === 0) throw new SwitchboardError('SB_ERR_NO_WORKER', 'the gate named no worker with a TLS port (is --tls-port set on the workers?)');
-      onLogin?.(login);
-    }
-    const worker = candidates.shift()!;
-    return workerEndpoint(worker, login.token, tls);
-  };
 }
 
 export interface GateEndpointOptions {

@@ -25,6 +25,11 @@ export interface ClientTls {
   servername?: string;
 }
 
+/** What endpoint() is told of the attempt before: `reason`, the code the last connection ended (or its login was refused) with. */
+export interface EndpointHint {
+  reason?: string;
+}
+
 export interface ImClientOptions {
   /** Fixed endpoint; or give `endpoint` instead. */
   host?: string;
@@ -39,7 +44,7 @@ export interface ImClientOptions {
    * Asked before every connection attempt (e.g. gateEndpoint(): a login at the gate, which names
    * the least-loaded live worker): a client whose worker went away moves to another one.
    */
-  endpoint?: () => Promise<Endpoint>;
+  endpoint?: (hint?: EndpointHint) => Promise<Endpoint>;
   uid: string;
   deviceId?: string;
   platform?: number;

@@ -18,7 +18,7 @@ import type { ClientSettings, Endpoint, RetryStrategy } from './options.js';
  * Gate refusals that another attempt would only repeat: a wrong password (each retry counts as
  * a failed login toward the gate's lock-out), a malformed request, a wrong gate URL.
  */
-const FINAL_ENDPOINT_CODES: ReadonlySet<string> = new Set(['SB_ERR_LOGIN_FAILED', 'SB_ERR_BAD_REQUEST', 'SB_ERR_BAD_USERNAME', 'SB_ERR_BAD_PASSWORD', 'SB_ERR_NOT_FOUND']);
+const FINAL_ENDPOINT_CODES: ReadonlySet<string> = new Set(['SB_ERR_LOGIN_FAILED', 'SB_ERR_BAD_REQUEST', 'SB_ERR_BAD_USERNAME', 'SB_ERR_BAD_PASSWORD', 'SB_ERR_NOT_FOUND', 'SB_ERR_REFRESH_INVALID', 'SB_ERR_REFRESH_REUSED']);
 
 /** What the client hears of the current attempt. */
 export interface TransportHandlers {
@@ -48,6 +48,8 @@ export class Transport {
   #lastInboundAt = 0;
   /** Why the current connection is going: a CLOSING from the server, a dead server. */
   #dropReason: SwitchboardError | undefined;
+  /** The code the last connection ended with: endpoint()'s hint (a token refused as expired is refreshed). */
+  #lastReason: string | undefined;
   /** The current socket's error, if it had one. */
   #socketError: Error | undefined;
   /** The current socket connected. */
@@ -87,7 +89,9 @@ export class Transport {
       this.#dial(epoch, { host: this.#settings.host ?? '127.0.0.1', port: this.#settings.port ?? 9000, token: this.#settings.token ?? '', tls: this.#settings.tls !== undefined });
       return;
     }
-    endpoint().then(
+    const hint = { reason: this.#lastReason };
+    this.#lastReason = undefined;
+    endpoint(hint).then(
       (where) => {
         if (epoch === this.#epoch) this.#dial(epoch, where);
       },
@@ -173,7 +177,9 @@ export class Transport {
       },
       close: () => {
         this.#socket = undefined;
-        this.#on.down(this.#closeReason(where), 0, false);
+        const reason = this.#closeReason(where);
+        this.#lastReason = reason.code;
+        this.#on.down(reason, 0, false);
       },
     });
     this.#socket = socket;

@@ -1,6 +1,7 @@
 // WebGate: the gate (the seed's name), the short-connection side. A client registers and logs
-// in over HTTP, gets a token the workers verify and the least-loaded live worker (ImLoadBalance),
-// then opens its long TCP connection there. Nothing here changes the cluster; the worker list
+// in over HTTP, gets an access token the workers verify, a refresh token (TokenIssuer: rotated by
+// /api/refresh, ended by /api/logout, /api/password and the operator's admin-routes.ts) and the
+// least-loaded live worker (ImLoadBalance), then opens its long TCP connection there. Nothing here changes the cluster; the worker list
 // comes from the registry's cached view, never a ZooKeeper read per request.
 // With `tls` it serves HTTPS, the certificate following the files' reloads.
 
@@ -26,10 +27,15 @@ import type { InboxStore } from '../inbox/inbox-store.js';
 import type { GroupNotifier } from '../groups/group-notifier.js';
 import type { TlsFiles } from '../net/tls-files.js';
 import type tls from 'node:tls';
+import { MemoryRevocationNotifier, type RevocationNotifier } from '../users/revocation-notifier.js';
+import { TokenIssuer, type TokenLimits } from './token-issuer.js';
+import { adminRoutes } from './admin-routes.js';
+import { addressKey } from './client-address.js';
+import { takeUserRate, tokenUser } from './user-requests.js';
 
-export interface GateLimits extends LoginLimits {
-  /** Token validity. */
-  tokenTtlMs: number;
+export interface GateLimits extends LoginLimits, TokenLimits {
+  /** /api/refresh and /api/logout requests per client address (IPv6: per /64). */
+  refreshRequests: RateLimit;
   /** Largest accepted request body, bytes. */
   bodyLimit: number;
   /**
@@ -50,7 +56,11 @@ export interface GateLimits extends LoginLimits {
 }
 
 export const DEFAULT_GATE_LIMITS: Readonly<GateLimits> = Object.freeze({
-  tokenTtlMs: 24 * 3600_000,
+  tokenTtlMs: 15 * 60_000,
+  refreshTtlMs: 30 * 86_400_000,
+  refreshIdleMs: 0,
+  maxFamiliesPerUser: 20,
+  refreshRequests: Object.freeze({ max: 60, windowMs: 60_000 }),
   perIp: Object.freeze({ max: 120, windowMs: 60_000 }),
   perUserIp: Object.freeze({ max: 10, windowMs: 15 * 60_000 }),
   perUser: Object.freeze({ max: 100, windowMs: 3600_000 }),
@@ -106,6 +116,10 @@ export interface WebGateOptions {
    * account names (default). Unset: no conversation routes. Closed by the caller.
    */
   conversations?: { inbox: InboxStore; normalizePeers?: boolean };
+  /** Where revocations are published for the workers; default one in memory (no worker hears it). Closed by the caller. */
+  revocations?: RevocationNotifier;
+  /** The operator's credential for /api/admin/...; unset: there are no admin routes. */
+  adminToken?: string;
   log: Logger;
 }
 
@@ -129,6 +143,20 @@ const loginBody = {
   },
 } as const;
 
+const refreshBody = {
+  type: 'object',
+  required: ['refreshToken'],
+  additionalProperties: false,
+  properties: { refreshToken: { type: 'string', minLength: 1, maxLength: 512 } },
+} as const;
+
+const passwordBody = {
+  type: 'object',
+  required: ['oldPassword', 'newPassword'],
+  additionalProperties: false,
+  properties: { oldPassword: credentials.properties.password, newPassword: credentials.properties.password },
+} as const;
+
 interface Credentials {
   username: string;
   password: string;
@@ -149,6 +177,7 @@ export class WebGate {
   readonly #o: WebGateOptions;
   readonly #rateLimits: RateLimitStore;
   readonly #limiter: LoginLimiter;
+  readonly #issuer: TokenIssuer;
   /** Verified against for unknown users, so a wrong username costs as long as a wrong password. */
   #decoy: Promise<string> | undefined;
   #hashing = 0;
@@ -158,6 +187,7 @@ export class WebGate {
     this.#o = options;
     this.#rateLimits = options.rateLimits ?? new MemoryRateLimitStore();
     this.#limiter = new LoginLimiter(this.#rateLimits, options.limits);
+    this.#issuer = new TokenIssuer({ users: options.users, signer: options.signer, notifier: options.revocations ?? new MemoryRevocationNotifier(), limits: options.limits, log: options.log });
     const timeoutMs = options.limits.requestTimeoutMs;
     const serverTimeouts = { requestTimeout: timeoutMs, headersTimeout: timeoutMs, connectionsCheckingInterval: connectionsCheckIntervalMs(timeoutMs) };
     this.app = Fastify({
@@ -279,18 +309,76 @@ export class WebGate {
       const probe = this.#o.probe;
       const choice = chooseWorker(this.#o.registry.workers(), Math.random, probe && ((w) => probe.reachable(w)));
       if (!choice) throw new SwitchboardError('SB_ERR_NO_WORKER', 'no worker is available; try again shortly');
-      const ttlMs = this.#o.limits.tokenTtlMs;
-      const now = Date.now();
-      const token = this.#o.signer.mint({ uid: user.uid, deviceId, ttlMs, now });
+      const tokens = await this.#issuer.issue(user.uid, deviceId);
       request.log.info({ uid: user.uid, deviceId, worker: choice.worker.id }, 'login');
       return {
         uid: user.uid,
-        token,
-        expiresAt: now + ttlMs,
+        ...tokens,
         worker: publicWorker(choice.worker),
         workers: choice.fallbacks.map(publicWorker),
       };
     });
+
+    // A login without the password: the refresh token of an earlier one, which this replaces.
+    app.post<{ Body: { refreshToken: string } }>('/api/refresh', { schema: { body: refreshBody } }, async (request, reply) => {
+      await this.#refreshRate(request, reply);
+      const probe = this.#o.probe;
+      // Chosen before the rotation: the rotation cannot be undone, so it comes last.
+      const choice = chooseWorker(this.#o.registry.workers(), Math.random, probe && ((w) => probe.reachable(w)));
+      let refreshed: Awaited<ReturnType<TokenIssuer['refresh']>>;
+      try {
+        refreshed = await this.#issuer.refresh(request.body.refreshToken);
+      } catch (err) {
+        reply.header('www-authenticate', 'Bearer');
+        throw err;
+      }
+      const { uid, deviceId, ...tokens } = refreshed;
+      request.log.info({ uid, deviceId, worker: choice?.worker.id }, 'refresh');
+      // No worker now: the tokens all the same (the client asks again for a worker later).
+      return { uid, ...tokens, ...(choice ? { worker: publicWorker(choice.worker), workers: choice.fallbacks.map(publicWorker) } : {}) };
+    });
+
+    app.post<{ Body: { refreshToken: string } }>('/api/logout', { schema: { body: refreshBody } }, async (request, reply) => {
+      await this.#refreshRate(request, reply);
+      const header = request.headers.authorization;
+      const bearerUid = header === undefined ? undefined : tokenUser(this.#o.signer, request, reply);
+      const { uid, deviceId } = await this.#issuer.logout(request.body.refreshToken, bearerUid);
+      return { uid, deviceId, loggedOut: true };
+    });
+
+    // A password change: the access token says who, the old password proves it (counted as a
+    // login attempt), and every login of the user ends, this one too.
+    app.post<{ Body: { oldPassword: string; newPassword: string } }>('/api/password', { schema: { body: passwordBody } }, async (request, reply) => {
+      this.#refuseAfter(await this.#limiter.request(request.ip), reply);
+      const uid = tokenUser(this.#o.signer, request, reply);
+      const { oldPassword, newPassword } = request.body;
+      checkPassword(newPassword);
+      const admission = await this.#limiter.begin(uid, request.ip);
+      if (!admission.admitted) throw this.#rateLimited(admission.retryMs, reply);
+      let outcome: LoginOutcome = 'abandoned';
+      try {
+        const user = await this.#o.users.get(uid);
+        const ok = user ? await this.#hash(reply, () => this.#o.hasher.verify(oldPassword, user.passwordHash)) : false;
+        outcome = ok ? 'succeeded' : 'failed';
+      } finally {
+        await admission.settle(outcome).catch((err: unknown) => request.log.warn({ err }, 'rate limit settlement failed'));
+      }
+      if (outcome !== 'succeeded') throw this.#loginFailed();
+      const passwordHash = await this.#hash(reply, () => this.#o.hasher.hash(newPassword));
+      if (!(await this.#o.users.setPasswordHash(uid, passwordHash))) throw this.#loginFailed();
+      const { families } = await this.#issuer.revokeUser(uid, 'password changed: every login revoked');
+      return { uid, changed: true, revokedLogins: families };
+    });
+
+    if (this.#o.adminToken !== undefined) {
+      adminRoutes(app, { adminToken: this.#o.adminToken, users: this.#o.users, issuer: this.#issuer, limitAddress: (ip) => this.#limiter.request(ip) });
+    }
+  }
+
+  /** Counts a refresh or logout of the client's address: past the limit, SB_ERR_RATE_LIMITED. */
+  #refreshRate(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const ip = addressKey(request.ip);
+    return takeUserRate(this.#rateLimits, `refresh:${ip}`, this.#o.limits.refreshRequests, request, reply, 'refreshes and logouts from this address', 'refresh rate limited', { ip });
   }
 
   /** Refuses with 429 unless `retryMs` (what a limit answered) is 0. */

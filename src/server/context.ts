@@ -14,6 +14,7 @@ import type { MessageRouter } from './cluster-seam.js';
 import type { MessageRate } from './message-rate.js';
 import type { RecipientCheck } from './recipients.js';
 import type { StoreHealth } from './store-health.js';
+import type { RevocationCheck } from './revocation-check.js';
 
 export interface ServerContext {
   readonly limits: WorkerLimits;
@@ -32,6 +33,8 @@ export interface ServerContext {
   /** Where the accounts are known: recipients must exist. Undefined: any id is a recipient. */
   readonly recipients: RecipientCheck | undefined;
   readonly signer: TokenSigner;
+  /** Revoked users and devices: refused at login, their sessions closed. Undefined: no accounts here, nothing is revoked. */
+  readonly revocations: RevocationCheck | undefined;
   /** Logins are refused while the stores do not answer. */
   readonly health: StoreHealth;
   readonly log: Logger;

@@ -40,6 +40,8 @@ import type { UserStore } from '../users/user-store.js';
 import type { StoreHealth } from './store-health.js';
 import type { TlsFiles } from '../net/tls-files.js';
 import { TlsAccept } from '../net/tls-accept.js';
+import { RevocationCheck } from './revocation-check.js';
+import type { RevocationNotifier } from '../users/revocation-notifier.js';
 
 export interface WorkerServerOptions {
   host: string;
@@ -77,6 +79,11 @@ export interface WorkerServerOptions {
   groups?: { store: GroupStore; notifier: GroupNotifier; options: GroupDeliveryOptions };
   /** How stale a session's receipts setting may get (default 30 s; tests shorten it). */
   receiptSettingTtlMs?: number;
+  /**
+   * Token revocations (the gate's logouts, password changes, operator revokes): where they are
+   * recorded, how they are announced, and the periodic check's period. Unset: none are known.
+   */
+  revocations?: { users: Pick<UserStore, 'revocations'>; notifier: RevocationNotifier; checkMs: number };
   /** Cluster mode: builds the router and the cluster's own listeners around this worker's LocalPort. */
   cluster?: (local: LocalPort) => WorkerCluster;
 }
@@ -149,6 +156,7 @@ export class WorkerServer {
       });
     }
     this.local = local;
+    const revocations = options.revocations && new RevocationCheck({ ...options.revocations, sessions: this.sessions, log: options.log.child({ component: 'revocations' }) });
     const cluster = (this.#cluster = options.cluster?.(local));
     this.#ctx = {
       limits: options.limits,
@@ -162,6 +170,7 @@ export class WorkerServer {
       rate: new MessageRate(options.limits),
       recipients: options.users && new RecipientCheck(options.users, options.limits.recipientCacheSize),
       signer: options.signer,
+      revocations,
       health: options.health,
       log: options.log,
       nodeId,
@@ -229,6 +238,7 @@ export class WorkerServer {
     this.#options.directory.start(this.#info.id);
     this.#sweep = setInterval(() => this.#sweepConnections(), sweepIntervalMs(this.#options.limits));
     this.#sweep.unref();
+    this.#ctx.revocations?.start();
     health.start((ready) => registry.setReady(ready));
     this.#log.info({ nodeId: this.#info.id, host, port: address?.port, tlsPort: tlsAddress?.port }, 'worker listening');
     return this.#info;
@@ -241,6 +251,7 @@ export class WorkerServer {
   async stop(): Promise<void> {
     this.#options.health.stop();
     this.#unsubscribeGroups?.();
+    this.#ctx.revocations?.stop();
     clearInterval(this.#sweep);
     this.#options.directory.stop();
     const closed = Promise.all([this.#server, this.#tlsServer].map((server) => server && new Promise<void>((resolve) => server.close(() => resolve()))));
@@ -257,6 +268,11 @@ export class WorkerServer {
     await this.#ctx.router.close();
     await this.#cluster?.stop();
     this.#log.info('worker stopped');
+  }
+
+  /** The revocation check (tests run it at once instead of waiting for its period). */
+  get revocations(): RevocationCheck | undefined {
+    return this.#ctx.revocations;
   }
 
   /** The connection caps' counts (for tests). */

@@ -56,6 +56,12 @@ export class LocalSession {
   /** Deliveries written and not yet acknowledged, ascending by seq: what the next ack's receipts are about. */
   receiptMarks: ReceiptMark[] | undefined;
 
+  /**
+   * When the login's token was issued (0: unknown, an sb1 token): a revocation of the user or
+   * device at or after it closes the session (src/server/revocation-check.ts).
+   */
+  tokenIssuedAt = 0;
+
   /** Replay position is known and the LoginResponse is out: deliveries may flow. */
   ready = false;
   /** Gone from the server: nothing more is sent and its position is saved. */

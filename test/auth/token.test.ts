@@ -4,7 +4,7 @@
 import t, { type Test } from 'tap';
 import fc from 'fast-check';
 import { createHmac } from 'node:crypto';
-import { ANY_DEVICE, TokenSigner } from '../../src/auth/token.js';
+import { ANY_DEVICE, TokenSigner, parseTokenKeys } from '../../src/auth/token.js';
 import { SwitchboardError, type ErrorCode } from '../../src/errors.js';
 import { catchError } from '../helpers/catch-error.js';
 
@@ -30,9 +30,11 @@ const B64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_
 
 t.test('mint then verify returns the claims', async (t) => {
   const token = signer.mint({ uid: 'alice', deviceId: 'phone-1', ttlMs: 60_000, now: NOW });
-  t.match(token, /^sb1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}$/, 'sb1.<payload>.<HMAC-SHA256>, base64url');
-  t.strictSame(signer.verify(token, NOW), { uid: 'alice', deviceId: 'phone-1', expiresAt: NOW + 60_000 });
-  t.strictSame(signer.verifyFor(token, 'alice', 'phone-1', NOW), { uid: 'alice', deviceId: 'phone-1', expiresAt: NOW + 60_000 });
+  t.match(token, /^sb2\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}$/, 'sb2.<payload>.<HMAC-SHA256>, base64url');
+  t.same(JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()), { k: 'default', u: 'alice', d: 'phone-1', i: NOW, e: NOW + 60_000 }, 'the payload: key id, user, device, issued, expiry');
+  const claims = { uid: 'alice', deviceId: 'phone-1', expiresAt: NOW + 60_000, issuedAt: NOW, keyId: 'default' };
+  t.strictSame(signer.verify(token, NOW), claims);
+  t.strictSame(signer.verifyFor(token, 'alice', 'phone-1', NOW), claims);
   t.equal(new TokenSigner(SECRET).verify(token, NOW).uid, 'alice', 'another signer with the same secret accepts it');
   t.equal(signer.verify(signer.mint({ uid: 'bob', ttlMs: 60_000 })).uid, 'bob', 'default clocks');
   t.equal(signer.verify(signer.mint({ uid: 'bob', ttlMs: 1000, now: NOW }), NOW).deviceId, ANY_DEVICE, 'device defaults to "*"');
@@ -99,8 +101,9 @@ t.test('malformed tokens are invalid', async (t) => {
     'the uid itself (what original clients send)': 'alice',
     'two parts': good.split('.').slice(0, 2).join('.'),
     'four parts': `${good}.x`,
-    'wrong prefix': good.replace(/^sb1/, 'sb2'),
-    'no prefix': good.replace(/^sb1/, ''),
+    'wrong prefix': good.replace(/^sb2/, 'sb3'),
+    'sb2 payload under sb1': good.replace(/^sb2/, 'sb1'),
+    'no prefix': good.replace(/^sb2/, ''),
     'dots only': '..',
     'a JWT': 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl',
   };
@@ -180,7 +183,7 @@ t.test('verifyFor binds the token to its user and device', async (t) => {
 t.test('a "*" device token is valid for any device of its user only', async (t) => {
   const token = signer.mint({ uid: 'alice', deviceId: ANY_DEVICE, ttlMs: 60_000, now: NOW });
   for (const device of ['phone', 'tablet', '', ANY_DEVICE]) {
-    t.strictSame(signer.verifyFor(token, 'alice', device, NOW), { uid: 'alice', deviceId: ANY_DEVICE, expiresAt: NOW + 60_000 }, `device ${JSON.stringify(device)}`);
+    t.strictSame(signer.verifyFor(token, 'alice', device, NOW), { uid: 'alice', deviceId: ANY_DEVICE, expiresAt: NOW + 60_000, issuedAt: NOW, keyId: 'default' }, `device ${JSON.stringify(device)}`);
   }
   throwsCode(t, () => signer.verifyFor(token, 'bob', 'phone', NOW), 'SB_ERR_TOKEN_MISMATCH', 'another uid');
 });
@@ -197,4 +200,45 @@ t.test('an expiry beyond what a Date holds is a configuration error, not a token
   }
   const longest = signer.mint({ uid: 'alice', ttlMs: 8.64e15 - 1_000, now: 1_000 });
   t.equal(signer.verify(longest, 2_000).expiresAt, 8.64e15, 'the latest Date is still an expiry');
+});
+
+t.test('sb1 tokens (the earlier format) still verify with the secret, as the key "default", issued at 0', async (t) => {
+  const legacy = signRaw(JSON.stringify({ u: 'alice', d: 'phone', e: NOW + 1000 }));
+  t.strictSame(signer.verifyFor(legacy, 'alice', 'phone', NOW), { uid: 'alice', deviceId: 'phone', expiresAt: NOW + 1000, issuedAt: 0, keyId: 'default' });
+  const ring = new TokenSigner({ signing: 'k2', keys: { k2: 'second-secret' } });
+  throwsCode(t, () => ring.verify(legacy, NOW), 'SB_ERR_TOKEN_INVALID', 'a ring without the key "default" refuses sb1');
+  t.equal(new TokenSigner({ signing: 'k2', keys: { default: SECRET, k2: 'second-secret' } }).verify(legacy, NOW).uid, 'alice', 'one that lists --secret as "default" accepts it');
+});
+
+t.test('key rotation: every listed key is accepted, one signs, a retired key is refused by name', async (t) => {
+  const before = new TokenSigner({ signing: 'k1', keys: { k1: 'first-secret' } });
+  const adding = new TokenSigner({ signing: 'k1', keys: { k1: 'first-secret', k2: 'second-secret' } });
+  const switched = new TokenSigner({ signing: 'k2', keys: { k1: 'first-secret', k2: 'second-secret' } });
+  const retired = new TokenSigner({ signing: 'k2', keys: { k2: 'second-secret' } });
+  const old = before.mint({ uid: 'alice', ttlMs: 60_000, now: NOW });
+  const fresh = switched.mint({ uid: 'alice', ttlMs: 60_000, now: NOW });
+  t.equal(adding.verify(old, NOW).keyId, 'k1', 'step 1, the new key added: old tokens verify');
+  t.equal(adding.verify(fresh, NOW).keyId, 'k2', 'and the new key is accepted before any gate signs with it');
+  t.equal(switched.verify(old, NOW).keyId, 'k1', 'step 2, the signer switched: old tokens still verify');
+  t.equal(switched.signingKeyId, 'k2');
+  t.equal(retired.verify(fresh, NOW).keyId, 'k2', 'step 4, the old key retired: new tokens verify');
+  const err = catchError(() => retired.verify(old, NOW));
+  t.match(err, { code: 'SB_ERR_TOKEN_INVALID', message: /unknown key id "k1"/ }, 'a token of the retired key: refused, naming its key id');
+  // The key id is inside the signed payload: changing it breaks the signature.
+  const [, payload, sig] = fresh.split('.');
+  const relabelled = `sb2.${Buffer.from(Buffer.from(payload!, 'base64url').toString().replace('"k2"', '"k1"')).toString('base64url')}.${sig}`;
+  throwsCode(t, () => switched.verify(relabelled, NOW), 'SB_ERR_TOKEN_INVALID', 'a token relabelled with another key id');
+  throwsCode(t, () => new TokenSigner({ signing: 'k3', keys: { k1: 'x' } }), 'SB_ERR_CONFIG', 'a signing key not among the keys');
+  throwsCode(t, () => new TokenSigner({ signing: 'a b', keys: { 'a b': 'x' } }), 'SB_ERR_CONFIG', 'a key id with a space');
+});
+
+t.test('parseTokenKeys: "<kid> <secret>" lines, comments, the first signs unless one is named', async (t) => {
+  const ring = parseTokenKeys('# keys\nk1 first-secret\n\n  k2   second-secret  \n');
+  t.same({ signing: ring.signing, keys: { ...ring.keys } }, { signing: 'k1', keys: { k1: 'first-secret', k2: 'second-secret' } });
+  t.equal(parseTokenKeys('k1 a\nk2 b', 'k2').signing, 'k2');
+  t.equal(parseTokenKeys('__proto__ a').keys.__proto__, 'a', 'any key id is an ordinary key');
+  for (const [text, why] of [['', 'no keys'], ['k1', 'no secret'], ['k1 a b', 'three words'], ['k1 a\nk1 b', 'an id twice']] as const) {
+    throwsCode(t, () => parseTokenKeys(text), 'SB_ERR_CONFIG', why);
+  }
+  throwsCode(t, () => parseTokenKeys('k1 a', 'k9'), 'SB_ERR_CONFIG', 'a signing key not listed');
 });

@@ -7,7 +7,8 @@
 import t, { type Test } from 'tap';
 import { ImClient, type IncomingMessage } from '../../src/client/im-client.js';
 import { SwitchboardError } from '../../src/errors.js';
-import { gateEndpoint, registerThroughGate } from '../../src/client/gate-login.js';
+import { registerThroughGate } from '../../src/client/gate-login.js';
+import { gateEndpoint } from '../../src/client/gate-session.js';
 import { askNewPassword, formatTime, shownTime } from '../../src/cli/commands/chat.js';
 import { CliProcess } from '../helpers/cli-process.js';
 import { startNode, type TestNode } from '../helpers/node.js';
@@ -108,8 +109,9 @@ t.test('the time shown is not the sender\'s clock', async (t) => {
 });
 
 t.test('through the gate: --register with a taken name says so; with its own password it logs in; a failed reconnect prints the gate\'s code and message', async (t) => {
-  // Five logins and registrations a minute per address: the chat's reconnect is the sixth.
-  const node = new CliProcess(t, 'start', ['start', '--port', '0', '--gate-port', '0', '--dev', '--secret', SECRET, '--log-level', 'info', '--rate-ip', '5', '--heartbeat-interval-ms', '1000', '--idle-intervals', '2']);
+  // Five logins and registrations a minute per address, and one refresh: the chat's reconnect
+  // (a refresh, no password) is the second.
+  const node = new CliProcess(t, 'start', ['start', '--port', '0', '--gate-port', '0', '--dev', '--secret', SECRET, '--log-level', 'info', '--rate-ip', '5', '--rate-refresh', '1', '--heartbeat-interval-ms', '1000', '--idle-intervals', '2']);
   const gateUrl = `http://127.0.0.1:${String((await node.waitForLog({ msg: 'gate listening' })).port)}`;
   const register = await fetch(`${gateUrl}/api/users`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'carol', password: 'carols own password' }) });
   t.equal(register.status, 201, 'carol registered (1 of 5)');
@@ -121,18 +123,46 @@ t.test('through the gate: --register with a taken name says so; with its own pas
   t.notMatch(intruder.stdout, /logged in/);
 
   // The chat is stopped (SIGSTOP) until the worker has closed it as idle (no heartbeat for 2 s);
-  // resumed, it reconnects through the gate, which refuses this sixth request of the minute (4
-  // and 5: the chat's registration and login).
+  // resumed, it reconnects through the gate, which refuses the refresh: this address spent its
+  // one refresh of the minute below.
   const carol = new CliProcess(t, 'chat --register carol', ['chat', '--gate', gateUrl, '--user', 'carol', '--register', '--password', 'carols own password']);
   await carol.waitFor('logged in', () => carol.stdout.includes('logged in as carol'));
   t.match(carol.stdout, '* the name carol is taken: logging in to it with this password');
   carol.child.kill('SIGSTOP');
   await node.waitForLog({ msg: 'closing connection', code: 'SB_ERR_IDLE_TIMEOUT' });
+  await fetch(`${gateUrl}/api/refresh`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ refreshToken: 'rt1.spent.here' }) });
   carol.child.kill('SIGCONT');
   await carol.waitFor('the refused reconnect', () => carol.stdout.includes('reconnect failed'));
   t.match(carol.stdout, /^\* connection lost: SB_ERR_IDLE_TIMEOUT .*; reconnecting in /m);
-  t.match(carol.stdout, /^\* reconnect failed: SB_ERR_RATE_LIMITED too many requests; retry later; reconnecting in \d+ s$/m);
+  t.match(carol.stdout, /^\* reconnect failed: SB_ERR_RATE_LIMITED more than 1 refreshes and logouts from this address within 60 s; retry later; reconnecting in \d+ s$/m);
   t.ok(carol.alive, 'still trying, as it should after a 429');
+});
+
+t.test('through the gate: a reconnect after the access token expired refreshes it, and the password is never sent again', async (t) => {
+  const node = new CliProcess(t, 'start', ['start', '--port', '0', '--gate-port', '0', '--dev', '--secret', SECRET, '--log-level', 'info', '--token-ttl-s', '1', '--heartbeat-interval-ms', '1000', '--idle-intervals', '2']);
+  const gateUrl = `http://127.0.0.1:${String((await node.waitForLog({ msg: 'gate listening' })).port)}`;
+  await registerThroughGate(gateUrl, 'bob', 'a password long enough');
+  const bob = new ImClient({ uid: 'bob', deviceId: 'phone', retryStrategy: false, endpoint: gateEndpoint(gateUrl, { username: 'bob', password: 'a password long enough', deviceId: 'phone' }) });
+  const heard: string[] = [];
+  bob.on('message', (m) => heard.push(m.content));
+  t.teardown(() => bob.close());
+  await bob.connect();
+  const alice = new CliProcess(t, 'chat --gate alice', ['chat', '--gate', gateUrl, '--user', 'alice', '--register', '--password', 'alices password here']);
+  await alice.waitFor('logged in', () => alice.stdout.includes('logged in as alice'));
+  const login = await node.waitForLog({ msg: 'login', uid: 'alice' });
+  // Stopped until the worker closed it as idle (2 s: past the 1 s access token), then resumed.
+  alice.child.kill('SIGSTOP');
+  await node.waitForLog({ msg: 'closing connection', code: 'SB_ERR_IDLE_TIMEOUT' });
+  alice.child.kill('SIGCONT');
+  await alice.waitFor('logged in again', () => alice.stdout.split('logged in as alice').length === 3);
+  t.ok(node.logs((l) => l.msg === 'refresh' && l.uid === 'alice').length >= 1, 'the gate refreshed the login');
+  t.equal(node.logs((l) => l.msg === 'login' && l.component === 'gate' && l.uid === 'alice').length, 1, 'and saw one password login only');
+  alice.child.stdin.write('@bob after the expiry\n');
+  await until('bob got it', () => heard.includes('after the expiry'));
+  alice.child.stdin.end();
+  t.equal((await alice.exit(EXIT_MS)).code, 0);
+  await node.waitForLog({ msg: 'logout', uid: 'alice', deviceId: 'cli' });
+  t.ok(login, 'the first login was logged');
 });
 
 t.test('groups with a token: "#<id> text" is stored in the group, deliveries and events print with the group\'s name, /groups says it needs --gate', async (t) => {

@@ -4,6 +4,9 @@
 // bin/switchboard.js runs the compiled dist/; it is rebuilt here when older than src/.
 
 import t, { type Test } from 'tap';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { TokenSigner, DEV_SECRET } from '../../src/auth/token.js';
 import { ImClient, type IncomingMessage } from '../../src/client/im-client.js';
 import { RedisUserStore } from '../../src/users/redis-user-store.js';
@@ -35,13 +38,32 @@ t.test('token prints a token the same secret verifies for that user', async (t) 
   const { code, stdout, stderr } = await runCli(t, ['token', '--user', 'alice', '--secret', SECRET]);
   t.equal(code, 0);
   const token = stdout.trim();
-  t.match(token, /^sb1\.[\w-]+\.[\w-]+$/);
+  t.match(token, /^sb2\.[\w-]+\.[\w-]+$/);
   const claims = new TokenSigner(SECRET).verify(token);
+  t.equal(claims.keyId, 'default', '--secret is the one key "default"');
   t.equal(claims.uid, 'alice');
   t.ok(new TokenSigner(SECRET).verifyFor(token, 'alice', 'any-device'), 'bound to any device by default');
   t.ok(claims.expiresAt > Date.now() + 3_600_000, 'valid for a day by default');
   t.throws(() => new TokenSigner('other').verify(token), { code: 'SB_ERR_TOKEN_INVALID' }, 'signed with SECRET, not another secret');
   t.notMatch(stderr, /development secret/, 'no warning when a secret is given');
+});
+
+t.test('token --token-keys signs with --token-signing-key; a key file with --secret, a short key or an unknown signer is refused', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'sb-keys-'));
+  const keys = join(dir, 'keys');
+  writeFileSync(keys, `k1 ${SECRET}\nk2 ${SECRET.replace('cli', 'two')}\n`);
+  const signed = await runCli(t, ['token', '--user', 'alice', '--token-keys', keys, '--token-signing-key', 'k2']);
+  t.equal(signed.code, 0);
+  t.equal(new TokenSigner({ signing: 'k1', keys: { k1: SECRET, k2: SECRET.replace('cli', 'two') } }).verify(signed.stdout.trim()).keyId, 'k2');
+  t.equal(new TokenSigner({ signing: 'k1', keys: { k1: SECRET, k2: SECRET.replace('cli', 'two') } }).verify((await runCli(t, ['token', '--user', 'alice', '--token-keys', keys])).stdout.trim()).keyId, 'k1', 'the first key by default');
+  const both = await runCli(t, ['token', '--user', 'alice', '--token-keys', keys, '--secret', SECRET]);
+  t.match(both.stderr, /SB_ERR_CONFIG --secret and --token-keys both given/);
+  const unknown = await runCli(t, ['token', '--user', 'alice', '--token-keys', keys, '--token-signing-key', 'k9']);
+  t.match(unknown.stderr, /SB_ERR_CONFIG token keys: the signing key "k9" is not among them/);
+  writeFileSync(keys, 'k1 short\n');
+  const short = await runCli(t, ['token', '--user', 'alice', '--token-keys', keys]);
+  t.match(short.stderr, /SB_ERR_CONFIG --token-keys \(key k1\) has 5 characters/);
+  t.notMatch(short.stderr, /short/, 'never the secret');
 });
 
 t.test('token --device and --ttl-s end up in the claims', async (t) => {

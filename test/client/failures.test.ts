@@ -8,7 +8,7 @@ import t, { type Test } from 'tap';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ImClient, type ClientStatus, type ImClientOptions } from '../../src/client/im-client.js';
-import { gateEndpoint } from '../../src/client/gate-login.js';
+import { gateEndpoint } from '../../src/client/gate-session.js';
 import { SwitchboardError } from '../../src/errors.js';
 import { HeadType } from '../../src/protocol/types.js';
 import { startNode, type TestNode } from '../helpers/node.js';

@@ -11,7 +11,7 @@ import { PASSWORD, startNode, startSwitchboard, type TestNode } from '../helpers
 import { sleep, until } from '../../testkit/wait.js';
 import { FrameProxy } from './frame-proxy.js';
 import { GateGroups } from '../../src/client/gate-groups.js';
-import { gateEndpoint } from '../../src/client/gate-login.js';
+import { gateEndpoint } from '../../src/client/gate-session.js';
 
 interface Member {
   client: ImClient;
@@ -160,7 +160,7 @@ t.test('the whole way: accounts and logins at the gate, the group made and chang
 
   const through = (uid: string) => {
     let token = '';
-    const client = new ImClient({ uid, deviceId: 'phone', groups: true, retryStrategy: () => 30, endpoint: gateEndpoint(gateUrl, { username: uid, password, deviceId: 'phone' }, (login) => (token = login.token)) });
+    const client = new ImClient({ uid, deviceId: 'phone', groups: true, retryStrategy: () => 30, endpoint: gateEndpoint(gateUrl, { username: uid, password, deviceId: 'phone' }, (session) => (token = session.tokens!.token)) });
     const shown: string[] = [];
     client.on('groupMessage', (m) => shown.push(`${m.seq}:${m.from}:${m.content}`));
     client.on('groupEvent', (e) => shown.push(`${e.seq}:*${e.event.type}:${(e.event.uids ?? []).join(',')}`));

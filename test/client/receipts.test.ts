@@ -6,7 +6,7 @@
 
 import t, { type Test } from 'tap';
 import { ImClient, type ImClientOptions, type ReadEvent, type ReceiptEvent } from '../../src/client/im-client.js';
-import { gateEndpoint } from '../../src/client/gate-login.js';
+import { gateEndpoint } from '../../src/client/gate-session.js';
 import { GateSettings } from '../../src/client/gate-settings.js';
 import { PASSWORD, startSwitchboard } from '../helpers/node.js';
 import { until } from '../../testkit/wait.js';
@@ -20,7 +20,7 @@ interface Device {
 
 async function device(t: Test, gate: string, uid: string, deviceId: string, options: Partial<ImClientOptions> = {}): Promise<Device> {
   let token = '';
-  const client = new ImClient({ uid, deviceId, retryStrategy: () => 30, endpoint: gateEndpoint(gate, { username: uid, password: PASSWORD, deviceId }, (login) => (token = login.token)), ...options });
+  const client = new ImClient({ uid, deviceId, retryStrategy: () => 30, endpoint: gateEndpoint(gate, { username: uid, password: PASSWORD, deviceId }, (session) => (token = session.tokens!.token)), ...options });
   const d: Device = { client, receipts: [], reads: [], settings: new GateSettings(gate, () => token) };
   client.on('receipt', (r) => d.receipts.push(r));
   client.on('read', (r) => d.reads.push(r));

@@ -105,6 +105,10 @@ t.test('an ACL user limited to the key prefix and the commands: two workers and 
     body: JSON.stringify({ uids: ['bob'] }),
   });
   t.equal(added.status, 200, 'and changes it');
+  // The token lifecycle's scripts and its PUBLISH: a refresh rotates the family, a logout ends it and revokes the device.
+  const refreshed = await post<GateLogin>('/api/refresh', { refreshToken: aliceLogin.body.refreshToken });
+  t.equal(refreshed.status, 200, 'a refresh (RedisUserStore family script)');
+  t.equal((await post('/api/logout', { refreshToken: refreshed.body.refreshToken })).status, 200, 'a logout (the revocation script, PUBLISH on sb:revocations)');
   // Direct logins place them on different workers: the message crosses a peer link.
   const alice = await cluster.client(w1, 'alice', 'alice-laptop');
   const bob = await cluster.client(w2, 'bob', 'bob-phone');

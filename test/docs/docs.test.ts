@@ -28,6 +28,7 @@ import { envName } from '../../src/cli/options.js';
 import { BENCH_OPTIONS, SCENARIOS } from '../../src/cli/commands/bench.js';
 import { peerProof, proofInput, type Transcript } from '../../src/cluster/peer-auth.js';
 import { SWITCHBOARD_ACL } from '../helpers/redis.js';
+import { parseRefreshToken } from '../../src/gate/refresh-tokens.js';
 
 const read = (file: string) => readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8');
 const protocol = read('PROTOCOL.md');
@@ -237,6 +238,7 @@ t.test("PROTOCOL.md §9 lists every peer close code, and §0 every status the ga
     [open, { url: '/api/login', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'username=alice' }],
     [open, { method: 'GET', url: '/api/login' }],
     [closed, { url: '/api/users', headers: json, payload: JSON.stringify({ username: 'carol', password: 'correct horse' }) }],
+    [open, { url: '/api/refresh', headers: json, payload: JSON.stringify({ refreshToken: 'rt1.forged.token' }) }],
   ];
   const seen = new Set<string>();
   for (const [g, request] of cases) {
@@ -246,10 +248,12 @@ t.test("PROTOCOL.md §9 lists every peer close code, and §0 every status the ga
     seen.add(answer);
     t.ok(rows.has(answer), `${answer} (${request.url}) is in the §0 table`);
   }
-  for (const expected of ['400 SB_ERR_BAD_REQUEST', '413 SB_ERR_BAD_REQUEST', '415 SB_ERR_BAD_REQUEST', '503 SB_ERR_NO_WORKER', '401 SB_ERR_LOGIN_FAILED', '409 SB_ERR_USERNAME_TAKEN', '403 SB_ERR_REGISTRATION_CLOSED']) {
+  for (const expected of ['401 SB_ERR_REFRESH_INVALID', '400 SB_ERR_BAD_REQUEST', '413 SB_ERR_BAD_REQUEST', '415 SB_ERR_BAD_REQUEST', '503 SB_ERR_NO_WORKER', '401 SB_ERR_LOGIN_FAILED', '409 SB_ERR_USERNAME_TAKEN', '403 SB_ERR_REGISTRATION_CLOSED']) {
     t.ok(seen.has(expected), `the requests above met ${expected}`);
   }
   const exercisedElsewhere = ['429 SB_ERR_RATE_LIMITED', '500 SB_ERR_INTERNAL', '503 SB_ERR_STORE_UNAVAILABLE']; // test/gate
+  // test/gate/token-lifecycle.test.ts
+  exercisedElsewhere.push('401 SB_ERR_REFRESH_REUSED', '401 SB_ERR_ADMIN_AUTH_FAILED', '403 SB_ERR_TOKEN_MISMATCH');
   t.same([...rows].filter((r) => !seen.has(r) && !exercisedElsewhere.includes(r)), [], 'no row of the table the gate was not seen to answer');
 });
 
@@ -351,4 +355,19 @@ t.test('the worked edit frames of PROTOCOL.md §14 are what client and worker wr
   t.ok(isInboxEvent(event), 'the event starts with its event field');
   t.match(decodeMessage(deliveryFrame(event, 13).subarray(8)).messageRequest, { content: 'hi Bob!', from: 'alice' }, 'the event carries the new content');
   t.match(decodeMessage(deliveryFrame(edited, 12).subarray(8)).messageRequest, { edited: true, content: 'hi Bob!', msgType: 1 });
+});
+
+t.test('the worked tokens of PROTOCOL.md §15 are what the gate mints', async (t) => {
+  const s15 = protocol.slice(protocol.indexOf('## 15. Token lifecycle'));
+  const access = /"token": "sb2\.([\w-]+)\./.exec(s15)![1]!;
+  const minted = new TokenSigner({ signing: 'k2', keys: { k2: 'x'.repeat(32) } }).mint({ uid: 'alice', deviceId: 'phone', ttlMs: 900_000, now: 1764672000000 });
+  t.equal(minted.split('.')[1], access, 'the access token payload of the example');
+  t.ok(s15.includes(Buffer.from(access, 'base64url').toString()), 'and its decoded payload as the text shows it');
+  const refresh = [...s15.matchAll(/"refreshToken": "rt1\.([\w-]+)\./g)].map((m) => m[1]!);
+  t.same(refresh.map((p) => parseRefreshToken(`rt1.${p}.${'A'.repeat(43)}`)), [
+    { uid: 'alice', familyId: '3q_glWdvWapR66VHzwvrFQ', generation: 1 },
+    { uid: 'alice', familyId: '3q_glWdvWapR66VHzwvrFQ', generation: 1 },
+    { uid: 'alice', familyId: '3q_glWdvWapR66VHzwvrFQ', generation: 2 },
+  ], 'the refresh tokens: the login, the refresh request, the next generation');
+  t.ok(s15.includes(ERROR_CODES.SB_ERR_REFRESH_REUSED.message), 'the reuse answer carries the catalogue message');
 });

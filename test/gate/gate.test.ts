@@ -17,7 +17,8 @@ import type { ImNode, WorkerAnnouncement } from '../../src/registry/im-node.js';
 import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
 import { createNode, type NodeOptions, type SwitchboardNode } from '../../src/node.js';
 import { ImClient, type ImClientOptions, type IncomingMessage } from '../../src/client/im-client.js';
-import { gateEndpoint, loginThroughGate, registerThroughGate, type GateLogin } from '../../src/client/gate-login.js';
+import { loginThroughGate, registerThroughGate, type GateLogin } from '../../src/client/gate-login.js';
+import { gateEndpoint } from '../../src/client/gate-session.js';
 import { SwitchboardError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { TEST_SECRET } from '../helpers/node.js';
@@ -361,12 +362,14 @@ t.test('login: a token and the worker; the worker accepts the token and the two 
   const a = await g.login('ALICE', PASSWORD, 'alice-phone');
   t.equal(a.status, 200);
   t.equal(a.body.uid, 'alice', 'the uid is the normalised name');
-  t.match(a.body.token, /^sb1\.[\w-]+\.[\w-]+$/);
+  t.match(a.body.token, /^sb2\.[\w-]+\.[\w-]+$/);
+  t.match(a.body.refreshToken, /^rt1\.[\w-]+\.[\w-]{43}$/, 'and a refresh token');
+  t.ok(a.body.refreshExpiresAt >= before + DEFAULT_GATE_LIMITS.refreshTtlMs, 'whose login lasts the refresh lifetime');
   t.same(a.body.worker, { id: w.info.id, host: '127.0.0.1', port: w.info.port }, 'the one worker, with no more than id, host and port');
   t.same(a.body.workers, [], 'no fallbacks with one worker');
   t.ok(a.body.expiresAt >= before + DEFAULT_GATE_LIMITS.tokenTtlMs, 'expires after the configured TTL');
   const claims = new TokenSigner(TEST_SECRET).verify(a.body.token);
-  t.same(claims, { uid: 'alice', deviceId: 'alice-phone', expiresAt: a.body.expiresAt }, 'the token is bound to the user and the device');
+  t.same(claims, { uid: 'alice', deviceId: 'alice-phone', expiresAt: a.body.expiresAt, issuedAt: a.body.expiresAt - DEFAULT_GATE_LIMITS.tokenTtlMs, keyId: 'default' }, 'the token is bound to the user and the device');
 
   const b = await g.login('bob', PASSWORD, 'bob-laptop');
   t.equal(b.status, 200);

@@ -6,7 +6,8 @@ import { createNode, createSwitchboard, type NodeOptions, type SwitchboardNode }
 import { DEFAULT_LIMITS, type WorkerLimits } from '../../src/config.js';
 import { DEFAULT_HEALTH_SETTINGS } from '../../src/server/store-health.js';
 import { DEFAULT_INBOX_LIMITS } from '../../src/inbox/inbox-store.js';
-import { DEFAULT_GATE_LIMITS } from '../../src/gate/web-gate.js';
+import { DEFAULT_GATE_LIMITS, type GateLimits } from '../../src/gate/web-gate.js';
+import type { TokenKeys } from '../../src/auth/token.js';
 import { registerThroughGate } from '../../src/client/gate-login.js';
 import { silentLogger } from '../../src/log.js';
 import type { ImNode } from '../../src/registry/im-node.js';
@@ -38,17 +39,38 @@ export async function startNode(t: Test, limits: Partial<WorkerLimits> = {}, opt
  * with `users` registered (password PASSWORD); resolves the gate's URL.
  */
 export async function startSwitchboard(t: Test, users: readonly string[] = []): Promise<string> {
+  return (await startEmbedded(t, users)).url;
+}
+
+export interface EmbeddedOptions {
+  gateLimits?: Partial<GateLimits>;
+  adminToken?: string;
+  revocationCheckMs?: number;
+  secret?: string | TokenKeys;
+}
+
+/** startSwitchboard, with the gate's limits, admin credential and token keys as given; resolves the switchboard too. */
+export async function startEmbedded(t: Test, users: readonly string[] = [], options: EmbeddedOptions = {}) {
   const switchboard = createSwitchboard({
-    secret: TEST_SECRET,
+    secret: options.secret ?? TEST_SECRET,
     log: silentLogger(),
-    worker: { host: '127.0.0.1', port: 0, limits: { ...DEFAULT_LIMITS, closeGraceMs: 200 }, health: DEFAULT_HEALTH_SETTINGS, inboxLimits: DEFAULT_INBOX_LIMITS, memoryInboxBytes: 16 * 1024 * 1024, checkRecipients: true },
-    gate: { host: '127.0.0.1', port: 0, limits: DEFAULT_GATE_LIMITS, registration: true, trustProxy: [] },
+    worker: {
+      host: '127.0.0.1',
+      port: 0,
+      limits: { ...DEFAULT_LIMITS, closeGraceMs: 200 },
+      health: DEFAULT_HEALTH_SETTINGS,
+      inboxLimits: DEFAULT_INBOX_LIMITS,
+      memoryInboxBytes: 16 * 1024 * 1024,
+      checkRecipients: true,
+      revocationCheckMs: options.revocationCheckMs,
+    },
+    gate: { host: '127.0.0.1', port: 0, limits: { ...DEFAULT_GATE_LIMITS, ...options.gateLimits }, registration: true, trustProxy: [], adminToken: options.adminToken },
   });
   t.teardown(() => switchboard.stop());
   const { gate } = await switchboard.start();
   const url = `http://127.0.0.1:${gate!.port}`;
   for (const user of users) await registerThroughGate(url, user, PASSWORD);
-  return url;
+  return { url, switchboard };
 }
 
 /** The password of startSwitchboard's users. */

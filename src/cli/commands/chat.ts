@@ -16,7 +16,8 @@
 import readline from 'node:readline';
 import { TokenSigner, DEV_SECRET } from '../../auth/token.js';
 import { ImClient, defaultRetryStrategy, type ImClientOptions, type IncomingMessage } from '../../client/im-client.js';
-import { gateEndpoint, gateFailure, registerThroughGate } from '../../client/gate-login.js';
+import { gateFailure, registerThroughGate } from '../../client/gate-login.js';
+import { gateEndpoint, type GateSession } from '../../client/gate-session.js';
 import { GateGroups } from '../../client/gate-groups.js';
 import { ConversationCommands } from './chat-conversations.js';
 import { CHAT_HELP, GroupCommands, GroupDirectory, formatGroupEvent, formatGroupMessage, parseChatLine } from './chat-groups.js';
@@ -106,6 +107,8 @@ export async function chatCommand(argv: string[]): Promise<void> {
   }
   lines.abandon();
   await client.logout();
+  // The login's refresh token dies with this process: end it at the gate too (best effort).
+  await login.session?.logout().catch(() => {});
   out.end();
   if (sender.failed > 0) throw new SwitchboardError(sender.firstFailure!, `${sender.failed} of ${sender.failed + sender.stored} messages were not sent`);
 }
@@ -116,8 +119,10 @@ interface ChatLogin {
   uid: string;
   /** --register found the name taken: a refused login means it is someone else's account. */
   taken: boolean;
-  /** With --gate: the gate's group API, with the token of the latest gate login. */
+  /** With --gate: the gate's group API, with the access token of the gate login. */
   groups?: GateGroups;
+  /** With --gate, once logged in: the login at the gate, ended when the chat ends. */
+  session?: GateSession;
 }
 
 /**
@@ -147,9 +152,12 @@ async function chatLogin(o: ChatValues, user: string, typedPassword: string | un
       out.line(`* the name ${uid} is taken: logging in to it with this password`);
     }
   }
-  let token = '';
-  const endpoint = gateEndpoint(gate, { username: user, password, deviceId: o.device }, (login) => (token = login.token), { tls: o.tls ? 'require' : 'auto' });
-  return { where: { endpoint, tls }, uid, taken, groups: new GateGroups(gate, () => token) };
+  // The password serves the first login only: from then on the refresh token (held in memory)
+  // gets new access tokens, for the reconnects and the gate's group API alike.
+  const login: ChatLogin = { where: { tls }, uid, taken };
+  login.where.endpoint = gateEndpoint(gate, { username: user, password, deviceId: o.device }, (session) => (login.session = session), { tls: o.tls ? 'require' : 'auto' });
+  login.groups = new GateGroups(gate, () => login.session?.accessToken() ?? '');
+  return login;
 }
 
 /**

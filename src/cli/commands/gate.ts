@@ -24,6 +24,7 @@ import {
   REDIS_TIMEOUT_OPTION,
   SECRET_OPTION,
   ZK_OPTIONS,
+  adminTokenFrom,
   addressInUse,
   requireOptions,
   gateLimitsFrom,
@@ -99,7 +100,7 @@ export async function gateCommand(argv: string[]): Promise<void> {
     redis: { url: o.redis!, keyPrefix, timeoutMs },
     groupLimits: groupLimitsFrom(o),
     zookeeper: { connect: o.zk!, root: o['zk-root'], auth },
-    gate: { host: o.host, port: o.port, tls, limits, registration: !o['no-registration'], trustProxy, probe, checkMembers: !o['allow-unknown-recipients'], inboxLimits: inboxLimitsFrom(o) },
+    gate: { host: o.host, port: o.port, tls, limits, registration: !o['no-registration'], trustProxy, probe, checkMembers: !o['allow-unknown-recipients'], inboxLimits: inboxLimitsFrom(o), adminToken: adminTokenFrom(o['admin-token-file'], dev) },
   });
   await switchboard.start((err) => addressInUse(err, [{ port: o.port, what: 'gate port', flag: 'port', env: envOf('port', OPTIONS.port) }]));
   const stopReloading = tls ? reloadOnHangup(switchboard, log) : () => {};

@@ -27,8 +27,11 @@ import {
   RECIPIENT_OPTIONS,
   REDIS_TIMEOUT_OPTION,
   SECRET_OPTION,
+  REVOCATION_OPTION,
   DEV_OPTION,
+  adminTokenFrom,
   checkSecret,
+  tokenSecrets,
   tokenSecretFrom,
   trustProxyFrom,
   gateLimitsFrom,
@@ -65,6 +68,7 @@ const START_OPTIONS = {
   ...GROUP_OPTIONS,
   ...GATE_OPTIONS,
   ...LIMIT_OPTIONS,
+  ...REVOCATION_OPTION,
   ...LOG_OPTION,
 } as const satisfies OptionSpecs;
 
@@ -82,6 +86,7 @@ const WORKER_OPTIONS = {
   ...GROUP_OPTIONS,
   ...CLUSTER_OPTIONS,
   ...LIMIT_OPTIONS,
+  ...REVOCATION_OPTION,
   ...LOG_OPTION,
 } as const satisfies OptionSpecs;
 
@@ -162,7 +167,7 @@ function serveConfig(command: 'start' | 'worker', o: ServeValues, log: Logger): 
   const clusterSecret = o.zk ? checkSecret('cluster-secret', o['cluster-secret']!, dev) : undefined;
   // Gates hold the token secret; with the same value as the cluster secret they could pass the
   // peer handshake and deliver as any worker.
-  if (clusterSecret !== undefined && clusterSecret === secret) {
+  if (clusterSecret !== undefined && tokenSecrets(secret).includes(clusterSecret)) {
     throw new SwitchboardError('SB_ERR_CONFIG', '--cluster-secret must differ from --secret: whoever holds the token secret (every gate) could otherwise join the cluster as a worker');
   }
   const gateLimits = command === 'start' && !o['no-gate'] ? gateLimitsFrom(o, dev) : undefined;
@@ -192,9 +197,10 @@ function serveConfig(command: 'start' | 'worker', o: ServeValues, log: Logger): 
       memoryInboxBytes: memoryInboxBytesFrom(o),
       checkRecipients: !o['allow-unknown-recipients'],
       cluster: o.zk ? { settings: clusterSettingsFrom(o, clusterSecret!), sessionTtlMs: o['session-ttl-ms'] } : undefined,
+      revocationCheckMs: o['revocation-check-ms'],
     },
     // `start` is a complete system: the gate runs in the same process, on the same stores.
-    gate: gateLimits && { host: o.host, port: o['gate-port'], tls: gateTls, limits: gateLimits, registration: !o['no-registration'], trustProxy, checkMembers: !o['allow-unknown-recipients'] },
+    gate: gateLimits && { host: o.host, port: o['gate-port'], tls: gateTls, limits: gateLimits, registration: !o['no-registration'], trustProxy, checkMembers: !o['allow-unknown-recipients'], adminToken: adminTokenFrom(o['admin-token-file'], dev) },
   };
 }
 

@@ -28,11 +28,13 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
 
   const uid = request?.uid ?? '';
   const deviceId = request?.deviceId ?? '';
+  let issuedAt: number;
   try {
     if (!request?.token) throw new SwitchboardError('SB_ERR_NO_TOKEN', 'login carries no token');
     if (!uid) throw new SwitchboardError('SB_ERR_BAD_REQUEST', 'login needs loginRequest.uid');
     if (request.groups && !request.acks) throw new SwitchboardError('SB_ERR_BAD_REQUEST', 'loginRequest.groups needs acks: group deliveries are acknowledged');
-    ctx.signer.verifyFor(request.token, uid, deviceId);
+    issuedAt = ctx.signer.verifyFor(request.token, uid, deviceId).issuedAt;
+    await ctx.revocations?.admit(uid, deviceId, issuedAt);
   } catch (err) {
     if (!isSwitchboardError(err)) throw err;
     refuse({ code: err.code, reason: err.message });
@@ -59,6 +61,7 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
     replaced.outbound.close({ code: 'SB_ERR_SESSION_REPLACED', reason: `device ${deviceId || '(none)'} logged in again on another connection` });
   }
   const session = new LocalSession(randomUUID(), uid, deviceId, request!.platform ?? 0, conn);
+  session.tokenIssuedAt = issuedAt;
   session.acks = request!.acks === true;
   session.ownCopies = request!.ownCopies === true;
   session.receipts = request!.receipts === true;
