@@ -19,7 +19,7 @@ import { DEFAULT_PAGE, MAX_PAGE, groupEntryBody, previewMessage, storedMessage }
 import type { MessageRequest } from '../protocol/types.js';
 import { uint64String } from '../protocol/codec.js';
 import type { RateLimit, RateLimitStore } from './rate-limit-store.js';
-import { takeUserRate, tokenUser } from './user-requests.js';
+import { takeUserRate, tokenUser, type RevocationSource } from './user-requests.js';
 
 export interface ConversationRoutesOptions {
   inbox: InboxStore;
@@ -31,6 +31,8 @@ export interface ConversationRoutesOptions {
   groups?: GroupStore;
   /** The receipts setting (READERS is refused to a user who turned receipts off); undefined: receipts on for all. */
   users?: Pick<UserStore, 'receipts'>;
+  /** What the bearer tokens are checked against (the gate's accounts). */
+  revocations: RevocationSource;
 }
 
 
@@ -51,7 +53,7 @@ interface ReadersQuery {
 }
 
 export function conversationRoutes(app: FastifyInstance, options: ConversationRoutesOptions): void {
-  const { inbox, signer, normalizePeers, rates, groups, users } = options;
+  const { inbox, signer, normalizePeers, rates, groups, users, revocations } = options;
   const page = {
     type: 'object',
     additionalProperties: false,
@@ -74,7 +76,7 @@ export function conversationRoutes(app: FastifyInstance, options: ConversationRo
   void app.register(async (scope) => {
     scope.decorateRequest('conversationUser', '');
     scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-      const uid = (request.conversationUser = tokenUser(signer, request, reply));
+      const uid = (request.conversationUser = await tokenUser(signer, request, reply, revocations));
       await takeUserRate(rates.store, `conversation-read:${uid}`, rates.reads, request, reply, 'conversation reads', 'conversation reads rate limited', { uid });
     });
 

@@ -14,7 +14,7 @@ import type { UserStore } from '../users/user-store.js';
 import type { GroupNotifier } from '../groups/group-notifier.js';
 import type { RateLimit, RateLimitStore } from './rate-limit-store.js';
 import { checkGroupId, groupLimits, type GroupLimits, type GroupMeta, type GroupStore } from '../groups/group-store.js';
-import { takeUserRate, tokenUser } from './user-requests.js';
+import { takeUserRate, tokenUser, type RevocationSource } from './user-requests.js';
 
 export interface GroupRoutesOptions {
   store: GroupStore;
@@ -27,6 +27,8 @@ export interface GroupRoutesOptions {
    * any uid, unchecked and as written (users live outside switchboard: --allow-unknown-recipients).
    */
   users: UserStore | undefined;
+  /** What the bearer tokens are checked against (the gate's accounts). */
+  revocations: RevocationSource;
   rates: GroupRates;
 }
 
@@ -61,7 +63,7 @@ interface PageQuery {
 }
 
 export function groupRoutes(app: FastifyInstance, options: GroupRoutesOptions): void {
-  const { store, notifier, signer, users, rates } = options;
+  const { store, notifier, signer, users, rates, revocations } = options;
   const limits = groupLimits(options.limits);
   const uid = { type: 'string', minLength: 1, maxLength: limits.maxUidLength } as const;
   const uids = { type: 'array', minItems: 1, maxItems: limits.maxUidsPerCall, items: uid } as const;
@@ -120,7 +122,7 @@ export function groupRoutes(app: FastifyInstance, options: GroupRoutesOptions): 
   void app.register(async (scope) => {
     scope.decorateRequest('groupActor', '');
     scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-      request.groupActor = tokenUser(signer, request, reply);
+      request.groupActor = await tokenUser(signer, request, reply, revocations);
       await admit(request, reply);
     });
 

@@ -15,7 +15,7 @@ import type { RateLimit, RateLimitStore } from './rate-limit-store.js';
 import { takeUserRate, tokenUser } from './user-requests.js';
 
 export interface SettingsRoutesOptions {
-  users: Pick<UserStore, 'receipts' | 'setReceipts'>;
+  users: Pick<UserStore, 'receipts' | 'setReceipts' | 'revocations'>;
   signer: TokenSigner;
   rates: { store: RateLimitStore; requests: RateLimit };
   /** Where the user's shared group read positions are withdrawn when receipts go off; unset: the gate has no groups. */
@@ -36,7 +36,7 @@ export function settingsRoutes(app: FastifyInstance, options: SettingsRoutesOpti
   void app.register(async (scope) => {
     scope.decorateRequest('settingsUser', '');
     scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-      const uid = (request.settingsUser = tokenUser(signer, request, reply));
+      const uid = (request.settingsUser = await tokenUser(signer, request, reply, users));
       await takeUserRate(rates.store, `settings:${uid}`, rates.requests, request, reply, 'settings requests', 'settings requests rate limited', { uid });
     });
 

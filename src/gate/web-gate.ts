@@ -31,7 +31,7 @@ import { MemoryRevocationNotifier, type RevocationNotifier } from '../users/revo
 import { TokenIssuer, type TokenLimits } from './token-issuer.js';
 import { adminRoutes } from './admin-routes.js';
 import { addressKey } from './client-address.js';
-import { takeUserRate, tokenUser } from './user-requests.js';
+import { signedClaims, takeUserRate, tokenUser } from './user-requests.js';
 
 export interface GateLimits extends LoginLimits, TokenLimits {
   /** /api/refresh and /api/logout requests per client address (IPv6: per /64). */
@@ -244,11 +244,11 @@ export class WebGate {
     if (this.#o.groups) {
       const { groupChanges: changes, groupReads: reads } = this.#o.limits;
       const { checkMembers = true, ...groups } = this.#o.groups;
-      groupRoutes(app, { ...groups, signer: this.#o.signer, users: checkMembers ? this.#o.users : undefined, rates: { store: this.#rateLimits, changes, reads } });
+      groupRoutes(app, { ...groups, signer: this.#o.signer, users: checkMembers ? this.#o.users : undefined, revocations: this.#o.users, rates: { store: this.#rateLimits, changes, reads } });
     }
     if (this.#o.conversations) {
       const { inbox, normalizePeers = true } = this.#o.conversations;
-      conversationRoutes(app, { inbox, signer: this.#o.signer, normalizePeers, rates: { store: this.#rateLimits, reads: this.#o.limits.conversationReads }, groups: this.#o.groups?.store, users: this.#o.users });
+      conversationRoutes(app, { inbox, signer: this.#o.signer, normalizePeers, rates: { store: this.#rateLimits, reads: this.#o.limits.conversationReads }, groups: this.#o.groups?.store, users: this.#o.users, revocations: this.#o.users });
     }
     settingsRoutes(app, { users: this.#o.users, signer: this.#o.signer, rates: { store: this.#rateLimits, requests: this.#o.limits.settingsRequests }, groups: this.#o.groups?.store });
     app.get('/healthz', async () => ({ ok: true, workers: this.#o.registry.workers().length }));
@@ -341,7 +341,8 @@ export class WebGate {
     app.post<{ Body: { refreshToken: string } }>('/api/logout', { schema: { body: refreshBody } }, async (request, reply) => {
       await this.#refreshRate(request, reply);
       const header = request.headers.authorization;
-      const bearerUid = header === undefined ? undefined : tokenUser(this.#o.signer, request, reply);
+      // A revoked access token may still name who logs out: logging out is what it was revoked for.
+      const bearerUid = header === undefined ? undefined : signedClaims(this.#o.signer, request, reply).uid;
       const { uid, deviceId } = await this.#issuer.logout(request.body.refreshToken, bearerUid);
       return { uid, deviceId, loggedOut: true };
     });
@@ -350,7 +351,7 @@ export class WebGate {
     // login attempt), and every login of the user ends, this one too.
     app.post<{ Body: { oldPassword: string; newPassword: string } }>('/api/password', { schema: { body: passwordBody } }, async (request, reply) => {
       this.#refuseAfter(await this.#limiter.request(request.ip), reply);
-      const uid = tokenUser(this.#o.signer, request, reply);
+      const uid = await tokenUser(this.#o.signer, request, reply, this.#o.users);
       const { oldPassword, newPassword } = request.body;
       checkPassword(newPassword);
       const admission = await this.#limiter.begin(uid, request.ip);

@@ -10,7 +10,7 @@ import { SwitchboardError } from '../errors.js';
 import type { LocalSession } from '../session/local-session.js';
 import type { LocalSessionMap } from '../session/local-session-map.js';
 import type { RevocationNotifier } from '../users/revocation-notifier.js';
-import type { Revocation, Revocations, UserStore } from '../users/user-store.js';
+import { revokedBy, type Revocation, type UserStore } from '../users/user-store.js';
 
 export const DEFAULT_REVOCATION_CHECK_MS = 30_000;
 
@@ -21,13 +21,6 @@ export interface RevocationCheckOptions {
   /** The periodic check's period: how late a lost revocation message closes its sessions at most. */
   checkMs: number;
   log: Logger;
-}
-
-/** Whether `revocations` cover a token issued at `issuedAt` for `deviceId`. */
-export function revokedBy(revocations: Revocations, deviceId: string, issuedAt: number): boolean {
-  if (revocations.before > 0 && issuedAt <= revocations.before) return true;
-  const device = revocations.devices.get(deviceId);
-  return device !== undefined && device > 0 && issuedAt <= device;
 }
 
 export class RevocationCheck {

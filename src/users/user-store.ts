@@ -95,6 +95,13 @@ export interface Revocations {
 
 export const NO_REVOCATIONS: Revocations = Object.freeze({ before: 0, devices: new Map<string, number>() });
 
+/** Whether `revocations` cover a token issued at `issuedAt` for `deviceId`. */
+export function revokedBy(revocations: Revocations, deviceId: string, issuedAt: number): boolean {
+  if (revocations.before > 0 && issuedAt <= revocations.before) return true;
+  const device = revocations.devices.get(deviceId);
+  return device !== undefined && device > 0 && issuedAt <= device;
+}
+
 /** Device revocations kept per user at most; older ones beyond it are dropped (OPERATIONS.md). */
 export const MAX_DEVICE_REVOCATIONS = 100;
 

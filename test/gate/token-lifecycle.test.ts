@@ -30,6 +30,16 @@ async function post(url: string, path: string, body: unknown, bearer?: string): 
 
 const login = async (url: string, username: string, deviceId: string, password = PASSWORD) => post(url, '/api/login', { username, password, deviceId });
 
+/** The status and code of a GET of the gate's `path` with the access token `bearer`. */
+async function gateGet(url: string, path: string, bearer: string): Promise<[number, string | undefined]> {
+  const response = await fetch(new URL(path, url), { headers: { authorization: `Bearer ${bearer}` } });
+  const body = (await response.json()) as { error?: { code: string } };
+  return [response.status, body.error?.code];
+}
+
+/** The gate's routes of a logged-in user, one of each kind. */
+const USER_ROUTES = ['/api/settings', '/api/conversations', '/api/groups'];
+
 /** A client logged in at the worker with the tokens `tokens`, recording how it ends. */
 async function connect(t: Test, worker: { host: string; port: number }, uid: string, deviceId: string, token: string, extra: Partial<ImClientOptions> = {}) {
   const client = new ImClient({ host: worker.host, port: worker.port, token, uid, deviceId, retryStrategy: false, ...extra });
@@ -160,8 +170,12 @@ t.test('a password change needs the old password and ends every login of the use
   await until('both sessions of alice closed', () => sessions.every((s) => s.ends.includes('SB_ERR_TOKEN_REVOKED')));
   for (const old of [phone, laptop]) t.equal((await post(url, '/api/refresh', { refreshToken: old.body.refreshToken })).body.error?.code, 'SB_ERR_REFRESH_INVALID', 'every refresh token of the user is spent');
   t.equal(await workerLogin(t, worker, 'alice', 'laptop', laptop.body.token as string), 'SB_ERR_TOKEN_REVOKED', 'and every older access token refused');
+  for (const path of USER_ROUTES) t.same(await gateGet(url, path, phone.body.token as string), [401, 'SB_ERR_TOKEN_REVOKED'], `the gate's ${path} refuses an older access token too`);
+  t.equal((await post(url, '/api/password', { oldPassword: NEW, newPassword: PASSWORD }, laptop.body.token as string)).body.error?.code, 'SB_ERR_TOKEN_REVOKED', 'and so does a second password change with one');
   t.equal((await login(url, 'alice', 'phone')).status, 401, 'the old password no longer logs in');
-  t.equal((await login(url, 'alice', 'phone', NEW)).status, 200, 'the new one does');
+  const again = await login(url, 'alice', 'phone', NEW);
+  t.equal(again.status, 200, 'the new one does');
+  for (const path of USER_ROUTES) t.equal((await gateGet(url, path, again.body.token as string))[0], 200, `the new login's token serves ${path}`);
   t.equal(bobSession.client.status, 'ready', 'another user is untouched');
 });
 
