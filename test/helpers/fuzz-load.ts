@@ -23,8 +23,10 @@ export interface FuzzSettings {
   maxMs: number;
   /** Frames per logged-in script: from 1 to this. */
   scriptFrames: number;
-  /** Share of scripts that end with a fatal frame. */
+  /** Share of scripts that end with a fatal frame (default 0.3). */
   fatalShare?: number;
+  /** Share of scripts that mutate some of their frames' bodies (default 0.4). */
+  mutateShare?: number;
 }
 
 /** What the fuzz connections saw. */
@@ -202,7 +204,7 @@ async function fuzzConnection(settings: FuzzSettings, rng: Rng, pools: FuzzPools
     const fatal = rng.chance(settings.fatalShare ?? 0.3);
     // Most scripts send valid messages only, so that they go on long enough to reach the
     // handlers' deeper paths; the rest mutate some of their frames' bodies.
-    const mutate = rng.chance(0.6) ? 0 : rng.pick([0.02, 0.05, 0.2]);
+    const mutate = rng.chance(settings.mutateShare ?? 0.4) ? rng.pick([0.02, 0.05, 0.2]) : 0;
     const frames: FuzzFrame[] = [];
     const next = (i: number): FuzzFrame => {
       if (i < count) return randomFrame(rng, pools, login.uid!, sessionId, i + 1, { fatal: fatal && i === count - 1, mutate });
@@ -270,7 +272,12 @@ export class ControlPair {
   #running = true;
   #loops: Promise<void>[] = [];
 
-  constructor(readonly a: ImClient, readonly b: ImClient) {
+  constructor(
+    readonly a: ImClient,
+    readonly b: ImClient,
+    /** The pause between one side's sends: under the worker's message rate when it has one. */
+    readonly pauseMs = 2,
+  ) {
     for (const [me, peer] of [
       [a, b],
       [b, a],
@@ -299,7 +306,7 @@ export class ControlPair {
         this.failures.push(`${content}: ${(err as Error).message}`);
         return;
       }
-      await sleep(2);
+      await sleep(this.pauseMs);
     }
   }
 
