@@ -43,7 +43,7 @@ const PEAK_GROWTH = 200 * MiB;
 const SETTLED_GROWTH = 160 * MiB;
 /**
  * The fuzz worker's --inbox-memory-mb. The bound is the whole worker's, so at it the control pair
- * would be refused too (SB_ERR_STORE_FULL): far above what a run stores (about 40 MiB).
+ * would be refused too (SB_ERR_STORE_FULL): far above what a run stores.
  */
 const INBOX_MB = 192;
 
@@ -75,7 +75,7 @@ async function controlClient(t: Test, worker: WorkerProcess, uid: string): Promi
 
 interface CaseOptions {
   worker: WorkerProcess;
-  settings: Omit<FuzzSettings, 'port'>;
+  settings: Omit<FuzzSettings, 'port' | 'going'>;
   pools: FuzzPools;
   seed: number;
   /** The control pair's pause between sends. */
@@ -92,7 +92,7 @@ async function fuzzCase(t: Test, { worker, settings, pools, seed, pauseMs }: Cas
   const rss = new RssSampler(pid);
   const started = Date.now();
   control.start();
-  const stats = await runFuzz({ ...settings, port: worker.port }, new Rng(seed), pools);
+  const stats = await runFuzz({ ...settings, port: worker.port, going: () => worker.alive }, new Rng(seed), pools);
   const fuzzMs = Date.now() - started;
   await control.stop();
   rss.stop();

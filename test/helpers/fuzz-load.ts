@@ -27,6 +27,8 @@ export interface FuzzSettings {
   fatalShare?: number;
   /** Share of scripts that mutate some of their frames' bodies (default 0.4). */
   mutateShare?: number;
+  /** Stop early once this is false (the worker has exited: nothing more to learn). */
+  going?: () => boolean;
 }
 
 /** What the fuzz connections saw. */
@@ -255,7 +257,7 @@ async function send(conn: FuzzConnection, rng: Rng, count: number, next: (i: num
 export async function runFuzz(settings: FuzzSettings, rng: Rng, pools: FuzzPools, stats = new FuzzStats()): Promise<FuzzStats> {
   const deadline = Date.now() + settings.maxMs;
   const slot = async (slotRng: Rng) => {
-    while (stats.framesSent < settings.frames && Date.now() < deadline) await fuzzConnection(settings, slotRng, pools, stats);
+    while (stats.framesSent < settings.frames && Date.now() < deadline && (settings.going?.() ?? true)) await fuzzConnection(settings, slotRng, pools, stats);
   };
   await Promise.all(Array.from({ length: settings.connections }, () => slot(rng.fork())));
   return stats;
