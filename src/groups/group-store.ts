@@ -428,8 +428,13 @@ export function checkUids(uids: unknown, limits: GroupLimits, { allowEmpty = fal
   return unique;
 }
 
+/** Whether the group store can keep positions for this device id (what checkDeviceId() demands). */
+export function isDeviceId(deviceId: unknown): deviceId is string {
+  return typeof deviceId === 'string' && deviceId !== '' && deviceId.length <= 128 && wellFormed(deviceId);
+}
+
 export function checkDeviceId(deviceId: unknown): string {
-  if (typeof deviceId !== 'string' || deviceId === '' || deviceId.length > 128 || !wellFormed(deviceId)) throw bad('a device id is 1 to 128 characters');
+  if (!isDeviceId(deviceId)) throw bad('a device id is 1 to 128 characters');
   return deviceId;
 }
 

@@ -157,6 +157,27 @@ t.test('refusals: non-members, unknown groups, bad ids, forged events, logins wi
   t.equal(response.loginResponse?.errorCode, 'SB_ERR_BAD_REQUEST', 'groups without acks is refused');
 });
 
+t.test('a login with groups and a device id outside the rule (empty, over 128 characters) is refused as a bad request, not failed', async (t) => {
+  // Found by the live-server fuzz: the group store refused the id while the login read the
+  // member's group positions, and the login failed with SB_ERR_INTERNAL.
+  const tn = await startNode(t);
+  await createGroup(tn, 'alice', ['bob']);
+  for (const [who, deviceId] of [
+    ['a member', ''],
+    ['a member', 'd'.repeat(129)],
+    ['a user in no group yet', ''],
+  ] as const) {
+    const client = await connect(t, tn.port);
+    const uid = who === 'a member' ? 'bob' : 'carol';
+    const response = await client.login(uid, tn.token(uid), deviceId, { acks: true, groups: true });
+    t.match(response.loginResponse, { result: false, errorCode: 'SB_ERR_BAD_REQUEST', info: /deviceId of 1 to 128 characters/ }, `${who}, device id of ${deviceId.length} characters: refused`);
+  }
+  const fine = await connect(t, tn.port);
+  t.equal((await fine.login('bob', tn.token('bob'), 'd'.repeat(128), { acks: true, groups: true })).loginResponse?.result, true, 'a device id of 128 characters logs in');
+  const plain = await connect(t, tn.port);
+  t.equal((await plain.login('bob', tn.token('bob'), '', { acks: true })).loginResponse?.result, true, 'without groups, the empty device id still logs in (a development token)');
+});
+
 t.test('a resent message (same msg_id) is stored once', async (t) => {
   const tn = await startNode(t);
   const id = await createGroup(tn, 'alice', ['bob']);

@@ -10,6 +10,7 @@ import { loginResponse, type Failure, type SyncStart } from '../../protocol/mess
 import { PRE_LOGIN_SESSION_ID, type ImMessage } from '../../protocol/types.js';
 import { LocalSession } from '../../session/local-session.js';
 import { SESSION, type Connection } from '../connection.js';
+import { isDeviceId } from '../../groups/group-store.js';
 import type { ServerContext } from '../context.js';
 import type { SyncRequest } from '../delivery.js';
 
@@ -33,6 +34,10 @@ export async function handleLogin(ctx: ServerContext, conn: Connection, message:
     if (!request?.token) throw new SwitchboardError('SB_ERR_NO_TOKEN', 'login carries no token');
     if (!uid) throw new SwitchboardError('SB_ERR_BAD_REQUEST', 'login needs loginRequest.uid');
     if (request.groups && !request.acks) throw new SwitchboardError('SB_ERR_BAD_REQUEST', 'loginRequest.groups needs acks: group deliveries are acknowledged');
+    // The group store keeps a position per device, and refuses an id outside the device id rule
+    // (which the worker does not enforce otherwise, PROTOCOL.md §0): refused here, not at the
+    // first group read, where it would be the store failing.
+    if (request.groups && !isDeviceId(deviceId)) throw new SwitchboardError('SB_ERR_BAD_REQUEST', 'loginRequest.groups needs a deviceId of 1 to 128 characters: group positions are kept per device');
     issuedAt = ctx.signer.verifyFor(request.token, uid, deviceId).issuedAt;
     await ctx.revocations?.admit(uid, deviceId, issuedAt);
   } catch (err) {
