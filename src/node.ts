@@ -12,7 +12,7 @@ import { SwitchboardError } from './errors.js';
 import { checkTokenSecret, TokenSigner, type TokenKeys } from './auth/token.js';
 import { PasswordHasher } from './auth/password.js';
 import { silentLogger, type Logger } from './log.js';
-import { checkRedisTimeout, logRedis } from './redis/redis-client.js';
+import { checkRedisTimeout, logRedis, type RedisTarget } from './redis/redis-client.js';
 import type { Registry } from './registry/registry.js';
 import type { ImNode } from './registry/im-node.js';
 import { StaticRegistry } from './registry/static-registry.js';
@@ -219,7 +219,8 @@ function nodeLifetime(parts: Omit<SwitchboardNode, 'start' | 'stop'>, log: Logge
 
 /** Where the Redis stores connect. */
 export interface RedisConfig {
-  url: string;
+  /** One Redis, or a Redis Cluster's seed nodes. */
+  url: RedisTarget;
   /** What every key starts with (a Redis ACL user's key pattern). */
   keyPrefix: string;
   /** A command not answered within this fails with SB_ERR_STORE_UNAVAILABLE. */

@@ -11,7 +11,7 @@ import { DEFAULT_SESSION_TTL_MS } from '../session/session-store.js';
 import { DEFAULT_GATE_LIMITS, type GateLimits } from '../gate/web-gate.js';
 import { DEFAULT_PROBE_SETTINGS, type ProbeSettings } from '../gate/worker-probe.js';
 import { DEFAULT_HEALTH_SETTINGS, type HealthSettings } from '../server/store-health.js';
-import { DEFAULT_REDIS_TIMEOUT_MS } from '../redis/redis-client.js';
+import { DEFAULT_REDIS_TIMEOUT_MS, type RedisTarget } from '../redis/redis-client.js';
 import { DEFAULT_GROUP_LIMITS, type GroupLimits } from '../groups/group-store.js';
 import { SwitchboardError } from '../errors.js';
 import { isIP } from 'node:net';
@@ -118,16 +118,38 @@ export const RECIPIENT_OPTIONS = {
   },
 } as const satisfies OptionSpecs;
 
+const isRedisUrl = (v: string) => URL.canParse(v) && ['redis:', 'rediss:'].includes(new URL(v).protocol);
+
 const REDIS_URL = {
   check: {
-    test: (v: string) => URL.canParse(v) && ['redis:', 'rediss:'].includes(new URL(v).protocol),
-    allowed: 'a redis:// or rediss:// URL',
+    // Several, comma-separated, are a Redis Cluster's seed nodes (with --redis-cluster).
+    test: (v: string) => v.split(',').every(isRedisUrl),
+    allowed: 'a redis:// or rediss:// URL (with --redis-cluster: one or more, comma-separated)',
   },
 } as const;
 
 export const REDIS_OPTION = {
   redis: { type: 'string', group: 'stores', secret: true, ...REDIS_URL, description: 'redis://[user:password@]host:port[/db] of the inbox store and the accounts; unset: in memory (lost on exit)' },
+  'redis-cluster': { type: 'boolean', group: 'stores', description: "--redis names a Redis Cluster: some of its nodes, comma-separated (redis://host:port,redis://host:port); the first one's user and password apply to every node" },
 } as const satisfies OptionSpecs;
+
+/** Where the Redis stores live: --redis, a Redis Cluster with --redis-cluster. */
+export function redisTargetFrom(o: { redis?: string | undefined; 'redis-cluster'?: boolean | undefined }): RedisTarget | undefined {
+  if (o.redis === undefined) {
+    if (o['redis-cluster']) throw new SwitchboardError('SB_ERR_CONFIG', '--redis-cluster needs --redis: the cluster\'s seed nodes');
+    return undefined;
+  }
+  const urls = o.redis.split(',');
+  if (!o['redis-cluster']) {
+    if (urls.length > 1) throw new SwitchboardError('SB_ERR_CONFIG', '--redis names one Redis; several comma-separated URLs are the seed nodes of a Redis Cluster: add --redis-cluster');
+    return o.redis;
+  }
+  for (const url of urls) {
+    const path = new URL(url).pathname;
+    if (path !== '' && path !== '/' && path !== '/0') throw new SwitchboardError('SB_ERR_CONFIG', '--redis-cluster: a Redis Cluster has database 0 only, so its URLs take no /db');
+  }
+  return { cluster: urls };
+}
 
 export const REDIS_PREFIX_OPTION = {
   'redis-prefix': { type: 'string', group: 'stores', description: 'prefix of every Redis key switchboard uses (what a Redis ACL user is limited to)', default: 'sb:' },

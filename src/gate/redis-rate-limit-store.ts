@@ -8,8 +8,7 @@
 // closes. The number of keys is bounded by what is counted per window (every key expires with
 // its window, and a count that comes back to 0 deletes its key).
 
-import type { Redis } from 'ioredis';
-import { createRedisClient, storeUnavailable, type RedisClientOptions } from '../redis/redis-client.js';
+import { createRedisClient, storeUnavailable, type RedisClientOptions, type RedisClient, type RedisTarget } from '../redis/redis-client.js';
 import type { RateLimitStore, RateWindow } from './rate-limit-store.js';
 
 // KEYS: window key   ARGV: by, window ms. Returns {count, ms left}; {0, 0} when no window is open.
@@ -46,12 +45,13 @@ type Scripts = {
 };
 
 export interface RedisRateLimitStoreOptions extends RedisClientOptions {
-  url: string;
+  /** One Redis (a redis:// URL) or a Redis Cluster's seed nodes. */
+  url: RedisTarget;
   keyPrefix?: string;
 }
 
 export class RedisRateLimitStore implements RateLimitStore {
-  readonly #redis: Redis & Scripts;
+  readonly #redis: RedisClient & Scripts;
   readonly #prefix: string;
 
   constructor(options: RedisRateLimitStoreOptions) {
@@ -59,10 +59,10 @@ export class RedisRateLimitStore implements RateLimitStore {
     const redis = createRedisClient(options.url, options);
     redis.defineCommand('sbRateAdd', { numberOfKeys: 1, lua: ADD });
     redis.defineCommand('sbRateGet', { numberOfKeys: 1, lua: GET });
-    this.#redis = redis as Redis & Scripts;
+    this.#redis = redis as RedisClient & Scripts;
   }
 
-  get redis(): Redis {
+  get redis(): RedisClient {
     return this.#redis;
   }
 

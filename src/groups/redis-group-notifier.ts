@@ -4,7 +4,8 @@
 // down is lost, so when the subscription comes back the listeners are told `missed()` and re-read
 // their groups (group-notifier.ts).
 
-import type { Redis, RedisOptions } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
+import type { RedisClient, RedisTarget } from '../redis/redis-client.js';
 import type { Logger } from '../log.js';
 import { redactRedisError } from '../redis/redis-client.js';
 import { RedisChannel } from '../redis/redis-channel.js';
@@ -24,7 +25,8 @@ const DROP_LOG_MS = 10_000;
 
 export interface RedisGroupNotifierOptions {
   /** A redis:// URL. */
-  url: string;
+  /** One Redis (a redis:// URL) or a Redis Cluster's seed nodes. */
+  url: RedisTarget;
   /** The channel is `<keyPrefix>groups`; default "sb:". */
   keyPrefix?: string;
   /** Bound on PUBLISH and SUBSCRIBE; default 2 s. */
@@ -53,12 +55,12 @@ export class RedisGroupNotifier implements GroupNotifier {
   }
 
   /** The publishing connection (health checks, tests). */
-  get redis(): Redis {
+  get redis(): RedisClient {
     return this.#channel.redis;
   }
 
   /** The subscribed connection, once there is one. */
-  get subscriber(): Redis | undefined {
+  get subscriber(): RedisClient | undefined {
     return this.#channel.subscriber;
   }
 

@@ -39,10 +39,10 @@
 // reservation nobody confirmed is dropped). A dissolve whose departures were not all written is
 // repaired the same way, user by user.
 
-import type { Redis, RedisOptions } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
 import { SwitchboardError, isErrorCode } from '../errors.js';
 import { hasDedupeId } from '../inbox/inbox-store.js';
-import { createRedisClient, pingRedis, storeUnavailable } from '../redis/redis-client.js';
+import { createRedisClient, pingRedis, storeUnavailable, type RedisClient, type RedisTarget } from '../redis/redis-client.js';
 import { groupScripts, userScripts } from './redis-group-scripts.js';
 import {
   checkBody,
@@ -126,7 +126,8 @@ type Scripts = {
 
 export interface RedisGroupStoreOptions {
   /** A redis:// URL. */
-  url: string;
+  /** One Redis (a redis:// URL) or a Redis Cluster's seed nodes. */
+  url: RedisTarget;
   limits?: Partial<GroupLimits>;
   /** Prefix of every key, default "sb:". */
   keyPrefix?: string;
@@ -138,7 +139,7 @@ export interface RedisGroupStoreOptions {
 }
 
 export class RedisGroupStore implements GroupStore {
-  readonly #redis: Redis & Scripts;
+  readonly #redis: RedisClient & Scripts;
   readonly #limits: GroupLimits;
   readonly #prefix: string;
   readonly #now: () => number;
@@ -153,11 +154,11 @@ export class RedisGroupStore implements GroupStore {
     const name = (s: string) => s[0]!.toUpperCase() + s.slice(1);
     for (const [script, lua] of Object.entries(group)) redis.defineCommand(`sbGroup${name(script)}`, { numberOfKeys: 12, lua });
     for (const [script, lua] of Object.entries(user)) redis.defineCommand(`sbUser${name(script)}`, { numberOfKeys: 3, lua });
-    this.#redis = redis as Redis & Scripts;
+    this.#redis = redis as RedisClient & Scripts;
   }
 
   /** The underlying connection, for health checks and logging of its events. */
-  get redis(): Redis {
+  get redis(): RedisClient {
     return this.#redis;
   }
 

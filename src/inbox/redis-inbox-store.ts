@@ -20,8 +20,8 @@
 // comes from the caller (scripts stay deterministic); an inbox from before epochs existed (a
 // seq key without an ep key) simply gets one, nothing else changes.
 
-import type { Redis, RedisOptions } from 'ioredis';
-import { createRedisClient, pingRedis, storeUnavailable } from '../redis/redis-client.js';
+import type { RedisOptions } from 'ioredis';
+import { createRedisClient, pingRedis, storeUnavailable, type RedisClient, type RedisTarget } from '../redis/redis-client.js';
 import { DEFAULT_INBOX_LIMITS, hasDedupeId, EpochSource, type AppendRequest, type AppendResult, type ConversationEntry, type ConversationPage, type HistoryPage, type InboxLimits, type ReadResult, type RewriteResult, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
 
 // The limits are written into the scripts (fewer arguments per call is measurably faster).
@@ -325,7 +325,8 @@ type Scripts = {
 
 export interface RedisInboxStoreOptions {
   /** A redis:// URL. */
-  url: string;
+  /** One Redis (a redis:// URL) or a Redis Cluster's seed nodes. */
+  url: RedisTarget;
   limits?: Partial<InboxLimits>;
   /** Prefix of every key, default "sb:". */
   keyPrefix?: string;
@@ -337,7 +338,7 @@ export interface RedisInboxStoreOptions {
 }
 
 export class RedisInboxStore implements InboxStore {
-  readonly #redis: Redis & Scripts;
+  readonly #redis: RedisClient & Scripts;
   readonly #limits: InboxLimits;
   readonly #prefix: string;
   readonly #epochs = new EpochSource();
@@ -358,11 +359,11 @@ export class RedisInboxStore implements InboxStore {
     redis.defineCommand('sbRewrite', { numberOfKeys: 7, lua: lua.rewrite });
     redis.defineCommand('sbSaveCursor', { numberOfKeys: 3, lua: lua.saveCursor });
     redis.defineCommand('sbResetEpoch', { numberOfKeys: 2, lua: lua.resetEpoch });
-    this.#redis = redis as Redis & Scripts;
+    this.#redis = redis as RedisClient & Scripts;
   }
 
   /** The underlying connection, for health checks and logging of its events. */
-  get redis(): Redis {
+  get redis(): RedisClient {
     return this.#redis;
   }
 

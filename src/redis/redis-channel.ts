@@ -9,14 +9,15 @@
 // epoch counter makes a late answer of an older connection's SUBSCRIBE count for nothing. A
 // SUBSCRIBE Redis refuses (an ACL without the channel) is tried again every RESUBSCRIBE_MS.
 
-import type { Redis, RedisOptions } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
 import type { Logger } from '../log.js';
-import { createRedisClient, logRedis, redactRedisError } from './redis-client.js';
+import { createRedisClient, logRedis, redactRedisError, type RedisClient, type RedisTarget } from './redis-client.js';
 
 const RESUBSCRIBE_MS = 1_000;
 
 export interface RedisChannelOptions {
-  url: string;
+  /** One Redis (a redis:// URL) or a Redis Cluster's seed nodes. */
+  url: RedisTarget;
   channel: string;
   /** Bound on PUBLISH and SUBSCRIBE; default 2 s. */
   timeoutMs?: number;
@@ -37,8 +38,8 @@ export class RedisChannel {
   readonly channel: string;
   readonly #options: RedisChannelOptions;
   readonly #log: Logger;
-  readonly #pub: Redis;
-  #sub: Redis | undefined;
+  readonly #pub: RedisClient;
+  #sub: RedisClient | undefined;
   #handlers: ChannelHandlers | undefined;
   /** Bumped at every `ready` of the subscriber: an answer to an older SUBSCRIBE is ignored. */
   #epoch = 0;
@@ -56,12 +57,12 @@ export class RedisChannel {
   }
 
   /** The publishing connection (health checks, tests). */
-  get redis(): Redis {
+  get redis(): RedisClient {
     return this.#pub;
   }
 
   /** The subscribed connection, once there is one. */
-  get subscriber(): Redis | undefined {
+  get subscriber(): RedisClient | undefined {
     return this.#sub;
   }
 
@@ -99,7 +100,7 @@ export class RedisChannel {
     await Promise.all([quit(this.#pub), this.#sub && quit(this.#sub)]);
   }
 
-  #subscribe(sub: Redis, epoch: number): void {
+  #subscribe(sub: RedisClient, epoch: number): void {
     sub.subscribe(this.channel).then(
       () => {
         if (epoch !== this.#epoch || this.#closed) return;
@@ -121,7 +122,7 @@ export class RedisChannel {
   }
 }
 
-async function quit(redis: Redis): Promise<void> {
+async function quit(redis: RedisClient): Promise<void> {
   // A connection that never came up has nothing to QUIT, and QUIT would wait for it.
   if (redis.status === 'ready') await redis.quit().catch(() => redis.disconnect());
   else redis.disconnect();

@@ -8,13 +8,35 @@
 // commands earlier when reconnecting keeps failing. A timed-out command stays in ioredis's
 // queue, and its late reply is matched to it and dropped: replies never shift onto later
 // commands. A command that timed out may still have been executed by Redis.
+//
+// The same stores run on one Redis or on a Redis Cluster (`--redis-cluster`): every key of one
+// user, group or conversation carries a hash tag (`{uid}`), so each script touches one slot, and
+// ioredis' Cluster client routes it to that slot's master.
 
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { SwitchboardError } from '../errors.js';
 import type { Logger } from '../log.js';
 
 /** Default bound on one Redis command (`--redis-timeout-ms`). */
 export const DEFAULT_REDIS_TIMEOUT_MS = 2_000;
+
+/** One Redis server (a redis:// or rediss:// URL), or a Redis Cluster named by some of its nodes. */
+export type RedisTarget = string | RedisClusterTarget;
+
+export interface RedisClusterTarget {
+  /**
+   * Seed nodes (redis:// or rediss:// URLs): the client learns every other node from them. The
+   * first one's user, password and scheme apply to every node.
+   */
+  readonly cluster: readonly string[];
+}
+
+/** What a store holds: a client of one server, or of a whole cluster (the same commands). */
+export type RedisClient = Redis | Cluster;
+
+export function isClusterTarget(target: RedisTarget): target is RedisClusterTarget {
+  return typeof target !== 'string';
+}
 
 export interface RedisClientOptions {
   /** Every command fails with SB_ERR_STORE_UNAVAILABLE after this long; default 2 s. */
@@ -28,15 +50,55 @@ export function checkRedisTimeout(timeoutMs: number): void {
   if (!(timeoutMs >= 1)) throw new SwitchboardError('SB_ERR_CONFIG', `the Redis command timeout must be at least 1 ms, got ${timeoutMs}`);
 }
 
-export function createRedisClient(url: string, { timeoutMs = DEFAULT_REDIS_TIMEOUT_MS, redisOptions }: RedisClientOptions = {}): Redis {
+export function createRedisClient(target: string, options?: RedisClientOptions): Redis;
+export function createRedisClient(target: RedisTarget, options?: RedisClientOptions): RedisClient;
+export function createRedisClient(target: RedisTarget, { timeoutMs = DEFAULT_REDIS_TIMEOUT_MS, redisOptions }: RedisClientOptions = {}): RedisClient {
   checkRedisTimeout(timeoutMs);
-  return new Redis(url, { enableAutoPipelining: true, maxRetriesPerRequest: 3, commandTimeout: timeoutMs, ...redisOptions });
+  const common: RedisOptions = { maxRetriesPerRequest: 3, commandTimeout: timeoutMs, ...redisOptions };
+  if (!isClusterTarget(target)) return new Redis(target, { enableAutoPipelining: true, ...common });
+  const seeds = target.cluster.map(parseSeed);
+  if (seeds.length === 0) throw new SwitchboardError('SB_ERR_CONFIG', 'a Redis Cluster needs at least one seed node');
+  const { username, password, tls } = seeds[0]!;
+  const { enableAutoPipelining = true, ...nodeOptions } = common;
+  return new Cluster(
+    seeds.map(({ host, port }) => ({ host, port })),
+    {
+      enableAutoPipelining,
+      // A slot that moved (a failover, a resharding) is answered MOVED/ASK: the client follows it
+      // and refreshes its slot map; a CLUSTERDOWN is retried within the command's timeout.
+      retryDelayOnFailover: 100,
+      retryDelayOnClusterDown: 100,
+      redisOptions: { ...nodeOptions, ...(username ? { username } : {}), ...(password ? { password } : {}), ...(tls ? { tls: {} } : {}) },
+    },
+  );
+}
+
+interface Seed {
+  host: string;
+  port: number;
+  username: string;
+  password: string;
+  tls: boolean;
+}
+
+function parseSeed(url: string): Seed {
+  if (!URL.canParse(url)) throw new SwitchboardError('SB_ERR_CONFIG', 'a Redis Cluster seed must be a redis:// or rediss:// URL');
+  const u = new URL(url);
+  if (u.protocol !== 'redis:' && u.protocol !== 'rediss:') throw new SwitchboardError('SB_ERR_CONFIG', 'a Redis Cluster seed must be a redis:// or rediss:// URL');
+  // Redis Cluster has database 0 only.
+  if (u.pathname !== '' && u.pathname !== '/' && u.pathname !== '/0') throw new SwitchboardError('SB_ERR_CONFIG', 'a Redis Cluster has database 0 only: no /db in its URLs');
+  return { host: u.hostname.replace(/^\[|\]$/g, ''), port: Number(u.port || 6379), username: decodeURIComponent(u.username), password: decodeURIComponent(u.password), tls: u.protocol === 'rediss:' };
 }
 
 /** Connection errors and recoveries of a store's Redis client (the logger drops secrets, see log.ts). */
-export function logRedis(redis: Redis, log: Logger): void {
+export function logRedis(redis: RedisClient, log: Logger): void {
   redis.on('error', (err: Error) => log.warn({ err }, 'redis connection error'));
   redis.on('ready', () => log.info('redis ready'));
+  // A Cluster's own node connections: a failover shows here first.
+  if (redis instanceof Cluster) {
+    redis.on('+node', (node: Redis) => log.info({ node: `${node.options.host}:${node.options.port}` }, 'redis cluster node added'));
+    redis.on('-node', (node: Redis) => log.warn({ node: `${node.options.host}:${node.options.port}` }, 'redis cluster node removed'));
+  }
 }
 
 /**
@@ -62,7 +124,7 @@ export function redactRedisError(err: unknown): Error {
 }
 
 /** Resolves once Redis answered a PING within the command timeout. */
-export async function pingRedis(redis: Redis, store: string): Promise<void> {
+export async function pingRedis(redis: RedisClient, store: string): Promise<void> {
   try {
     await redis.ping();
   } catch (err) {

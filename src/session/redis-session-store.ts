@@ -7,8 +7,8 @@
 // record carries its own expiry, which byUser() honours; the keys also expire after the TTL,
 // so a crashed worker's records vanish even if nobody purges them. Workers refresh theirs.
 
-import type { Redis, RedisOptions } from 'ioredis';
-import { createRedisClient, pingRedis, storeUnavailable } from '../redis/redis-client.js';
+import type { RedisOptions } from 'ioredis';
+import { createRedisClient, pingRedis, storeUnavailable, type RedisClient, type RedisTarget } from '../redis/redis-client.js';
 import { DEFAULT_SESSION_TTL_MS, type SessionRecord, type SessionStore } from './session-store.js';
 
 // KEYS: user hash   ARGV: sessionId. Returns the removed value or false.
@@ -34,7 +34,8 @@ type Scripts = {
 };
 
 export interface RedisSessionStoreOptions {
-  url: string;
+  /** One Redis (a redis:// URL) or a Redis Cluster's seed nodes. */
+  url: RedisTarget;
   ttlMs?: number;
   keyPrefix?: string;
   /** Bound on every command (SB_ERR_STORE_UNAVAILABLE after it); default 2 s. */
@@ -43,7 +44,7 @@ export interface RedisSessionStoreOptions {
 }
 
 export class RedisSessionStore implements SessionStore {
-  readonly #redis: Redis & Scripts;
+  readonly #redis: RedisClient & Scripts;
   readonly #ttlMs: number;
   readonly #prefix: string;
 
@@ -53,10 +54,10 @@ export class RedisSessionStore implements SessionStore {
     const redis = createRedisClient(options.url, options);
     redis.defineCommand('sbTakeSession', { numberOfKeys: 1, lua: TAKE });
     redis.defineCommand('sbTakeSessionOf', { numberOfKeys: 1, lua: TAKE_OF });
-    this.#redis = redis as Redis & Scripts;
+    this.#redis = redis as RedisClient & Scripts;
   }
 
-  get redis(): Redis {
+  get redis(): RedisClient {
     return this.#redis;
   }
 

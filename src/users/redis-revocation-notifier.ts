@@ -4,7 +4,8 @@
 // back reports `missed()`: the workers then check their sessions against the store at once
 // rather than at their next periodic check.
 
-import type { Redis, RedisOptions } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
+import type { RedisClient, RedisTarget } from '../redis/redis-client.js';
 import type { Logger } from '../log.js';
 import { redactRedisError } from '../redis/redis-client.js';
 import { RedisChannel } from '../redis/redis-channel.js';
@@ -15,7 +16,8 @@ import type { Revocation } from './user-store.js';
 const MAX_MESSAGE_BYTES = 1024;
 
 export interface RedisRevocationNotifierOptions {
-  url: string;
+  /** One Redis (a redis:// URL) or a Redis Cluster's seed nodes. */
+  url: RedisTarget;
   /** The channel is `<keyPrefix>revocations`; default "sb:". */
   keyPrefix?: string;
   timeoutMs?: number;
@@ -36,11 +38,11 @@ export class RedisRevocationNotifier implements RevocationNotifier {
     this.channel = this.#channel.channel;
   }
 
-  get redis(): Redis {
+  get redis(): RedisClient {
     return this.#channel.redis;
   }
 
-  get subscriber(): Redis | undefined {
+  get subscriber(): RedisClient | undefined {
     return this.#channel.subscriber;
   }
 

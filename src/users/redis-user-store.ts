@@ -17,8 +17,8 @@
 // connection fails between the two commands, the account exists and count() stays one short;
 // count() is a statistic, never used to decide anything.
 
-import type { Redis, RedisOptions } from 'ioredis';
-import { createRedisClient, pingRedis, storeUnavailable } from '../redis/redis-client.js';
+import type { RedisOptions } from 'ioredis';
+import { createRedisClient, pingRedis, storeUnavailable, type RedisClient, type RedisTarget } from '../redis/redis-client.js';
 import { familyEnded, MAX_DEVICE_REVOCATIONS, NO_REVOCATIONS, type FamilyOutcome, type FamilyUse, type NewFamily, type NewUser, type RefreshFamily, type Revocation, type Revocations, type UserRecord, type UserStore } from './user-store.js';
 
 /** Users whose revocations one pipeline reads. */
@@ -165,7 +165,8 @@ type Scripts = {
 };
 
 export interface RedisUserStoreOptions {
-  url: string;
+  /** One Redis (a redis:// URL) or a Redis Cluster's seed nodes. */
+  url: RedisTarget;
   keyPrefix?: string;
   /** Bound on every command (SB_ERR_STORE_UNAVAILABLE after it); default 2 s. */
   timeoutMs?: number;
@@ -173,7 +174,7 @@ export interface RedisUserStoreOptions {
 }
 
 export class RedisUserStore implements UserStore {
-  readonly #redis: Redis & Scripts;
+  readonly #redis: RedisClient & Scripts;
   readonly #prefix: string;
 
   constructor(options: RedisUserStoreOptions) {
@@ -186,10 +187,10 @@ export class RedisUserStore implements UserStore {
     redis.defineCommand('sbUseFamily', { numberOfKeys: 1, lua: USE_FAMILY });
     redis.defineCommand('sbRevokeFamilies', { numberOfKeys: 1, lua: REVOKE_FAMILIES });
     redis.defineCommand('sbRevoke', { numberOfKeys: 1, lua: REVOKE });
-    this.#redis = redis as Redis & Scripts;
+    this.#redis = redis as RedisClient & Scripts;
   }
 
-  get redis(): Redis {
+  get redis(): RedisClient {
     return this.#redis;
   }
 

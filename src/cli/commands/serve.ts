@@ -41,6 +41,7 @@ import {
   limitsFrom,
   memoryInboxBytesFrom,
   redisPrefixFrom,
+  redisTargetFrom,
   redisTimeoutFrom,
   zooKeeperAccessFrom,
   requireOptions,
@@ -174,6 +175,7 @@ function serveConfig(command: 'start' | 'worker', o: ServeValues, log: Logger): 
   const trustProxy = trustProxyFrom(o['trust-proxy']);
   const zkAccess = o.zk ? zooKeeperAccessFrom(o, o.dev, log) : undefined;
   const keyPrefix = redisPrefixFrom(o['redis-prefix']);
+  const redisTarget = redisTargetFrom(o);
   const inboxLimits = inboxLimitsFrom(o);
   const timeoutMs = redisTimeoutFrom(o);
   const health = healthFrom(o);
@@ -184,7 +186,7 @@ function serveConfig(command: 'start' | 'worker', o: ServeValues, log: Logger): 
     secret,
     log,
     groupLimits: groupLimitsFrom(o),
-    redis: o.redis ? { url: o.redis, keyPrefix, timeoutMs } : undefined,
+    redis: redisTarget ? { url: redisTarget, keyPrefix, timeoutMs } : undefined,
     zookeeper: o.zk ? { connect: o.zk, root: o['zk-root'], sessionTimeoutMs: o['zk-session-timeout-ms'], reconcileIntervalMs: o['reconcile-ms'], auth: zkAccess?.auth, readers: zkAccess?.readers } : undefined,
     worker: {
       host: o.host,
