@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The real servers the tests start themselves: redis-server, java and the ZooKeeper server jar
-# (Debian packages redis-server, default-jre-headless, zookeeper). `npm test` and .ci/run run
-# this first. Where something is missing and this is Debian or Ubuntu as root, it installs it
-# once, saying so; elsewhere it stops at once, naming the command to run. It also stops, naming
-# what to install, when the native ZooKeeper client (the optional `zookeeper` package, which
-# needs a C/C++ toolchain to build) is not installed: the cluster tests need it.
+# The real servers the tests start themselves: redis-server (and redis-cli, which joins a Redis
+# Cluster), java and the ZooKeeper server jar (Debian packages redis-server, which brings
+# redis-tools, default-jre-headless, zookeeper). `npm test` and .ci/run run this first. Where
+# something is missing and this is Debian or Ubuntu as root, it installs it once, saying so;
+# elsewhere it stops at once, naming the command to run. It also stops, naming what to install,
+# when the native ZooKeeper client (the optional `zookeeper` package, which needs a C/C++
+# toolchain to build) is not installed: the cluster tests need it.
 #   SWITCHBOARD_TEST_INSTALL=no   never install, only say what is missing
 #   SWITCHBOARD_ZOOKEEPER_JAR     where the jar is looked for (this script's own test only)
 set -euo pipefail
@@ -14,7 +15,12 @@ jar=${SWITCHBOARD_ZOOKEEPER_JAR:-/usr/share/java/zookeeper.jar}
 
 missing() {
   local need=''
-  command -v redis-server >/dev/null 2>&1 || need="$need redis-server"
+  # redis-cli creates the tests' Redis Clusters: Debian's redis-server brings it (redis-tools).
+  if ! command -v redis-server >/dev/null 2>&1; then
+    need="$need redis-server"
+  elif ! command -v redis-cli >/dev/null 2>&1; then
+    need="$need redis-tools"
+  fi
   command -v java >/dev/null 2>&1 || need="$need default-jre-headless"
   # ZOOKEEPER_CLASSPATH (the harness's way to use another ZooKeeper) stands in for the jar.
   [ -n "${ZOOKEEPER_CLASSPATH:-}" ] || [ -f "$jar" ] || need="$need zookeeper"
@@ -37,7 +43,8 @@ if [ -n "$packages" ]; then
         what=''
         for p in $packages; do
           case $p in
-            redis-server) what="$what, Redis (redis-server)" ;;
+            redis-server) what="$what, Redis (redis-server and redis-cli)" ;;
+            redis-tools) what="$what, Redis's command line tool (redis-cli)" ;;
             default-jre-headless) what="$what, a Java runtime (java)" ;;
             zookeeper) what="$what, Apache ZooKeeper (or set ZOOKEEPER_CLASSPATH to its server jars)" ;;
           esac

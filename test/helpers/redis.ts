@@ -4,6 +4,7 @@
 import type { Test } from 'tap';
 import { Redis } from 'ioredis';
 import { startRedisServer, type RedisServer } from '../../testkit/services.js';
+import { startRedisCluster as startCluster, type RedisCluster, type RedisClusterOptions } from '../../testkit/redis-cluster.js';
 
 export interface TestRedis extends RedisServer {
   /** SIGSTOP: the server keeps its connections open and answers nothing, as a stalled host. */
@@ -19,6 +20,16 @@ export async function startRedis(t: Test, extraArgs: string[] = [], { password }
   t.teardown(redis.kill);
   // A test's stop() is a crash: nothing is flushed.
   return { ...redis, stop: redis.kill, freeze: () => void redis.process.kill('SIGSTOP'), thaw: () => void redis.process.kill('SIGCONT') };
+}
+
+/**
+ * A real Redis Cluster (testkit/redis-cluster.ts: 3 masters by default), every node killed on
+ * teardown. Start one per test file: it takes a second or two.
+ */
+export async function startRedisCluster(t: Test, options: RedisClusterOptions = {}): Promise<RedisCluster> {
+  const cluster = await startCluster(options);
+  t.teardown(cluster.kill);
+  return cluster;
 }
 
 /**

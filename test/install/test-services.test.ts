@@ -14,7 +14,10 @@ const SCRIPT = fileURLToPath(new URL('../../scripts/test-services.sh', import.me
 const BASH = '/bin/bash';
 
 interface Machine {
+  /** redis-server comes with redis-cli, as Debian's package brings redis-tools. */
   has?: ('redis-server' | 'java' | 'jar')[];
+  /** redis-server without redis-cli (redis-tools removed, or a Redis built from source). */
+  noRedisCli?: boolean;
   uid?: number;
   aptGet?: boolean;
   aptFails?: 'update' | 'install';
@@ -36,6 +39,7 @@ function run(t: Test, m: Machine) {
   for (const have of m.has ?? []) {
     if (have === 'jar') fs.writeFileSync(jar, '');
     else script(have, 'exit 0');
+    if (have === 'redis-server' && !m.noRedisCli) script('redis-cli', 'exit 0');
   }
   script('id', `echo ${m.uid ?? 0}`);
   if (m.noNativeClient) script('node', 'exit 1');
@@ -47,7 +51,7 @@ function run(t: Test, m: Machine) {
         `echo "DEBIAN_FRONTEND=$DEBIAN_FRONTEND $*" >> ${calls}`,
         m.aptFails ? `[ "$1" = ${m.aptFails} ] && exit 100` : '',
         m.aptBreaks ? 'exit 0' : '',
-        `if [ "$1" = install ]; then for p in "$@"; do case $p in redis-server) printf '#!${BASH}\\n' > ${bin}/redis-server; /bin/chmod +x ${bin}/redis-server;; default-jre-headless) printf '#!${BASH}\\n' > ${bin}/java; /bin/chmod +x ${bin}/java;; zookeeper) : > ${jar};; esac; done; fi`,
+        `if [ "$1" = install ]; then for p in "$@"; do case $p in redis-server) printf '#!${BASH}\\n' > ${bin}/redis-server; printf '#!${BASH}\\n' > ${bin}/redis-cli; /bin/chmod +x ${bin}/redis-server ${bin}/redis-cli;; redis-tools) printf '#!${BASH}\\n' > ${bin}/redis-cli; /bin/chmod +x ${bin}/redis-cli;; default-jre-headless) printf '#!${BASH}\\n' > ${bin}/java; /bin/chmod +x ${bin}/java;; zookeeper) : > ${jar};; esac; done; fi`,
       ].join('\n'),
     );
   }
@@ -79,6 +83,16 @@ t.test('Debian as root: installs exactly what is missing, once, saying so', asyn
   const one = run(t, { has: ['redis-server', 'jar'] });
   t.equal(one.status, 0, one.stderr);
   t.same(one.aptCalls, ['DEBIAN_FRONTEND=noninteractive update -qq', 'DEBIAN_FRONTEND=noninteractive install -y -qq --no-install-recommends default-jre-headless'], 'only java was missing');
+});
+
+t.test('redis-server without redis-cli: installs redis-tools alone, or names it', async (t) => {
+  const r = run(t, { has: ['redis-server', 'java', 'jar'], noRedisCli: true });
+  t.equal(r.status, 0, r.stderr);
+  t.same(r.aptCalls, ['DEBIAN_FRONTEND=noninteractive update -qq', 'DEBIAN_FRONTEND=noninteractive install -y -qq --no-install-recommends redis-tools']);
+  const elsewhere = run(t, { aptGet: false, has: ['redis-server', 'java', 'jar'], noRedisCli: true });
+  t.equal(elsewhere.status, 1);
+  t.match(elsewhere.stderr, 'this machine lacks: redis-tools.');
+  t.match(elsewhere.stderr, "Install Redis's command line tool (redis-cli); on Debian");
 });
 
 t.test('not root: stops at once, naming the command', async (t) => {
