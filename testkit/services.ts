@@ -40,7 +40,7 @@ export async function freePort(): Promise<number> {
 }
 
 /** How the child ends: SIGTERM waits up to 5 s before SIGKILL; either way the temp dir goes. */
-function lifecycle(child: ChildProcess, dir: string): Pick<ServiceProcess, 'stop' | 'kill'> & { alive(): boolean; spawnError(): Error | undefined } {
+export function lifecycle(child: ChildProcess, dir: string): Pick<ServiceProcess, 'stop' | 'kill'> & { alive(): boolean; spawnError(): Error | undefined } {
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   let spawnError: Error | undefined;
   child.once('error', (err) => {
@@ -122,7 +122,7 @@ export interface ZooKeeperServerOptions {
 }
 
 /** The classpath to run ZooKeeper with, or an error saying what is missing. */
-function classpath(): string {
+export function classpath(): string {
   const fromEnv = process.env.ZOOKEEPER_CLASSPATH;
   if (fromEnv) return fromEnv;
   if (!existsSync(DEBIAN_JAR)) {
@@ -205,7 +205,7 @@ async function waitUntilReady(port: number, alive: () => boolean, withinMs: numb
 }
 
 /** Sends a four-letter word (ruok, srvr, cons, dump) and resolves the answer ('' on error). */
-function fourLetterWord(port: number, word: string): Promise<string> {
+export function fourLetterWord(port: number, word: string): Promise<string> {
   return new Promise((resolve) => {
     const socket = net.connect(port, '127.0.0.1');
     let answer = '';
