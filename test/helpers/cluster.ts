@@ -18,6 +18,9 @@ import { DEFAULT_WAIT_MS, until } from '../../testkit/wait.js';
 import { startRedis, type TestRedis } from './redis.js';
 import type { TestZooKeeper } from './zookeeper.js';
 
+/** What a cluster needs of ZooKeeper: a connect string, one server's or an ensemble's. */
+export type ClusterZooKeeper = Pick<TestZooKeeper, 'connect'>;
+
 export const CLUSTER_TOKEN_SECRET = 'cluster-test-token-secret-of-32-characters-or-more';
 export const CLUSTER_PEER_SECRET = 'cluster-test-peer-secret-of-32-characters-or-more';
 
@@ -132,7 +135,7 @@ export interface ClientOptions extends Partial<ImClientOptions> {
 let clusters = 0;
 
 export class TestCluster {
-  readonly zk: TestZooKeeper;
+  readonly zk: ClusterZooKeeper;
   readonly redis: TestRedis;
   /** This cluster's ZooKeeper root: no other test sees its workers. */
   readonly root: string;
@@ -143,7 +146,7 @@ export class TestCluster {
   #sessions: RedisSessionStore | undefined;
   #inbox: RedisInboxStore | undefined;
 
-  constructor(t: Test, zk: TestZooKeeper, redis: TestRedis) {
+  constructor(t: Test, zk: ClusterZooKeeper, redis: TestRedis) {
     assertBuilt();
     this.#t = t;
     this.zk = zk;
@@ -256,10 +259,10 @@ export class TestCluster {
   }
 }
 
-/** A cluster of `workers` processes on `zk` with a Redis of its own, its mesh of links up. */
+/** A cluster of `workers` processes on `zk` (a server or an ensemble) with a Redis of its own, its mesh of links up. */
 export async function startCluster(
   t: Test,
-  zk: TestZooKeeper,
+  zk: ClusterZooKeeper,
   { workers = 3, redis, ...options }: { workers?: number; redis?: TestRedis } & StartWorkerOptions = {},
 ): Promise<TestCluster> {
   const cluster = new TestCluster(t, zk, redis ?? (await startRedis(t)));
