@@ -56,7 +56,7 @@ t.test("a conversation's keys expire: at least the retention age after its last 
   const inbox = new RedisInboxStore({ url: redis.url, keyPrefix: 'ttl:', limits: { maxAgeMs } });
   t.teardown(() => inbox.close());
   for (let i = 1; i <= 3; i++) await inbox.append({ uid: 'bob', sender: 'alice', msgId: String(i), body: body(`m${i}`), conversation: 'alice' });
-  for (const key of ['ttl:{bob}:cl', 'ttl:{bob}:cv', 'ttl:{bob}:cx:alice']) {
+  for (const key of ['ttl:{bob}:cl', 'ttl:{bob}:cv', 'ttl:{bob}:ci:alice']) {
     const ttl = await inbox.redis.pttl(key);
     t.ok(ttl > maxAgeMs - 10_000 && ttl <= maxAgeMs * 1.25, `${key}: ${ttl} ms`);
   }
