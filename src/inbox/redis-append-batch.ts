@@ -1,7 +1,8 @@
 // The appends of one turn of the event loop, sent to Redis together: one script call stores the
 // messages of many inboxes (one Redis) or of one inbox (a Redis Cluster, where a script runs in
 // one slot), so that Redis parses, looks up and sets up a script once for many messages, and the
-// messages of one sender to one inbox share their dedupe and conversation work (a "run").
+// consecutive messages of one sender to one inbox in one conversation (a "run") share one stream
+// entry, one index record and one dedupe update (redis-inbox-scripts.ts).
 //
 // Order: the appends of one inbox go in one call, in the order they were made, and calls go out
 // in order on one connection (a Cluster: on the inbox's node's), so an inbox stores them in that
@@ -12,7 +13,7 @@ import { createHash } from 'node:crypto';
 import { storeUnavailable } from '../redis/redis-client.js';
 import { hasDedupeId, type AppendRequest, type AppendResult, type EpochSource } from './inbox-store.js';
 
-/** Messages per script call at most (a call holds Redis for its duration: ~5 µs per message). */
+/** Messages per script call at most (a call holds Redis for its duration: a few µs per message). */
 export const MAX_BATCH_MESSAGES = 256;
 /** Body bytes per script call at most. */
 export const MAX_BATCH_BYTES = 1 << 20;
@@ -24,8 +25,8 @@ interface Append {
   readonly sender: string;
   readonly conversation: string;
   readonly own: boolean;
-  /** The msg_id as 8 bytes; '' : not deduplicated. */
-  readonly id: Buffer | '';
+  /** The msg_id as 8 bytes; undefined: not deduplicated. */
+  readonly id: Buffer | undefined;
   readonly body: Buffer;
   done(error: unknown, seq: number, epoch: number): void;
 }
@@ -110,7 +111,7 @@ export class AppendBatch {
       sender: request.sender,
       conversation: request.conversation ?? '',
       own: request.own === true,
-      id: hasDedupeId(request.msgId) ? idBytes(request.msgId) : '',
+      id: hasDedupeId(request.msgId) ? idBytes(request.msgId) : undefined,
       body: bufferOf(request.body),
       done,
     });
@@ -125,27 +126,47 @@ export class AppendBatch {
     const args: (string | Buffer | number)[] = [inboxes.length];
     for (const inbox of inboxes) args.push(inbox.base);
     args.push(this.#o.now());
+    // Each inbox's appends as runs: consecutive ones of one sender, conversation and ownness.
+    const runs: Append[][] = [];
     for (const { appends } of inboxes) {
       args.push(this.#o.epochs.next());
       const runsAt = args.push(0) - 1;
-      let runs = 0;
+      let count = 0;
       for (let i = 0; i < appends.length; ) {
         const { sender, conversation, own } = appends[i]!;
         let j = i + 1;
         while (j < appends.length && appends[j]!.sender === sender && appends[j]!.conversation === conversation && appends[j]!.own === own) j++;
-        args.push(sender, conversation, own ? '1' : '0', j - i);
-        for (let k = i; k < j; k++) args.push(appends[k]!.id, appends[k]!.body);
-        runs++;
+        const run = appends.slice(i, j);
+        const ids = Buffer.allocUnsafe(8 * run.length);
+        let rising = true;
+        for (let k = 0; k < run.length; k++) {
+          const id = run[k]!.id;
+          if (id === undefined) ids.fill(0, 8 * k, 8 * k + 8);
+          else id.copy(ids, 8 * k);
+          if (id === undefined || (k > 0 && Buffer.compare(id, ids.subarray(8 * k - 8, 8 * k)) <= 0)) rising = false;
+        }
+        args.push(sender, conversation, own ? (rising ? '11' : '10') : rising ? '01' : '00', run.length, ids);
+        for (const a of run) args.push(a.body);
+        runs.push(run);
+        count++;
         i = j;
       }
-      args[runsAt] = runs;
+      args[runsAt] = count;
     }
     this.#send(args).then(
       (reply) => {
         let r = 0;
+        let run = 0;
         for (const { appends } of inboxes) {
           const epoch = reply[r++]!;
-          for (const a of appends) a.done(undefined, reply[r++]!, epoch);
+          for (let done = 0; done < appends.length; run++) {
+            const appendsOfRun = runs[run]!;
+            const first = reply[r++]!;
+            // All new: the seqs that follow the first; else one answer each.
+            if (first > 0) appendsOfRun.forEach((a, k) => a.done(undefined, first + k, epoch));
+            else for (const a of appendsOfRun) a.done(undefined, reply[r++]!, epoch);
+            done += appendsOfRun.length;
+          }
         }
       },
       (err: unknown) => {

@@ -2,58 +2,61 @@
 // the inboxes it touches by their key base `<prefix>{uid}` and derives the keys from it, so that
 // on a Redis Cluster each runs in its inbox's slot. The limits are written into the text (fewer
 // arguments per call is measurably faster), so each store defines its own commands.
+//
+// Appends come in runs: consecutive messages to one inbox from one sender in one conversation
+// (redis-append-batch.ts). The new messages of a run get consecutive seqs and are stored as one
+// stream entry per CHUNK of them, with one conversation index record each, so that Redis does
+// its per-command work once per chunk, not once per message.
 
 import type { InboxLimits } from './inbox-store.js';
 
 /** Msg_ids remembered per (recipient, sender): a resend is recognised while fewer newer ones were stored. */
 export const DEDUPE_RING = 1000;
-/** Bytes of one remembered msg_id: the id (8, big-endian) and its seq (6). */
-export const RING_ENTRY_BYTES = 14;
-/** Bytes of one conversation index record: the seq (6) and 2 × received + own (4), big-endian. */
-export const INDEX_RECORD_BYTES = 10;
+/** Messages per stream entry (and per conversation index record) at most. */
+export const CHUNK = 32;
+/** Bytes of one conversation index record. */
+export const INDEX_RECORD_BYTES = 16;
 
 export function inboxScripts({ maxMessages, maxAgeMs, dedupeWindowMs }: InboxLimits) {
   // The conversation keys' expiry, and how often it is pushed back (see converse).
   const refreshMs = Math.floor(maxAgeMs / 4);
   const ttlMs = maxAgeMs + refreshMs;
+  // How often appends look at the oldest end (age, and count beyond MAX): every CHECK seqs.
+  const check = Math.max(16, Math.floor(maxMessages / 64));
   const prelude = `
-local MAX, AGE, WINDOW, REFRESH, TTL = ${maxMessages}, ${maxAgeMs}, ${dedupeWindowMs}, ${refreshMs}, ${ttlMs}
-local RING, RING_ENTRY, REC = ${DEDUPE_RING}, ${RING_ENTRY_BYTES}, ${INDEX_RECORD_BYTES}
+local MAX, AGE, WINDOW, REFRESH, TTL, CHECK = ${maxMessages}, ${maxAgeMs}, ${dedupeWindowMs}, ${refreshMs}, ${ttlMs}, ${check}
+local RING, CHUNK, REC = ${DEDUPE_RING}, ${CHUNK}, ${INDEX_RECORD_BYTES}
 -- Numbers into key names and ids: exact up to 2^53 (Lua prints a double as 1.7e+12 otherwise).
 local function d(n) return string.format('%d', n) end
-
--- The log: a stream whose entry ids are "<seq>-<storedAt>", one field b, the body.
-local function seqOf(id) return tonumber(string.match(id, '^(%d+)')) end
-local function storedAtOf(id) return tonumber(string.match(id, '%-(%d+)$')) end
 
 local function headOf(base)
   return tonumber(redis.call('GET', base .. ':seq') or '0')
 end
 
--- The lowest retained seq; head + 1 when none is.
-local function oldestOf(lg, head)
-  local first = redis.call('XRANGE', lg, '-', '+', 'COUNT', 1)
-  if #first == 0 then return head + 1 end
-  return seqOf(first[1][1])
-end
+-- The log: a stream. An entry holds the consecutive messages of one chunk: its id is
+-- "<first seq>-<storedAt>", its fields n, <count>, then the bodies (and '' to make them pairs).
+local function seqOf(id) return tonumber(string.match(id, '^(%d+)')) end
+local function storedAtOf(id) return tonumber(string.match(id, '%-(%d+)$')) end
+local function countOf(entry) return tonumber(entry[2][2]) end
 
 -- Entries older than the retention age go, from the oldest end (their store times ascend with
--- their seqs, give or take the workers' clocks).
+-- their seqs, give or take the workers' clocks). Returns the first seq left, or nil.
 local function pruneAge(lg, now)
   local cutoff = now - AGE
-  local count = 1
-  for _ = 1, 64 do
-    local first = redis.call('XRANGE', lg, '-', '+', 'COUNT', count)
-    if #first == 0 then return end
-    for _, entry in ipairs(first) do
-      if storedAtOf(entry[1]) >= cutoff then
-        if entry[1] ~= first[1][1] then redis.call('XTRIM', lg, 'MINID', entry[1]) end
-        return
-      end
-    end
-    redis.call('XTRIM', lg, 'MINID', d(seqOf(first[#first][1]) + 1))
-    count = 32
+  for _ = 1, 1000 do
+    local first = redis.call('XRANGE', lg, '-', '+', 'COUNT', 1)[1]
+    if not first then return nil end
+    if storedAtOf(first[1]) >= cutoff then return seqOf(first[1]) end
+    redis.call('XDEL', lg, first[1])
   end
+  return nil
+end
+
+-- The lowest retained seq (head + 1 when none is): the count bound hides the messages below
+-- head - MAX + 1 even before appends trim them.
+local function oldestOf(lg, head, now)
+  local first = pruneAge(lg, now)
+  return math.max(first or head + 1, head - MAX + 1, 1)
 end
 
 -- The epoch stays a string (a double would print as 1.2e+15); made by the first script that finds none.
@@ -64,23 +67,37 @@ local function epoch(key, candidate)
   return candidate
 end
 
--- Rewritten bodies (tombstones, edits) are kept beside the log, whose entries cannot change:
--- what reads return is the rewrite where there is one.
-local function overlay(base, entries)
-  if #entries == 0 or redis.call('EXISTS', base .. ':rw') == 0 then return end
-  local seqs = {}
-  for i, entry in ipairs(entries) do seqs[i] = seqOf(entry[1]) end
-  local rewritten = redis.call('HMGET', base .. ':rw', unpack(seqs))
-  for i, body in ipairs(rewritten) do
-    if body then entries[i][2][2] = body end
+-- Messages of 'entries' from seq 'from' on, at most 'limit', as {seq, storedAt, body} triples
+-- appended to 'out'; a rewritten body (kept beside the log, whose entries cannot change) in
+-- place of its original. Returns how many it appended.
+local function expand(base, entries, from, limit, out)
+  local rw = {}
+  local rewrites = redis.call('EXISTS', base .. ':rw') == 1
+  local added = 0
+  for _, entry in ipairs(entries) do
+    local first, at, n = seqOf(entry[1]), storedAtOf(entry[1]), countOf(entry)
+    for i = math.max(0, from - first), n - 1 do
+      if added == limit then return added end
+      local seq = first + i
+      local body = entry[2][3 + i]
+      if rewrites then body = redis.call('HGET', base .. ':rw', d(seq)) or body end
+      out[#out + 1] = seq
+      out[#out + 1] = at
+      out[#out + 1] = body
+      added = added + 1
+    end
   end
+  return added
 end
 
--- One message by seq ({id, {'b', body}}), or nil.
-local function messageAt(base, seq)
-  local found = redis.call('XRANGE', base .. ':lg', seq, seq)
-  overlay(base, found)
-  return found[1]
+-- One message as {seq, storedAt, body}, or nil: the entry holding it is the last one starting at or before it.
+local function messageAt(base, seq, oldest)
+  if seq < oldest then return nil end
+  local entry = redis.call('XREVRANGE', base .. ':lg', d(seq), '-', 'COUNT', 1)[1]
+  if not entry or seqOf(entry[1]) + countOf(entry) <= seq then return nil end
+  local out = {}
+  expand(base, {entry}, seq, 1, out)
+  return out
 end
 
 -- A conversation's entry in the chat list's hash, and forgetting one (entry, list slot, index).
@@ -112,45 +129,75 @@ local function expireConversations(base, now)
   end
 end
 
--- A conversation's index: a string of records, ascending by seq, each the message's inbox seq and
--- 2 × the messages received in the conversation up to it, + 1 for the owner's own. Records of
--- pruned messages stay at the front until the string is compacted.
+-- A conversation's index: a string of records, one per chunk of its messages, ascending: the
+-- chunk's first seq (6 bytes), 2 × its messages + 1 if they are the owner's own (2), the
+-- messages received in the conversation before it (4) and all its messages before it (4).
+-- Records of pruned chunks stay at the front until the string is compacted.
 local function recordAt(ci, i)
-  return struct.unpack('>I6I4', redis.call('GETRANGE', ci, i * REC, i * REC + REC - 1))
+  local first, counted, received, before = struct.unpack('>I6I2I4I4', redis.call('GETRANGE', ci, i * REC, i * REC + REC - 1))
+  return {first = first, n = math.floor(counted / 2), own = counted % 2 == 1, received = received, before = before}
 end
--- The first record at or after 'from' whose seq is >= value; n if none.
-local function lowerBound(ci, from, n, value)
+-- The first record at or after 'from' whose first seq is > value; n if none.
+local function upperBound(ci, from, n, value)
   local lo, hi = from, n
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
-    if recordAt(ci, mid) < value then lo = mid + 1 else hi = mid end
+    if recordAt(ci, mid).first <= value then lo = mid + 1 else hi = mid end
   end
   return lo
 end
+-- The first record holding a seq >= oldest; n if none.
+local function firstLive(ci, n, oldest)
+  local r = upperBound(ci, 0, n, oldest) - 1
+  if r >= 0 then
+    local record = recordAt(ci, r)
+    if record.first + record.n > oldest then return r end
+  end
+  return r + 1
+end
 `;
 
-  // One inbox's next messages: the seq, the log, the count bound. 'state' carries the inbox's
-  // head between calls of one script.
+  // Storing: the next seqs of an inbox, one stream entry per CHUNK; 'state.head' carries its
+  // head from run to run within one script.
   const store = `
-local function store(base, state, body, now)
-  local seq = state.head + 1
-  state.head = seq
-  redis.call('XADD', base .. ':lg', d(seq) .. '-' .. now, 'b', body)
-  return seq
+local function storeBodies(base, state, bodies, now)
+  local chunks = {}
+  local lg = base .. ':lg'
+  local i = 1
+  while i <= #bodies do
+    local n = math.min(CHUNK, #bodies - i + 1)
+    local first = state.head + 1
+    local fields = {'n', d(n)}
+    for j = i, i + n - 1 do fields[#fields + 1] = bodies[j] end
+    if n % 2 == 1 then fields[#fields + 1] = '' end
+    redis.call('XADD', lg, d(first) .. '-' .. now, unpack(fields))
+    state.head = first + n - 1
+    chunks[#chunks + 1] = {first, n}
+    i = i + n
+  end
+  return chunks
 end
--- After an inbox's appends: its head, the bounds by count and (now and then) by age, its expiry.
+
+-- After an inbox's appends: its head; every CHECK seqs, the bounds by age and by count; its expiry.
 local function settle(base, state, before, now)
   if state.head == before then return end
   local lg = base .. ':lg'
   redis.call('SET', base .. ':seq', d(state.head))
-  redis.call('XTRIM', lg, 'MAXLEN', MAX)
-  -- Every 16th seq (crossed by this call) checks the oldest end's age.
-  if math.floor(state.head / 16) ~= math.floor(before / 16) then pruneAge(lg, tonumber(now)) end
+  if math.floor(state.head / CHECK) ~= math.floor(before / CHECK) then
+    pruneAge(lg, tonumber(now))
+    local keep = state.head - MAX + 1
+    if keep > 1 then
+      -- The entry holding 'keep' stays whole; those before it go.
+      local entry = redis.call('XREVRANGE', lg, d(keep), '-', 'COUNT', 1)[1]
+      if entry then redis.call('XTRIM', lg, 'MINID', entry[1]) end
+    end
+  end
   redis.call('PEXPIRE', lg, AGE)
 end
 
--- Appends 'seqs' (ascending, all new) to conversation 'id': its entry, list slot and index, O(1).
-local function converse(base, id, own, seqs, now)
+-- Appends 'chunks' ({first seq, count}, ascending, new) to conversation 'id': its entry, list
+-- slot and index, in O(chunks).
+local function converse(base, id, own, chunks, now)
   local cv, cl, ci = base .. ':cv', base .. ':cl', base .. ':ci:' .. id
   -- The entry, and when the list's keys last had their expiry pushed back (field '', no uid).
   local got = redis.call('HMGET', cv, id, '')
@@ -161,28 +208,28 @@ local function converse(base, id, own, seqs, now)
     e = {lastSeq = 0, lastAt = now, readSeq = 0, unread = 0, received = 0, total = 0, cxAt = 0}
   end
   local records = {}
-  for i, seq in ipairs(seqs) do
-    if own then
-      records[i] = struct.pack('>I6I4', seq, e.received * 2 + 1)
-    else
-      e.received = e.received + 1
-      e.unread = e.unread + 1
-      records[i] = struct.pack('>I6I4', seq, e.received * 2)
+  local flag = 0
+  if own then flag = 1 end
+  for i, chunk in ipairs(chunks) do
+    local first, n = chunk[1], chunk[2]
+    records[i] = struct.pack('>I6I2I4I4', first, n * 2 + flag, e.received, e.total)
+    e.total = e.total + n
+    if not own then
+      e.received = e.received + n
+      e.unread = e.unread + n
     end
+    e.lastSeq = first + n - 1
   end
-  local last = seqs[#seqs]
-  e.lastSeq = last
   e.lastAt = now
-  e.total = e.total + #seqs
   if own then
-    e.readSeq = last
+    e.readSeq = e.lastSeq
     e.unread = 0
   end
   local length = redis.call('APPEND', ci, table.concat(records))
-  -- The inbox retains at most MAX seqs: past twice that, the records of pruned ones go.
+  -- The inbox retains at most MAX seqs: past twice that many records, those of pruned ones go.
   if length > 2 * MAX * REC then
     local n = length / REC
-    local keep = math.max(lowerBound(ci, 0, n, oldestOf(base .. ':lg', last)), n - MAX)
+    local keep = math.max(firstLive(ci, n, oldestOf(base .. ':lg', e.lastSeq, at)), n - MAX)
     redis.call('SET', ci, redis.call('GETRANGE', ci, keep * REC, -1), 'KEEPTTL')
   end
   -- Expiries: TTL, pushed back once a quarter of the retention age has passed since the last
@@ -192,7 +239,7 @@ local function converse(base, id, own, seqs, now)
     e.cxAt = at
   end
   saveEntry(base, id, e)
-  redis.call('ZADD', cl, last, id)
+  redis.call('ZADD', cl, e.lastSeq, id)
   if at - tonumber(got[2] or '0') > REFRESH then
     redis.call('HSET', cv, '', now)
     redis.call('PEXPIRE', cv, TTL)
@@ -201,11 +248,13 @@ local function converse(base, id, own, seqs, now)
 end
 `;
 
-  // Dedupe: per (recipient, sender), a string: the highest msg_id stored (8 bytes), then the last
-  // DEDUPE_RING..1.25 × DEDUPE_RING msg_ids with their seqs, oldest first. A msg_id above the
-  // highest (ids that rise, the common case) is new without reading the rest. The key expires a
-  // dedupe window after the sender's last stored message.
+  // Dedupe, per (recipient, sender): a string holding the highest msg_id stored (8 bytes,
+  // big-endian) and how many ids follow (4), then blocks of ids that got consecutive seqs: the
+  // block's length (2), its first seq (6) and the ids (8 each), oldest first, at most 1.25 ×
+  // RING of them. An id above the highest (ids that rise, the common case) is new without
+  // reading the rest. The key expires a dedupe window after the sender's last stored message.
   const dedupe = `
+local ZERO = string.rep(string.char(0), 8)
 -- a > b for two ids of 8 bytes (not by string comparison: Lua compares strings by the locale's collation).
 local function above(a, b)
   local ah, al = struct.unpack('>I4I4', a)
@@ -213,21 +262,51 @@ local function above(a, b)
   return ah > bh or (ah == bh and al > bl)
 end
 local function ringFind(ring, id)
-  local at = 9
-  while true do
-    local p = string.find(ring, id, at, true)
-    if not p then return nil end
-    if (p - 9) % RING_ENTRY == 0 then return (struct.unpack('>I6', ring, p + 8)) end
-    at = p + 1
+  if not string.find(ring, id, 13, true) then return nil end
+  local at = 13
+  while at <= #ring do
+    local n, first = struct.unpack('>I2I6', ring, at)
+    local ids = at + 8
+    local p = string.find(ring, id, ids, true)
+    while p and p < ids + 8 * n do
+      if (p - ids) % 8 == 0 then return first + (p - ids) / 8 end
+      p = string.find(ring, id, p + 1, true)
+    end
+    at = ids + 8 * n
   end
+  return nil
+end
+-- Adds 'blocks' (their ids counted in 'added', the highest id now 'top') to the sender's ring.
+local function remember(dd, header, blocks, added, top)
+  if #header ~= 12 then
+    redis.call('SET', dd, top .. struct.pack('>I4', added) .. table.concat(blocks), 'PX', WINDOW)
+    return
+  end
+  local total = struct.unpack('>I4', header, 9) + added
+  redis.call('SETRANGE', dd, 0, top .. struct.pack('>I4', total))
+  local length = redis.call('APPEND', dd, table.concat(blocks))
+  if total > RING * 1.25 then
+    -- The oldest blocks go while RING ids stay.
+    local ring = redis.call('GET', dd)
+    local at = 13
+    while at <= length do
+      local n = struct.unpack('>I2', ring, at)
+      if total - n < RING then break end
+      total = total - n
+      at = at + 8 + 8 * n
+    end
+    redis.call('SET', dd, top .. struct.pack('>I4', total) .. string.sub(ring, at))
+  end
+  redis.call('PEXPIRE', dd, WINDOW)
 end
 `;
 
   // The batch: KEYS are inbox bases; ARGV[1] is now; then, per inbox: a candidate epoch and its
-  // number of runs; per run (consecutive messages of one sender and conversation): the sender,
-  // the conversation ('' : none), own ('1' | '0') and its number of messages; per message: its
-  // msg_id as 8 bytes ('' : not deduplicated) and its body. Reply, per inbox: its epoch, then per
-  // message its seq, negated for a duplicate (the original's).
+  // number of runs; per run: the sender, the conversation ('' : none), flags (own '1' | '0',
+  // then rising '1' | '0': the ids ascend and none is zero), its number of messages k, their
+  // msg_ids (8 bytes each, zero: not deduplicated), then the k bodies. Reply, per inbox: its
+  // epoch; per run: the first seq when every message of it is new (they have the seqs that
+  // follow), else 0 and, per message, its seq, negated for a duplicate (the original's).
   const appendBatch = `${prelude}${store}${dedupe}
 local now = ARGV[1]
 local a = 2
@@ -241,53 +320,68 @@ for k = 1, #KEYS do
   local state = {head = headOf(base)}
   local before = state.head
   for _ = 1, runs do
-    local sender, conversation, own, count = ARGV[a], ARGV[a + 1], ARGV[a + 2] == '1', tonumber(ARGV[a + 3])
-    a = a + 4
+    local sender, conversation, flags, count, ids = ARGV[a], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4]
+    local own, rising = string.sub(flags, 1, 1) == '1', string.sub(flags, 2, 2) == '1'
+    a = a + 5
     local dd = base .. ':dd:' .. sender
+    local header = ''
+    if rising or ids ~= string.rep(ZERO, count) then header = redis.call('GETRANGE', dd, 0, 11) end
     local highest
-    local ring
-    local pending, added, seqs = {}, {}, {}
-    local top
-    for _ = 1, count do
-      local id, body = ARGV[a], ARGV[a + 1]
-      a = a + 2
-      local seen
-      if id ~= '' then
-        seen = pending[id]
-        if not seen then
-          highest = highest or redis.call('GETRANGE', dd, 0, 7)
-          if #highest == 8 and not above(id, highest) then
+    if #header == 12 then highest = string.sub(header, 1, 8) end
+    local bodies, chunks
+    if rising and (not highest or above(string.sub(ids, 1, 8), highest)) then
+      -- Every one is new: one block of ids for the ring.
+      bodies = {}
+      for i = 1, count do bodies[i] = ARGV[a + i - 1] end
+      local first = state.head + 1
+      chunks = storeBodies(base, state, bodies, now)
+      reply[#reply + 1] = first
+      remember(dd, header, {struct.pack('>I2I6', count, first) .. ids}, count, string.sub(ids, -8))
+    else
+      reply[#reply + 1] = 0
+      local ring
+      local pending = {}
+      local blocks, block, blockFirst, added = {}, {}, 0, 0
+      local top = highest
+      local seq = state.head
+      bodies = {}
+      for i = 1, count do
+        local id = string.sub(ids, i * 8 - 7, i * 8)
+        local seen
+        if id ~= ZERO then
+          seen = pending[id]
+          if not seen and highest and not above(id, highest) then
             ring = ring or redis.call('GET', dd)
             seen = ringFind(ring, id)
           end
         end
-      end
-      if seen then
-        reply[#reply + 1] = -seen
-      else
-        local seq = store(base, state, body, now)
-        reply[#reply + 1] = seq
-        seqs[#seqs + 1] = seq
-        if id ~= '' then
-          pending[id] = seq
-          added[#added + 1] = id .. struct.pack('>I6', seq)
-          if not top or above(id, top) then top = id end
+        if seen then
+          reply[#reply + 1] = -seen
+        else
+          seq = seq + 1
+          bodies[#bodies + 1] = ARGV[a + i - 1]
+          reply[#reply + 1] = seq
+          if id == ZERO then
+            -- Blocks hold ids of consecutive seqs: a message without one ends a block.
+            if #block > 0 then
+              blocks[#blocks + 1] = struct.pack('>I2I6', #block, blockFirst) .. table.concat(block)
+              block = {}
+            end
+          else
+            pending[id] = seq
+            if #block == 0 then blockFirst = seq end
+            block[#block + 1] = id
+            added = added + 1
+            if not top or above(id, top) then top = id end
+          end
         end
       end
+      if #block > 0 then blocks[#blocks + 1] = struct.pack('>I2I6', #block, blockFirst) .. table.concat(block) end
+      chunks = storeBodies(base, state, bodies, now)
+      if added > 0 then remember(dd, header, blocks, added, top) end
     end
-    if #added > 0 then
-      if #highest ~= 8 then
-        redis.call('SET', dd, top .. table.concat(added), 'PX', WINDOW)
-      else
-        if above(top, highest) then redis.call('SETRANGE', dd, 0, top) end
-        local length = redis.call('APPEND', dd, table.concat(added))
-        if length > 8 + RING * RING_ENTRY * 1.25 then
-          redis.call('SET', dd, redis.call('GETRANGE', dd, 0, 7) .. redis.call('GETRANGE', dd, length - RING * RING_ENTRY, -1))
-        end
-        redis.call('PEXPIRE', dd, WINDOW)
-      end
-    end
-    if conversation ~= '' and #seqs > 0 then converse(base, conversation, own, seqs, now) end
+    a = a + count
+    if conversation ~= '' and #chunks > 0 then converse(base, conversation, own, chunks, now) end
   end
   settle(base, state, before, now)
 end
@@ -299,36 +393,49 @@ return reply
 local function appendEvent(base, body, now)
   local state = {head = headOf(base)}
   local before = state.head
-  local seq = store(base, state, body, now)
+  storeBodies(base, state, {body}, now)
   settle(base, state, before, now)
-  return seq
+  return state.head
 end
 `;
 
   return {
     appendBatch,
     // KEYS: base   ARGV: after, limit, now, candidate epoch
-    // {head, oldest, entries ({id, {'b', body}}), epoch}.
+    // {head, oldest, messages ({seq, storedAt, body} flattened), epoch}.
     range: `${prelude}
 local base = KEYS[1]
 local lg = base .. ':lg'
-pruneAge(lg, tonumber(ARGV[3]))
 local ep = epoch(base .. ':ep', ARGV[4])
 local head = headOf(base)
-local oldest = oldestOf(lg, head)
-local entries = {}
-if tonumber(ARGV[2]) > 0 then
-  entries = redis.call('XRANGE', lg, d(tonumber(ARGV[1]) + 1), '+', 'COUNT', ARGV[2])
-  overlay(base, entries)
+local oldest = oldestOf(lg, head, tonumber(ARGV[3]))
+local limit = tonumber(ARGV[2])
+local out = {}
+local from = math.max(tonumber(ARGV[1]) + 1, oldest)
+if limit > 0 and from <= head then
+  -- The entry holding 'from', then those after it, a few at a time.
+  local got = 0
+  local entry = redis.call('XREVRANGE', lg, d(from), '-', 'COUNT', 1)[1]
+  local start = d(from)
+  if entry and seqOf(entry[1]) + countOf(entry) > from then
+    got = expand(base, {entry}, from, limit, out)
+    start = '(' .. entry[1]
+  end
+  while got < limit do
+    local entries = redis.call('XRANGE', lg, start, '+', 'COUNT', math.ceil((limit - got) / 8))
+    if #entries == 0 then break end
+    got = got + expand(base, entries, from, limit - got, out)
+    start = '(' .. entries[#entries][1]
+  end
 end
-return {head, oldest, entries, ep}
+return {head, oldest, out, ep}
 `,
     // KEYS: base   ARGV: before (0: the newest), limit, now
-    // {ids, entries, last messages (false : pruned), more (0|1)}, most recent first.
+    // {ids, entries, last messages ({seq, storedAt, body}, or {} : pruned), more (0|1)}, most recent first.
     conversations: `${prelude}
 local base = KEYS[1]
 local now = tonumber(ARGV[3])
-pruneAge(base .. ':lg', now)
+local oldest = oldestOf(base .. ':lg', headOf(base), now)
 expireConversations(base, now)
 local limit = tonumber(ARGV[2])
 if limit <= 0 then return {{}, {}, {}, 0} end
@@ -344,20 +451,18 @@ local entries, lasts = {}, {}
 for i, id in ipairs(ids) do
   local entry = redis.call('HGET', base .. ':cv', id) or ''
   entries[i] = entry
-  local last = messageAt(base, string.match(entry, '^(%d+)|') or '0')
-  lasts[i] = last or ''
+  lasts[i] = messageAt(base, tonumber(string.match(entry, '^(%d+)|') or '0'), oldest) or {}
 end
 return {ids, entries, lasts, more}
 `,
     // KEYS: base   ARGV: conversation, before (0: the newest), limit, now
-    // {oldest, more (0|1), pruned (0|1), messages ascending ({id, {'b', body}})}.
+    // {oldest, more (0|1), pruned (0|1), messages ascending ({seq, storedAt, body} flattened)}.
     history: `${prelude}
 local base = KEYS[1]
 local id = ARGV[1]
 local now = tonumber(ARGV[4])
 local lg = base .. ':lg'
-pruneAge(lg, now)
-local oldest = oldestOf(lg, headOf(base))
+local oldest = oldestOf(lg, headOf(base), now)
 local e = entryOf(base, id)
 if not e then return {oldest, 0, 0, {}} end
 if tonumber(e.lastAt) < now - AGE then
@@ -366,24 +471,45 @@ if tonumber(e.lastAt) < now - AGE then
 end
 local ci = base .. ':ci:' .. id
 local n = redis.call('STRLEN', ci) / REC
-local first = lowerBound(ci, 0, n, oldest)
-local before = tonumber(ARGV[2])
-local stop = n
-if before ~= 0 then stop = lowerBound(ci, first, n, before) end
-local from = math.max(first, stop - tonumber(ARGV[3]))
-local more = 0
-if from > first then more = 1 end
+local lo = firstLive(ci, n, oldest)
 local pruned = 0
-if e.total > n - first then pruned = 1 end
-local messages = {}
-if stop > from then
-  local records = redis.call('GETRANGE', ci, from * REC, stop * REC - 1)
-  for i = 0, stop - from - 1 do
-    local m = messageAt(base, d((struct.unpack('>I6', records, i * REC + 1))))
-    if m then messages[#messages + 1] = m end
-  end
+if lo < n then
+  local first = recordAt(ci, lo)
+  if first.before > 0 or first.first < oldest then pruned = 1 end
+elseif e.total > 0 then
+  pruned = 1
 end
-return {oldest, more, pruned, messages}
+-- Walks back from the last record before 'before', collecting the newest 'limit' messages.
+local before = tonumber(ARGV[2])
+if before == 0 then before = e.lastSeq + 1 end
+local limit = tonumber(ARGV[3])
+local r = upperBound(ci, lo, n, before - 1) - 1
+local pages = {}
+local got = 0
+local more = 0
+while r >= lo do
+  local record = recordAt(ci, r)
+  local top = math.min(record.first + record.n - 1, before - 1)
+  local bottom = math.max(record.first, oldest)
+  if got == limit then
+    if top >= bottom then more = 1 end
+    break
+  end
+  local take = math.min(top - bottom + 1, limit - got)
+  if take > 0 then
+    pages[#pages + 1] = {record.first, top - take + 1, take}
+    got = got + take
+    if top - take >= bottom then more = 1 break end
+  end
+  r = r - 1
+end
+local out = {}
+for i = #pages, 1, -1 do
+  local page = pages[i]
+  local entry = redis.call('XRANGE', lg, d(page[1]), d(page[1]), 'COUNT', 1)
+  expand(base, entry, page[2], page[3], out)
+end
+return {oldest, more, pruned, out}
 `,
     // KEYS: base   ARGV: conversation, seq, event body, now, candidate epoch
     // {found (0|1), readSeq, unread, event seq (0: none), epoch}.
@@ -392,8 +518,8 @@ local base = KEYS[1]
 local id = ARGV[1]
 local now = tonumber(ARGV[4])
 local lg = base .. ':lg'
-pruneAge(lg, now)
 local ep = epoch(base .. ':ep', ARGV[5])
+local oldest = oldestOf(lg, headOf(base), now)
 local e = entryOf(base, id)
 if e and tonumber(e.lastAt) < now - AGE then
   forget(base, id)
@@ -404,20 +530,21 @@ local target = math.min(tonumber(ARGV[2]), e.lastSeq)
 if target <= e.readSeq then return {1, e.readSeq, e.unread, 0, ep} end
 local ci = base .. ':ci:' .. id
 local n = redis.call('STRLEN', ci) / REC
-local first = lowerBound(ci, 0, n, oldestOf(lg, headOf(base)))
-if target == e.lastSeq or first == n then
+local lo = firstLive(ci, n, oldest)
+if target == e.lastSeq or lo == n then
   e.unread = 0
 else
   local receivedAt
-  local at = lowerBound(ci, first, n, target + 1) - 1
-  if at >= first then
-    local _, count = recordAt(ci, at)
-    receivedAt = math.floor(count / 2)
+  local r = upperBound(ci, lo, n, target) - 1
+  local first = recordAt(ci, lo)
+  if r < lo or target < math.max(first.first, oldest) then
+    -- Below the first retained message: what was pruned counts as read.
+    receivedAt = first.received
+    if not first.own then receivedAt = receivedAt + math.max(0, oldest - first.first) end
   else
-    -- Below the first retained record: what was pruned counts as read.
-    local _, count = recordAt(ci, first)
-    receivedAt = math.floor(count / 2)
-    if count % 2 == 0 then receivedAt = receivedAt - 1 end
+    local record = recordAt(ci, r)
+    receivedAt = record.received
+    if not record.own then receivedAt = receivedAt + math.min(record.n, target - record.first + 1) end
   end
   e.unread = e.received - receivedAt
 end
@@ -431,11 +558,11 @@ return {1, e.readSeq, e.unread, appendEvent(base, ARGV[3], ARGV[4]), ep}
 local base = KEYS[1]
 local now = tonumber(ARGV[4])
 local lg = base .. ':lg'
-pruneAge(lg, now)
 local ep = epoch(base .. ':ep', ARGV[5])
-local current = messageAt(base, ARGV[1])
+local oldest = oldestOf(lg, headOf(base), now)
+local current = messageAt(base, tonumber(ARGV[1]), oldest)
 if not current then return {0, 0, 0, ep, 0} end
-local body = current[2][2]
+local body = current[3]
 if body == ARGV[2] then return {1, 0, 0, ep, 0} end
 if ARGV[6] ~= '' and body ~= ARGV[6] then return {1, 0, 0, ep, 1} end
 local rw = base .. ':rw'
@@ -443,7 +570,6 @@ redis.call('HSET', rw, ARGV[1], ARGV[2])
 redis.call('PEXPIRE', rw, AGE)
 -- Rewrites of pruned messages go once there are more than the log can hold.
 if redis.call('HLEN', rw) > MAX then
-  local oldest = oldestOf(lg, headOf(base))
   for _, seq in ipairs(redis.call('HKEYS', rw)) do
     if tonumber(seq) < oldest then redis.call('HDEL', rw, seq) end
   end

@@ -33,14 +33,14 @@ import { AppendBatch, bufferOf } from './redis-append-batch.js';
 import { inboxScripts } from './redis-inbox-scripts.js';
 import { DEFAULT_INBOX_LIMITS, EpochSource, type AppendRequest, type AppendResult, type ConversationEntry, type ConversationPage, type HistoryPage, type InboxLimits, type ReadResult, type RewriteResult, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
 
-/** A stream entry as XRANGE answers it: id "<seq>-<storedAt>", then [field, body]. */
-type Entry = [id: Buffer, fields: Buffer[]];
+/** Messages as the scripts answer them: seq, storedAt and body, one after the other. */
+type Flat = (number | Buffer)[];
 
 type Scripts = {
   sbAppendBatch(args: (string | Buffer | number)[]): Promise<number[]>;
-  sbRangeBuffer(base: string, after: number, limit: number, now: number, epoch: number): Promise<[number, number, Entry[], Buffer]>;
-  sbConversationsBuffer(base: string, before: number, limit: number, now: number): Promise<[Buffer[], Buffer[], (Entry | Buffer)[], number]>;
-  sbHistoryBuffer(base: string, conversation: string, before: number, limit: number, now: number): Promise<[number, number, number, Entry[]]>;
+  sbRangeBuffer(base: string, after: number, limit: number, now: number, epoch: number): Promise<[number, number, Flat, Buffer]>;
+  sbConversationsBuffer(base: string, before: number, limit: number, now: number): Promise<[Buffer[], Buffer[], Flat[], number]>;
+  sbHistoryBuffer(base: string, conversation: string, before: number, limit: number, now: number): Promise<[number, number, number, Flat]>;
   sbMarkRead(base: string, conversation: string, seq: number, event: Buffer, now: number, epoch: number): Promise<[number, number, number, number, string]>;
   sbRewrite(base: string, seq: number, body: Buffer, event: Buffer | string, now: number, epoch: number, expected: Buffer | string): Promise<[number, number, number, string, number]>;
   sbSaveCursor(base: string, deviceId: string, position: number, epoch: number): Promise<number>;
@@ -111,7 +111,7 @@ export class RedisInboxStore implements InboxStore {
   }
 
   async conversations(uid: string, before: number, limit: number): Promise<ConversationPage> {
-    let reply: [Buffer[], Buffer[], (Entry | Buffer)[], number];
+    let reply: [Buffer[], Buffer[], Flat[], number];
     try {
       reply = await this.#redis.sbConversationsBuffer(this.#base(uid), before, limit, this.#now());
     } catch (err) {
@@ -123,20 +123,20 @@ export class RedisInboxStore implements InboxStore {
       conversations: ids.map((id, i): ConversationEntry => {
         const [lastSeq = 0, lastAt = 0, readSeq = 0, unread = 0] = entries[i]!.toString('latin1').split('|').map(Number);
         const last = lasts[i]!;
-        return { conversation: id.toString('utf8'), lastSeq, lastAt, readSeq, unread, last: Buffer.isBuffer(last) ? undefined : messageOf(last) };
+        return { conversation: id.toString('utf8'), lastSeq, lastAt, readSeq, unread, last: messagesOf(last)[0] };
       }),
     };
   }
 
   async history(uid: string, conversation: string, before: number, limit: number): Promise<HistoryPage> {
-    let reply: [number, number, number, Entry[]];
+    let reply: [number, number, number, Flat];
     try {
       reply = await this.#redis.sbHistoryBuffer(this.#base(uid), conversation, before, limit, this.#now());
     } catch (err) {
       throw storeUnavailable('inbox', err);
     }
     const [oldest, more, pruned, messages] = reply;
-    return { oldest: Number(oldest), more: more === 1, pruned: pruned === 1, messages: messages.map(messageOf) };
+    return { oldest: Number(oldest), more: more === 1, pruned: pruned === 1, messages: messagesOf(messages) };
   }
 
   async markRead(uid: string, conversation: string, seq: number, event: Uint8Array): Promise<ReadResult> {
@@ -162,14 +162,14 @@ export class RedisInboxStore implements InboxStore {
   }
 
   async range(uid: string, after: number, limit: number): Promise<InboxRange> {
-    let reply: [number, number, Entry[], Buffer];
+    let reply: [number, number, Flat, Buffer];
     try {
       reply = await this.#redis.sbRangeBuffer(this.#base(uid), after, limit, this.#now(), this.#epochs.next());
     } catch (err) {
       throw storeUnavailable('inbox', err);
     }
-    const [head, oldest, entries, epoch] = reply;
-    return { head: Number(head), oldest: Number(oldest), epoch: Number(epoch.toString('latin1')), messages: entries.map(messageOf) };
+    const [head, oldest, messages, epoch] = reply;
+    return { head: Number(head), oldest: Number(oldest), epoch: Number(epoch.toString('latin1')), messages: messagesOf(messages) };
   }
 
   async cursor(uid: string, deviceId: string): Promise<number | undefined> {
@@ -214,10 +214,9 @@ export class RedisInboxStore implements InboxStore {
   }
 }
 
-const DASH = 0x2d;
-
-/** A stream entry → StoredMessage: seq and store time from its id, the body its one field's value. */
-function messageOf([id, fields]: Entry): StoredMessage {
-  const dash = id.indexOf(DASH);
-  return { seq: Number(id.toString('latin1', 0, dash)), storedAt: Number(id.toString('latin1', dash + 1)), body: fields[1]! };
+/** Flattened {seq, storedAt, body} triples → StoredMessages. */
+function messagesOf(flat: Flat): StoredMessage[] {
+  const messages: StoredMessage[] = [];
+  for (let i = 0; i < flat.length; i += 3) messages.push({ seq: flat[i] as number, storedAt: flat[i + 1] as number, body: flat[i + 2] as Buffer });
+  return messages;
 }
