@@ -18,17 +18,24 @@ export const MAX_BATCH_MESSAGES = 256;
 /** Body bytes per script call at most. */
 export const MAX_BATCH_BYTES = 1 << 20;
 
-/** One script call: the inboxes' key bases, then its arguments (inbox-scripts.ts, appendBatch). */
-export type SendBatch = (args: (string | Buffer | number)[]) => Promise<number[]>;
+/** One script call (redis-inbox-scripts.ts, appendBatch): the inboxes' key bases, now, the appends. */
+export type SendBatch = (bases: string[], now: number, batch: Buffer) => Promise<number[]>;
 
 interface Append {
   readonly sender: string;
   readonly conversation: string;
   readonly own: boolean;
-  /** The msg_id as 8 bytes; undefined: not deduplicated. */
-  readonly id: Buffer | undefined;
+  /** The msg_id (dedupeId); undefined: not deduplicated. */
+  readonly id: number | string | undefined;
   readonly body: Buffer;
   done(error: unknown, seq: number, epoch: number): void;
+}
+
+interface Run {
+  readonly appends: Append[];
+  readonly sender: Buffer;
+  readonly conversation: Buffer;
+  readonly own: boolean;
 }
 
 interface InboxAppends {
@@ -111,7 +118,7 @@ export class AppendBatch {
       sender: request.sender,
       conversation: request.conversation ?? '',
       own: request.own === true,
-      id: hasDedupeId(request.msgId) ? idBytes(request.msgId) : undefined,
+      id: hasDedupeId(request.msgId) ? dedupeId(request.msgId) : undefined,
       body: bufferOf(request.body),
       done,
     });
@@ -123,44 +130,70 @@ export class AppendBatch {
   }
 
   #call(inboxes: InboxAppends[]): void {
-    const args: (string | Buffer | number)[] = [inboxes.length];
-    for (const inbox of inboxes) args.push(inbox.base);
-    args.push(this.#o.now());
     // Each inbox's appends as runs: consecutive ones of one sender, conversation and ownness.
-    const runs: Append[][] = [];
+    const runs: Run[] = [];
+    let size = 0;
     for (const { appends } of inboxes) {
-      args.push(this.#o.epochs.next());
-      const runsAt = args.push(0) - 1;
-      let count = 0;
+      size += 10;
       for (let i = 0; i < appends.length; ) {
         const { sender, conversation, own } = appends[i]!;
         let j = i + 1;
         while (j < appends.length && appends[j]!.sender === sender && appends[j]!.conversation === conversation && appends[j]!.own === own) j++;
-        const run = appends.slice(i, j);
-        const ids = Buffer.allocUnsafe(8 * run.length);
-        let rising = true;
-        for (let k = 0; k < run.length; k++) {
-          const id = run[k]!.id;
-          if (id === undefined) ids.fill(0, 8 * k, 8 * k + 8);
-          else id.copy(ids, 8 * k);
-          if (id === undefined || (k > 0 && Buffer.compare(id, ids.subarray(8 * k - 8, 8 * k)) <= 0)) rising = false;
-        }
-        args.push(sender, conversation, own ? (rising ? '11' : '10') : rising ? '01' : '00', run.length, ids);
-        for (const a of run) args.push(a.body);
+        const run: Run = { appends: appends.slice(i, j), sender: Buffer.from(sender), conversation: Buffer.from(conversation), own };
         runs.push(run);
-        count++;
+        size += 13 + run.sender.length + run.conversation.length;
+        for (const a of run.appends) size += 12 + a.body.length;
         i = j;
       }
-      args[runsAt] = count;
     }
-    this.#send(args).then(
+    // The script's second argument (redis-inbox-scripts.ts, appendBatch).
+    const batch = Buffer.allocUnsafe(size);
+    let at = 0;
+    let r = 0;
+    for (const { appends } of inboxes) {
+      at = batch.writeDoubleBE(this.#o.epochs.next(), at);
+      const runsAt = at;
+      at += 2;
+      let count = 0;
+      for (let done = 0; done < appends.length; count++) {
+        const run = runs[r++]!;
+        at = batch.writeUInt32BE(run.sender.length, at);
+        at += run.sender.copy(batch, at);
+        at = batch.writeUInt32BE(run.conversation.length, at);
+        at += run.conversation.copy(batch, at);
+        const flagsAt = at;
+        at = batch.writeUInt16BE(run.appends.length, at + 1);
+        // Rising: numbers that ascend (ids the script need not look up, past the highest stored).
+        let rising = true;
+        let last = -1;
+        for (const { id } of run.appends) {
+          if (id === undefined) batch.fill(0, at, at + 8);
+          else writeId(id, batch, at);
+          at += 8;
+          if (typeof id !== 'number' || id <= last) rising = false;
+          else last = id;
+        }
+        batch[flagsAt] = (run.own ? 1 : 0) + (rising ? 2 : 0);
+        for (const { body } of run.appends) {
+          at = batch.writeUInt32BE(body.length, at);
+          at += body.copy(batch, at);
+        }
+        done += run.appends.length;
+      }
+      batch.writeUInt16BE(count, runsAt);
+    }
+    this.#send(
+      inboxes.map((inbox) => inbox.base),
+      this.#o.now(),
+      batch,
+    ).then(
       (reply) => {
         let r = 0;
         let run = 0;
         for (const { appends } of inboxes) {
           const epoch = reply[r++]!;
           for (let done = 0; done < appends.length; run++) {
-            const appendsOfRun = runs[run]!;
+            const appendsOfRun = runs[run]!.appends;
             const first = reply[r++]!;
             // All new: the seqs that follow the first; else one answer each.
             if (first > 0) appendsOfRun.forEach((a, k) => a.done(undefined, first + k, epoch));
@@ -182,27 +215,41 @@ function resultOf(seq: number, epoch: number): AppendResult {
   return seq < 0 ? { seq: -seq, duplicate: true, epoch } : { seq, duplicate: false, epoch };
 }
 
-const MAX_EXACT = Number.MAX_SAFE_INTEGER;
 const UINT64 = /^(?:0|[1-9]\d{0,19})$/;
 
 /**
- * A msg_id as the 8 bytes the dedupe script compares: a canonical uint64 decimal (what clients
- * send) big-endian, so that ids rising as numbers rise as bytes; anything else (only a caller
- * of the store can make one) the first 8 bytes of its SHA-256.
+ * A msg_id as what the dedupe script compares, 8 big-endian bytes: a canonical decimal up to
+ * 2^53 - 1 (what clients send, usually) as its number, written into the run's ids directly;
+ * anything else as its string (idBytes).
+ */
+export function dedupeId(msgId: string): number | string {
+  if (msgId.length <= 16 && UINT64.test(msgId)) {
+    const n = Number(msgId);
+    if (Number.isSafeInteger(n)) return n;
+  }
+  return msgId;
+}
+
+/** Writes `id` (dedupeId) as 8 bytes at `offset`. */
+function writeId(id: number | string, ids: Buffer, offset: number): void {
+  if (typeof id === 'number') {
+    ids.writeUInt32BE(Math.floor(id / 0x1_0000_0000), offset);
+    ids.writeUInt32BE(id >>> 0, offset + 4);
+  } else {
+    idBytes(id).copy(ids, offset);
+  }
+}
+
+/**
+ * The 8 bytes of a msg_id that is no number below 2^53: a canonical uint64 decimal big-endian
+ * (ids rising as numbers rise as bytes); anything else (only a caller of the store can make one)
+ * the first 8 bytes of its SHA-256.
  */
 export function idBytes(msgId: string): Buffer {
-  const bytes = Buffer.allocUnsafe(8);
-  if (msgId.length <= 15 && UINT64.test(msgId)) {
-    const n = Number(msgId);
-    if (n <= MAX_EXACT) {
-      bytes.writeUInt32BE(Math.floor(n / 0x1_0000_0000), 0);
-      bytes.writeUInt32BE(n >>> 0, 4);
-      return bytes;
-    }
-  }
   if (UINT64.test(msgId)) {
     const n = BigInt(msgId);
     if (n < 1n << 64n) {
+      const bytes = Buffer.allocUnsafe(8);
       bytes.writeBigUInt64BE(n, 0);
       return bytes;
     }

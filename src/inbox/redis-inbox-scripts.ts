@@ -301,38 +301,41 @@ local function remember(dd, header, blocks, added, top)
 end
 `;
 
-  // The batch: KEYS are inbox bases; ARGV[1] is now; then, per inbox: a candidate epoch and its
-  // number of runs; per run: the sender, the conversation ('' : none), flags (own '1' | '0',
-  // then rising '1' | '0': the ids ascend and none is zero), its number of messages k, their
-  // msg_ids (8 bytes each, zero: not deduplicated), then the k bodies. Reply, per inbox: its
-  // epoch; per run: the first seq when every message of it is new (they have the seqs that
-  // follow), else 0 and, per message, its seq, negated for a duplicate (the original's).
+  // The batch: KEYS are inbox bases; ARGV[1] is now, ARGV[2] the appends, as bytes (big-endian):
+  // per inbox, a candidate epoch (a double) and its number of runs (2); per run, its sender and
+  // its conversation (4 and the bytes each; no conversation: length 0), flags (1: 1 own, 2
+  // rising: the ids ascend and none is zero), its number of messages k (2), their msg_ids (8 each,
+  // zero: not deduplicated), then each body (4 and the bytes). Reply, per inbox: its epoch; per
+  // run: the first seq when every message of it is new (they have the seqs that follow), else 0
+  // and, per message, its seq, negated for a duplicate (the original's).
   const appendBatch = `${prelude}${store}${dedupe}
-local now = ARGV[1]
-local a = 2
+local now, batch = ARGV[1], ARGV[2]
+local pos = 1
 local reply = {}
 for k = 1, #KEYS do
   local base = KEYS[k]
-  local ep = epoch(base .. ':ep', ARGV[a])
-  local runs = tonumber(ARGV[a + 1])
-  a = a + 2
+  local candidate, runs
+  candidate, runs, pos = struct.unpack('>dI2', batch, pos)
+  local ep = epoch(base .. ':ep', d(candidate))
   reply[#reply + 1] = tonumber(ep)
   local state = {head = headOf(base)}
   local before = state.head
   for _ = 1, runs do
-    local sender, conversation, flags, count, ids = ARGV[a], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4]
-    local own, rising = string.sub(flags, 1, 1) == '1', string.sub(flags, 2, 2) == '1'
-    a = a + 5
+    local sender, conversation, flags, count
+    sender, conversation, flags, count, pos = struct.unpack('>I4c0I4c0BI2', batch, pos)
+    local own, rising = flags % 2 == 1, flags >= 2
+    local ids = string.sub(batch, pos, pos + 8 * count - 1)
+    pos = pos + 8 * count
+    local bodies = {}
+    for i = 1, count do bodies[i], pos = struct.unpack('>I4c0', batch, pos) end
     local dd = base .. ':dd:' .. sender
     local header = ''
     if rising or ids ~= string.rep(ZERO, count) then header = redis.call('GETRANGE', dd, 0, 11) end
     local highest
     if #header == 12 then highest = string.sub(header, 1, 8) end
-    local bodies, chunks
+    local chunks
     if rising and (not highest or above(string.sub(ids, 1, 8), highest)) then
       -- Every one is new: one block of ids for the ring.
-      bodies = {}
-      for i = 1, count do bodies[i] = ARGV[a + i - 1] end
       local first = state.head + 1
       chunks = storeBodies(base, state, bodies, now)
       reply[#reply + 1] = first
@@ -340,11 +343,10 @@ for k = 1, #KEYS do
     else
       reply[#reply + 1] = 0
       local ring
-      local pending = {}
+      local pending, fresh = {}, {}
       local blocks, block, blockFirst, added = {}, {}, 0, 0
       local top = highest
       local seq = state.head
-      bodies = {}
       for i = 1, count do
         local id = string.sub(ids, i * 8 - 7, i * 8)
         local seen
@@ -359,7 +361,7 @@ for k = 1, #KEYS do
           reply[#reply + 1] = -seen
         else
           seq = seq + 1
-          bodies[#bodies + 1] = ARGV[a + i - 1]
+          fresh[#fresh + 1] = bodies[i]
           reply[#reply + 1] = seq
           if id == ZERO then
             -- Blocks hold ids of consecutive seqs: a message without one ends a block.
@@ -377,10 +379,9 @@ for k = 1, #KEYS do
         end
       end
       if #block > 0 then blocks[#blocks + 1] = struct.pack('>I2I6', #block, blockFirst) .. table.concat(block) end
-      chunks = storeBodies(base, state, bodies, now)
+      chunks = storeBodies(base, state, fresh, now)
       if added > 0 then remember(dd, header, blocks, added, top) end
     end
-    a = a + count
     if conversation ~= '' and #chunks > 0 then converse(base, conversation, own, chunks, now) end
   end
   settle(base, state, before, now)

@@ -37,7 +37,8 @@ import { DEFAULT_INBOX_LIMITS, EpochSource, type AppendRequest, type AppendResul
 type Flat = (number | Buffer)[];
 
 type Scripts = {
-  sbAppendBatch(args: (string | Buffer | number)[]): Promise<number[]>;
+  sbAppendBatch(numberOfKeys: number, ...args: (string | number | Buffer)[]): Promise<number[]>;
+  sbAppendInbox(base: string, now: number, batch: Buffer): Promise<number[]>;
   sbRangeBuffer(base: string, after: number, limit: number, now: number, epoch: number): Promise<[number, number, Flat, Buffer]>;
   sbConversationsBuffer(base: string, before: number, limit: number, now: number): Promise<[Buffer[], Buffer[], Flat[], number]>;
   sbHistoryBuffer(base: string, conversation: string, before: number, limit: number, now: number): Promise<[number, number, number, Flat]>;
@@ -74,8 +75,10 @@ export class RedisInboxStore implements InboxStore {
     this.#now = options.now ?? Date.now;
     const redis = createRedisClient(options.url, options);
     const lua = inboxScripts(this.#limits);
-    // The batch declares as many keys as it has inboxes: its first argument says how many.
+    // The batch declares as many keys as it has inboxes: its first argument says how many. On a
+    // Cluster it has one (the client routes a call by its first key).
     redis.defineCommand('sbAppendBatch', { lua: lua.appendBatch });
+    redis.defineCommand('sbAppendInbox', { numberOfKeys: 1, lua: lua.appendBatch });
     redis.defineCommand('sbRange', { numberOfKeys: 1, lua: lua.range });
     redis.defineCommand('sbConversations', { numberOfKeys: 1, lua: lua.conversations });
     redis.defineCommand('sbHistory', { numberOfKeys: 1, lua: lua.history });
@@ -84,8 +87,9 @@ export class RedisInboxStore implements InboxStore {
     redis.defineCommand('sbSaveCursor', { numberOfKeys: 1, lua: lua.saveCursor });
     redis.defineCommand('sbResetEpoch', { numberOfKeys: 1, lua: lua.resetEpoch });
     this.#redis = redis as RedisClient & Scripts;
-    this.#batch = new AppendBatch((args) => this.#redis.sbAppendBatch(args), {
-      perInbox: isClusterTarget(options.url),
+    const cluster = isClusterTarget(options.url);
+    this.#batch = new AppendBatch((bases, now, batch) => (cluster ? this.#redis.sbAppendInbox(bases[0]!, now, batch) : this.#redis.sbAppendBatch(bases.length, ...bases, now, batch)), {
+      perInbox: cluster,
       now: this.#now,
       epochs: this.#epochs,
       baseOf: (uid) => this.#base(uid),
