@@ -222,6 +222,41 @@ export function conversationsConformance(t: Test, make: MakeInbox): void {
     }
   });
 
+  t.test('bursts longer than a stored chunk: range, history pages and read marks across them', async (t) => {
+    const inbox = await make();
+    t.teardown(() => inbox.close());
+    // 70 from alice in one burst (1..70).
+    await Promise.all(Array.from({ length: 70 }, (_, i) => received(inbox, 'bob', 'alice', `a${i + 1}`)));
+    t.same(rows(await inbox.conversations('bob', 0, 10)), [{ conversation: 'alice', lastSeq: 70, readSeq: 0, unread: 70 }]);
+    t.same((await inbox.range('bob', 31, 4)).messages.map((m) => m.body.toString()), ['a32', 'a33', 'a34', 'a35'], 'range across a chunk boundary');
+    t.match(await inbox.markRead('bob', 'alice', 40, body('e')), { readSeq: 40, unread: 30, eventSeq: 71 });
+    t.match(await inbox.markRead('bob', 'alice', 64, body('e')), { readSeq: 64, unread: 6, eventSeq: 72 });
+    // Then 5 replies of bob's and 30 more from alice, in one burst (73..77 own, 78..107).
+    await Promise.all([...Array.from({ length: 5 }, (_, i) => own(inbox, 'bob', 'alice', `b${i + 1}`)), ...Array.from({ length: 30 }, (_, i) => received(inbox, 'bob', 'alice', `a${i + 71}`))]);
+    t.same(rows(await inbox.conversations('bob', 0, 10)), [{ conversation: 'alice', lastSeq: 107, readSeq: 77, unread: 30 }], 'the replies read what came before');
+    t.match(await inbox.markRead('bob', 'alice', 90, body('e')), { readSeq: 90, unread: 17 });
+    const newest = await inbox.history('bob', 'alice', 0, 10);
+    t.same(texts(newest.messages), ['a91', 'a92', 'a93', 'a94', 'a95', 'a96', 'a97', 'a98', 'a99', 'a100']);
+    t.equal(newest.more, true);
+    const across = await inbox.history('bob', 'alice', 76, 8);
+    t.same(texts(across.messages), ['a66', 'a67', 'a68', 'a69', 'a70', 'b1', 'b2', 'b3'], 'a page across chunks and runs, without the read events between them');
+    const all = await inbox.history('bob', 'alice', 0, 1000);
+    t.equal(all.messages.length, 105);
+    t.same(all.messages.map((m) => m.seq), [...Array.from({ length: 70 }, (_, i) => i + 1), ...Array.from({ length: 35 }, (_, i) => i + 73)]);
+    t.match(all, { more: false, pruned: false });
+  });
+
+  t.test('a burst past the retention bound: history and read marks count what was pruned', async (t) => {
+    const inbox = await make({ maxMessages: 10 });
+    t.teardown(() => inbox.close());
+    await Promise.all(Array.from({ length: 25 }, (_, i) => received(inbox, 'bob', 'alice', `a${i + 1}`)));
+    const page = await inbox.history('bob', 'alice', 0, 100);
+    t.same(page.messages.map((m) => m.seq), [16, 17, 18, 19, 20, 21, 22, 23, 24, 25]);
+    t.match(page, { oldest: 16, more: false, pruned: true });
+    t.match(await inbox.markRead('bob', 'alice', 3, body('e')), { readSeq: 3, unread: 10 }, 'a mark below the bound: the retained messages after it');
+    t.match(await inbox.markRead('bob', 'alice', 20, body('e')), { readSeq: 20, unread: 5 });
+  });
+
   t.test('conversation ids are ordinary strings, not object keys or key syntax', async (t) => {
     const inbox = await make();
     t.teardown(() => inbox.close());

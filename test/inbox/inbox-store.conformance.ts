@@ -119,6 +119,31 @@ export function inboxStoreConformance(t: Test, make: MakeInbox): void {
     t.match(await inbox.append({ uid: 'alice', sender: 'alice', msgId: '42', body: body('note') }), { seq: 6, duplicate: false });
   });
 
+  t.test('a burst issued at once is stored as if one by one: resends in it and after it found, whatever the id order', async (t) => {
+    const inbox = await make();
+    t.teardown(() => inbox.close());
+    const send = (msgId: string, text: string) => Promise.resolve(inbox.append({ uid: 'bob', sender: 'alice', msgId, body: body(text) }));
+    // Rising, a resend inside the burst, an older id never sent, ids that are not deduplicated, a resend of the first.
+    const first = await Promise.all([send('5', 'a'), send('6', 'b'), send('7', 'c'), send('6', 'b again'), send('3', 'd'), send('0', 'e'), send('', 'f'), send('8', 'g'), send('5', 'a again')]);
+    t.same(first.map((r) => [r.seq, r.duplicate]), [[1, false], [2, false], [3, false], [2, true], [4, false], [5, false], [6, false], [7, false], [1, true]]);
+    const second = await Promise.all([send('8', 'g again'), send('9', 'h'), send('3', 'd again'), send('10', 'i'), send('4', 'j')]);
+    t.same(second.map((r) => [r.seq, r.duplicate]), [[7, true], [8, false], [4, true], [9, false], [10, false]], 'and in the next one');
+    t.same(texts((await inbox.range('bob', 0, 100)).messages), ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'], 'each stored once, in order');
+    // Ids past 2^53, and ids that are no number at all (a caller of the store may make one).
+    const big = await Promise.all([send('18446744073709551615', 'max'), send('9007199254740993', 'past 2^53'), send('18446744073709551615', 'max again'), send('x-1', 'not a number'), send('x-1', 'again')]);
+    t.same(big.map((r) => [r.seq, r.duplicate]), [[11, false], [12, false], [11, true], [13, false], [13, true]]);
+  });
+
+  t.test('retention by count holds for a burst larger than the bound', async (t) => {
+    const inbox = await make({ maxMessages: 10 });
+    t.teardown(() => inbox.close());
+    await Promise.all(Array.from({ length: 25 }, (_, i) => inbox.append({ uid: 'bob', sender: 'alice', msgId: String(i + 1), body: body(`m${i + 1}`) })));
+    const r = await inbox.range('bob', 0, 100);
+    t.same(shape(r), { head: 25, oldest: 16, seqs: [16, 17, 18, 19, 20, 21, 22, 23, 24, 25] });
+    t.same(texts((await inbox.range('bob', 20, 2)).messages), ['m21', 'm22']);
+    t.same((await inbox.range('bob', 3, 2)).messages.map((m) => m.seq), [16, 17], 'a position below the bound reads from the oldest retained');
+  });
+
   t.test('msgId 0 or empty is never deduplicated', async (t) => {
     const inbox = await make();
     t.teardown(() => inbox.close());

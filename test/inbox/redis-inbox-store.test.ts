@@ -62,3 +62,31 @@ t.test("a conversation's keys expire: at least the retention age after its last 
   }
   t.same((await inbox.conversations('bob', 0, 10)).conversations.map((c) => c.conversation), ['alice'], 'the expiry bookkeeping is no conversation');
 });
+
+t.test("dedupe state is a sender's last 1 000 to 1 250 msg_ids, whatever it sends: a resend within the last 1 000 is found, one before them may be stored again", async (t) => {
+  const inbox = new RedisInboxStore({ url: redis.url, keyPrefix: 'ring:' });
+  t.teardown(() => inbox.close());
+  const send = (msgId: number) => inbox.append({ uid: 'bob', sender: 'alice', msgId: String(msgId), body: body(`m${msgId}`) });
+  // In bursts of 100, as a busy sender's messages arrive.
+  for (let i = 0; i < 1300; i += 100) await Promise.all(Array.from({ length: 100 }, (_, k) => send(i + k + 1)));
+  const ring = await inbox.redis.strlen('ring:{bob}:dd:alice');
+  t.ok(ring <= 12 + 1250 * 8 + 13 * 8, `bounded: ${ring} bytes for 1 300 messages`);
+  t.match(await send(301), { seq: 301, duplicate: true }, '999 newer ones since: still remembered');
+  t.match(await send(1300), { seq: 1300, duplicate: true });
+  t.match(await send(100), { seq: 1301, duplicate: false }, 'more than 1 250 newer ones since: stored again (the documented bound)');
+  t.match(await send(300), { seq: 1302, duplicate: false }, 'the ids past the last 1 000 went together with theirs');
+  t.ok((await inbox.redis.pttl('ring:{bob}:dd:alice')) > 0, 'the key expires with the dedupe window');
+});
+
+t.test('user ids cannot reach another user\'s keys: the hash tag is escaped', async (t) => {
+  const inbox = new RedisInboxStore({ url: redis.url, keyPrefix: 'tag:' });
+  t.teardown(() => inbox.close());
+  // Unescaped, user "x}:dd:y" would have its sequence at tag:{x}:dd:y}:seq: user x's dedupe
+  // key for the sender "y}:seq".
+  await inbox.append({ uid: 'x', sender: 'y}:seq', msgId: '5', body: body('to x') });
+  t.match(await inbox.append({ uid: 'x}:dd:y', sender: 'z', msgId: '1', body: body('to the other') }), { seq: 1, duplicate: false });
+  t.match(await inbox.append({ uid: 'x', sender: 'y}:seq', msgId: '5', body: body('to x again') }), { seq: 1, duplicate: true }, "x's dedupe state is intact");
+  t.same((await inbox.range('x}:dd:y', 0, 10)).messages.map((m) => m.body.toString()), ['to the other']);
+  t.same((await inbox.range('x', 0, 10)).messages.map((m) => m.body.toString()), ['to x']);
+  t.ok(await inbox.redis.exists('tag:{x%7D:dd:y}:seq'), 'the other user\'s keys are under its escaped tag');
+});
