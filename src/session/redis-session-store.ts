@@ -68,24 +68,26 @@ export class RedisSessionStore implements SessionStore {
   async refresh(records: readonly SessionRecord[]): Promise<void> {
     if (records.length === 0) return;
     const expiresAt = Date.now() + this.#ttlMs;
-    const pipeline = this.#redis.pipeline();
+    // One command per key rather than one pipeline: on a Redis Cluster the users' and the nodes'
+    // keys are in many slots, which one pipeline may not span. The client pipelines what is sent
+    // in one tick anyway (per node, on a cluster): still one round trip per node.
+    const writes: Promise<unknown>[] = [];
     const nodes = new Set<string>();
     for (const r of records) {
       const userKey = this.#userKey(r.uid);
-      pipeline.hset(userKey, r.sessionId, `${r.nodeId}|${r.deviceId}|${r.platform}|${r.loginAt}|${expiresAt}|`);
-      pipeline.pexpire(userKey, this.#ttlMs);
-      pipeline.sadd(this.#nodeKey(r.nodeId), `${r.sessionId}|${r.uid}`);
+      writes.push(
+        this.#redis.hset(userKey, r.sessionId, `${r.nodeId}|${r.deviceId}|${r.platform}|${r.loginAt}|${expiresAt}|`),
+        this.#redis.pexpire(userKey, this.#ttlMs),
+        this.#redis.sadd(this.#nodeKey(r.nodeId), `${r.sessionId}|${r.uid}`),
+      );
       nodes.add(r.nodeId);
     }
-    for (const nodeId of nodes) pipeline.pexpire(this.#nodeKey(nodeId), this.#ttlMs);
-    let results: [Error | null, unknown][] | null;
+    for (const nodeId of nodes) writes.push(this.#redis.pexpire(this.#nodeKey(nodeId), this.#ttlMs));
     try {
-      results = await pipeline.exec();
+      await Promise.all(writes);
     } catch (err) {
       throw storeUnavailable('session', err);
     }
-    const failed = results?.find(([err]) => err);
-    if (failed) throw storeUnavailable('session', failed[0]);
   }
 
   async remove(uid: string, sessionId: string): Promise<boolean> {

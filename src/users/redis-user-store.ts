@@ -21,7 +21,7 @@ import type { RedisOptions } from 'ioredis';
 import { createRedisClient, pingRedis, storeUnavailable, type RedisClient, type RedisTarget } from '../redis/redis-client.js';
 import { familyEnded, MAX_DEVICE_REVOCATIONS, NO_REVOCATIONS, type FamilyOutcome, type FamilyUse, type NewFamily, type NewUser, type RefreshFamily, type Revocation, type Revocations, type UserRecord, type UserStore } from './user-store.js';
 
-/** Users whose revocations one pipeline reads. */
+/** Users whose revocations are read at once. */
 const REVOCATION_BATCH = 500;
 
 function parseFamily(id: string, value: string): RefreshFamily | undefined {
@@ -312,22 +312,18 @@ export class RedisUserStore implements UserStore {
 
   async revocations(uids: readonly string[]): Promise<Map<string, Revocations>> {
     const out = new Map<string, Revocations>();
-    // In pipelines of a bounded size: a worker asks for every user it holds a session of.
+    // A bounded number of reads at a time: a worker asks for every user it holds a session of.
+    // One command per user rather than one pipeline: on a Redis Cluster the users' keys are in
+    // many slots, which one pipeline may not span; the client pipelines each batch anyway.
     for (let i = 0; i < uids.length; i += REVOCATION_BATCH) {
       const batch = uids.slice(i, i + REVOCATION_BATCH);
-      let answers: [Error | null, unknown][] | null;
+      let answers: Record<string, string>[];
       try {
-        const pipeline = this.#redis.pipeline();
-        for (const uid of batch) pipeline.hgetall(this.#key('revoked', uid));
-        answers = await pipeline.exec();
+        answers = await Promise.all(batch.map((uid) => this.#redis.hgetall(this.#key('revoked', uid))));
       } catch (err) {
         throw storeUnavailable('user', err);
       }
-      batch.forEach((uid, j) => {
-        const [err, fields] = answers?.[j] ?? [new Error('no answer'), undefined];
-        if (err) throw storeUnavailable('user', err);
-        out.set(uid, parseRevocations(fields as Record<string, string>));
-      });
+      batch.forEach((uid, j) => out.set(uid, parseRevocations(answers[j]!)));
     }
     return out;
   }
