@@ -13,7 +13,7 @@
 // user, group or conversation carries a hash tag (`{uid}`), so each script touches one slot, and
 // ioredis' Cluster client routes it to that slot's master.
 
-import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type Command, type RedisOptions } from 'ioredis';
 import { SwitchboardError } from '../errors.js';
 import type { Logger } from '../log.js';
 
@@ -53,14 +53,11 @@ export function checkRedisTimeout(timeoutMs: number): void {
 export function createRedisClient(target: string, options?: RedisClientOptions): Redis;
 export function createRedisClient(target: RedisTarget, options?: RedisClientOptions): RedisClient;
 export function createRedisClient(target: RedisTarget, { timeoutMs = DEFAULT_REDIS_TIMEOUT_MS, redisOptions }: RedisClientOptions = {}): RedisClient {
-  checkRedisTimeout(timeoutMs);
-  const common: RedisOptions = { maxRetriesPerRequest: 3, commandTimeout: timeoutMs, ...redisOptions };
+  const common = commonOptions(timeoutMs, redisOptions);
   if (!isClusterTarget(target)) return new Redis(target, { enableAutoPipelining: true, ...common });
-  const seeds = target.cluster.map(parseSeed);
-  if (seeds.length === 0) throw new SwitchboardError('SB_ERR_CONFIG', 'a Redis Cluster needs at least one seed node');
-  const { username, password, tls } = seeds[0]!;
+  const seeds = parseSeeds(target);
   const { enableAutoPipelining = true, ...nodeOptions } = common;
-  return new Cluster(
+  return new BoundedCluster(
     seeds.map(({ host, port }) => ({ host, port })),
     {
       enableAutoPipelining,
@@ -68,14 +65,72 @@ export function createRedisClient(target: RedisTarget, { timeoutMs = DEFAULT_RED
       // and refreshes its slot map; a CLUSTERDOWN is retried within the command's timeout.
       retryDelayOnFailover: 100,
       retryDelayOnClusterDown: 100,
-      redisOptions: { ...nodeOptions, ...(username ? { username } : {}), ...(password ? { password } : {}), ...(tls ? { tls: {} } : {}) },
+      redisOptions: { ...nodeOptions, ...credentials(seeds[0]!) },
     },
   );
 }
 
-interface Seed {
+/**
+ * A Cluster client whose commands are bound from when it first takes them. ioredis arms
+ * `commandTimeout` when a node's connection takes a command, but a Cluster client that lost every
+ * node keeps what it is sent in an offline queue of its own until one is back, unbounded; and a
+ * retry (after MOVED, ASK, CLUSTERDOWN or a closed connection) would start the bound again. Here
+ * each send arms what is left of the command's first deadline.
+ */
+class BoundedCluster extends Cluster {
+  readonly #deadlines = new WeakMap<Command, number>();
+
+  override sendCommand(...args: Parameters<Cluster['sendCommand']>): unknown {
+    const [command] = args;
+    const timeoutMs = this.options.redisOptions?.commandTimeout;
+    if (timeoutMs !== undefined) {
+      const now = Date.now();
+      const deadline = this.#deadlines.get(command) ?? now + timeoutMs;
+      this.#deadlines.set(command, deadline);
+      // A no-op while a timer is armed; after a retry cleared it, what is left of the bound.
+      command.setTimeout(Math.max(1, deadline - now));
+    }
+    return super.sendCommand(...args);
+  }
+}
+
+/** Where a Redis Cluster's seed nodes are; SB_ERR_CONFIG if there are none or one is not a redis:// URL. */
+export function clusterSeeds(target: RedisClusterTarget): RedisNode[] {
+  return parseSeeds(target).map(({ host, port }) => ({ host, port }));
+}
+
+/** One node of a Redis Cluster. */
+export interface RedisNode {
   host: string;
   port: number;
+}
+
+/**
+ * A client of one node of a Redis Cluster, with the cluster's user, password and TLS (the first
+ * seed's) and the same command bound: for what no key routes, a pub/sub subscription (Redis
+ * forwards every PUBLISH to every node of the cluster).
+ */
+export function createNodeClient(target: RedisClusterTarget, node: RedisNode, { timeoutMs = DEFAULT_REDIS_TIMEOUT_MS, redisOptions }: RedisClientOptions = {}): Redis {
+  const [first] = parseSeeds(target);
+  return new Redis({ enableAutoPipelining: true, ...commonOptions(timeoutMs, redisOptions), host: node.host, port: node.port, ...credentials(first!) });
+}
+
+function commonOptions(timeoutMs: number, redisOptions: RedisOptions | undefined): RedisOptions {
+  checkRedisTimeout(timeoutMs);
+  return { maxRetriesPerRequest: 3, commandTimeout: timeoutMs, ...redisOptions };
+}
+
+function credentials({ username, password, tls }: Seed): RedisOptions {
+  return { ...(username ? { username } : {}), ...(password ? { password } : {}), ...(tls ? { tls: {} } : {}) };
+}
+
+function parseSeeds(target: RedisClusterTarget): Seed[] {
+  const seeds = target.cluster.map(parseSeed);
+  if (seeds.length === 0) throw new SwitchboardError('SB_ERR_CONFIG', 'a Redis Cluster needs at least one seed node');
+  return seeds;
+}
+
+interface Seed extends RedisNode {
   username: string;
   password: string;
   tls: boolean;
