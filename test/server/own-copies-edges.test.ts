@@ -89,6 +89,35 @@ t.test('memory: own copy refused STORE_FULL after the recipient\'s was stored: t
   t.same(got, ['hi'], 'bob (online all along) gets the message within 3 s');
 });
 
+/**
+ * A memory inbox whose first appendPair stores only the own copy, then fails: what a Redis
+ * Cluster does when the recipient's master fails the call and the sender's stores the copy.
+ */
+class CopyOnlyOnce extends MemoryInboxStore {
+  failed = false;
+  override appendPair(first: AppendRequest, second: AppendRequest): [AppendResult, AppendResult] {
+    if (this.failed) return super.appendPair(first, second);
+    this.failed = true;
+    super.append(second);
+    throw new SwitchboardError('SB_ERR_STORE_UNAVAILABLE', "the recipient's Redis failed");
+  }
+}
+
+t.test("the recipient's append failed, the own copy stored: the resend delivers the copy to the sender's other devices too", async (t) => {
+  const tn = await startNode(t, { ownCopies: true }, { inbox: new CopyOnlyOnce() });
+  const bob = await login(t, tn, 'bob', 'b1');
+  const phone = await login(t, tn, 'alice', 'phone');
+  const laptop = await login(t, tn, 'alice', 'laptop');
+  t.equal((await phone.chatAndWait('bob', 'hi', { msgId: 4 })).messageResponse?.errorCode, 'SB_ERR_STORE_UNAVAILABLE');
+  const again = (await phone.chatAndWait('bob', 'hi', { msgId: 4 })).messageResponse!;
+  t.equal(again.result, true);
+  t.equal(again.duplicate ?? false, false, "bob's is new");
+  t.equal((await bob.next(isDelivery)).messageRequest?.content, 'hi', 'bob gets it live');
+  const copy = await laptop.next(isDelivery, 3000).catch(() => undefined);
+  t.equal(copy?.messageRequest?.content, 'hi', 'and so does the laptop: its copy was stored by the failed send, and delivered by the resend');
+  t.equal(copy?.messageRequest?.originDevice, 'phone');
+});
+
 t.test('an empty origin_device (a2 01 00) first in a request is no origin: the stored bodies are the server\'s, the copy names the phone', async (t) => {
   const tn = await memory(t);
   const bob = await login(t, tn, 'bob', 'b1');

@@ -163,12 +163,13 @@ function ownSender(uid: string, to: string): string {
 
 function storedWithCopy(ctx: ServerContext, conn: Connection, session: LocalSession, sequence: UInt64 | undefined, to: string, body: Uint8Array, own: Uint8Array, [result, ownResult]: [AppendResult, AppendResult]): void {
   conn.sendFrame(storedResponseFrame(sequence, session.sessionId, result.seq, result.duplicate, ownResult.seq));
-  // A duplicate whose copy is new is the resend after a refused copy: the message itself was not
-  // delivered then (the refusal was the answer), so it is now. A recipient that has it reads its
-  // inbox and writes nothing.
-  if (!result.duplicate || !ownResult.duplicate) ctx.router.deliver(to, result.seq, body, result.epoch);
+  // One of the two a duplicate, the other new: the resend after a send that stored only one of
+  // them (a refused copy, a failed Redis call). Nothing was delivered then (the refusal was the
+  // answer), so both are now; a device that has one reads its inbox and is sent nothing twice.
+  if (result.duplicate && ownResult.duplicate) return;
+  ctx.router.deliver(to, result.seq, body, result.epoch);
   // To every device of the sender, this one included: delivery passes over it for the device that sent it.
-  if (!ownResult.duplicate) ctx.router.deliver(session.uid, ownResult.seq, own, ownResult.epoch);
+  ctx.router.deliver(session.uid, ownResult.seq, own, ownResult.epoch);
 }
 
 /** The append is confirmed: answer the sender, then deliver. */
