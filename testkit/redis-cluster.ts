@@ -1,12 +1,12 @@
-// A real Redis Cluster on loopback for tests: `masters` redis-server processes (and
-// `replicasPerMaster` replicas of each) started with --cluster-enabled, each in a temp dir of its
-// own, joined by `redis-cli --cluster create`, and returned once every node says
-// cluster_state:ok and every node agrees on who serves which slots. Needs redis-server and
-// redis-cli (Debian: redis-server, which brings redis-tools).
+// A real Redis Cluster on loopback for tests and for the bench (--redis-cluster): `masters`
+// redis-server processes (and `replicasPerMaster` replicas of each) started with
+// --cluster-enabled, each in a temp dir of its own, joined by `redis-cli --cluster create`, and
+// returned once every node says cluster_state:ok and every node agrees on who serves which
+// slots. Needs redis-server and redis-cli (Debian: redis-server, which brings redis-tools).
 
 import { spawn } from 'node:child_process';
 import { Redis } from 'ioredis';
-import { freePort, startRedisServer, type RedisServer } from './services.js';
+import { freePort, startRedisServer, type RedisServer, type RedisServerOptions } from './services.js';
 import { until } from './wait.js';
 
 export interface RedisClusterOptions {
@@ -22,6 +22,8 @@ export interface RedisClusterOptions {
    * healthy node. Default 2000.
    */
   nodeTimeoutMs?: number;
+  /** Persistence of every node, as startRedisServer's: none (the default), or AOF with everysec or always. */
+  fsync?: RedisServerOptions['fsync'];
 }
 
 export interface RedisClusterNode {
@@ -57,10 +59,10 @@ const SLOTS = 16_384;
 const START_ATTEMPTS = 4;
 
 export async function startRedisCluster(options: RedisClusterOptions = {}): Promise<RedisCluster> {
-  const { masters = 3, replicasPerMaster = 0, password, nodeTimeoutMs = 2_000 } = options;
+  const { masters = 3, replicasPerMaster = 0, password, nodeTimeoutMs = 2_000, fsync } = options;
   if (!Number.isInteger(masters) || masters < 3) throw new Error(`a Redis Cluster needs at least 3 masters, not ${masters}`);
   const count = masters * (1 + replicasPerMaster);
-  const settled = await Promise.allSettled(Array.from({ length: count }, () => startNode(password, nodeTimeoutMs)));
+  const settled = await Promise.allSettled(Array.from({ length: count }, () => startNode(password, nodeTimeoutMs, fsync)));
   const started = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   const admins: Redis[] = [];
   const killAll = () => Promise.all(started.map((n) => n.server.kill()));
@@ -134,7 +136,7 @@ interface StartedNode {
 }
 
 /** One cluster-enabled redis-server; a port someone took meanwhile is tried again with others. */
-async function startNode(password: string | undefined, nodeTimeoutMs: number): Promise<StartedNode> {
+async function startNode(password: string | undefined, nodeTimeoutMs: number, fsync: RedisServerOptions['fsync']): Promise<StartedNode> {
   let last: unknown;
   for (let attempt = 1; attempt <= START_ATTEMPTS; attempt++) {
     const busPort = await freePort();
@@ -150,7 +152,7 @@ async function startNode(password: string | undefined, nodeTimeoutMs: number): P
     ];
     let server: RedisServer | undefined;
     try {
-      server = await startRedisServer({ password, extraArgs });
+      server = await startRedisServer({ password, extraArgs, ...(fsync === undefined ? {} : { fsync }) });
       // The PING that said "started" may have come from another server that took the port
       // first, while ours was still failing to bind: the node must be ours, and in cluster mode.
       const admin = adminClient(server.port, password);

@@ -1,7 +1,7 @@
 // The test harness's Redis Cluster (testkit/redis-cluster.ts): real cluster-enabled servers
 // joined by redis-cli, every slot served once startRedisCluster resolves, a key's master the
 // node that really holds it; with replicas and a password, a killed master's replica takes its
-// slots over and masterOf follows.
+// slots over and masterOf follows; with fsync, every node keeps an AOF with that policy.
 
 import t from 'tap';
 import { Cluster, Redis } from 'ioredis';
@@ -67,4 +67,14 @@ t.test('a replica each and a password: a killed master fails over, masterOf foll
   const after = await cluster.masterOf('{alice}:x');
   t.equal(after.role, 'replica', 'the new master was a replica');
   await until('the cluster client reads it from the new master', async () => (await client.get('{alice}:x').catch(() => null)) === 'kept', 20_000);
+});
+
+t.test('fsync: every node appends to its AOF with that policy', async (t) => {
+  const cluster = await startRedisCluster(t, { fsync: 'everysec' });
+  for (const node of cluster.nodes) {
+    const client = new Redis(node.url, { maxRetriesPerRequest: 1 });
+    t.teardown(() => client.disconnect());
+    t.same(await client.call('CONFIG', 'GET', 'appendonly'), ['appendonly', 'yes'], `${node.port}: AOF on`);
+    t.same(await client.call('CONFIG', 'GET', 'appendfsync'), ['appendfsync', 'everysec'], `${node.port}: fsync everysec`);
+  }
 });
