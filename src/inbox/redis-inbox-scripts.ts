@@ -15,7 +15,7 @@ export const DEDUPE_RING = 1000;
 /** Messages per stream entry (and per conversation index record) at most. */
 export const CHUNK = 32;
 /** Bytes of one conversation index record. */
-export const INDEX_RECORD_BYTES = 16;
+export const INDEX_RECORD_BYTES = 12;
 
 export function inboxScripts({ maxMessages, maxAgeMs, dedupeWindowMs }: InboxLimits) {
   // The conversation keys' expiry, and how often it is pushed back (see converse).
@@ -29,8 +29,15 @@ local RING, CHUNK, REC = ${DEDUPE_RING}, ${CHUNK}, ${INDEX_RECORD_BYTES}
 -- Numbers into key names and ids: exact up to 2^53 (Lua prints a double as 1.7e+12 otherwise).
 local function d(n) return string.format('%d', n) end
 
+-- The seq key holds "<head>|<when the log's expiry was last pushed back>" (or, written by an
+-- earlier version, "<head>").
+local function parseSeq(value)
+  if not value then return 0, 0 end
+  local head, pushed = string.match(value, '^(%d+)|?(%d*)$')
+  return tonumber(head), tonumber(pushed) or 0
+end
 local function headOf(base)
-  return tonumber(redis.call('GET', base .. ':seq') or '0')
+  return (parseSeq(redis.call('GET', base .. ':seq')))
 end
 
 -- The log: a stream. An entry holds the consecutive messages of one chunk: its id is
@@ -101,16 +108,19 @@ local function messageAt(base, seq, oldest)
 end
 
 -- A conversation's entry in the chat list's hash, and forgetting one (entry, list slot, index).
+-- "lastSeq|lastAt|readSeq|unread|received|total|cxAt|first": first, the conversation's first
+-- seq, is missing in an entry an earlier version wrote (its messages are not in this log: as pruned).
 local function parseEntry(entry)
   if not entry then return nil end
-  local lastSeq, lastAt, readSeq, unread, received, total, cxAt = string.match(entry, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
-  return {lastSeq = tonumber(lastSeq), lastAt = lastAt, readSeq = tonumber(readSeq), unread = tonumber(unread), received = tonumber(received), total = tonumber(total), cxAt = tonumber(cxAt)}
+  local lastSeq, lastAt, readSeq, unread, received, total, cxAt, first = string.match(entry, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|?(%d*)$')
+  if not lastSeq then return nil end
+  return {lastSeq = tonumber(lastSeq), lastAt = lastAt, readSeq = tonumber(readSeq), unread = tonumber(unread), received = tonumber(received), total = tonumber(total), cxAt = tonumber(cxAt), first = tonumber(first) or 0}
 end
 local function entryOf(base, id)
   return parseEntry(redis.call('HGET', base .. ':cv', id))
 end
 local function saveEntry(base, id, e)
-  redis.call('HSET', base .. ':cv', id, d(e.lastSeq) .. '|' .. e.lastAt .. '|' .. d(e.readSeq) .. '|' .. d(e.unread) .. '|' .. d(e.received) .. '|' .. d(e.total) .. '|' .. d(e.cxAt))
+  redis.call('HSET', base .. ':cv', id, d(e.lastSeq) .. '|' .. e.lastAt .. '|' .. d(e.readSeq) .. '|' .. d(e.unread) .. '|' .. d(e.received) .. '|' .. d(e.total) .. '|' .. d(e.cxAt) .. '|' .. d(e.first))
 end
 local function forget(base, id)
   redis.call('ZREM', base .. ':cl', id)
@@ -130,12 +140,12 @@ local function expireConversations(base, now)
 end
 
 -- A conversation's index: a string of records, one per chunk of its messages, ascending: the
--- chunk's first seq (6 bytes), 2 × its messages + 1 if they are the owner's own (2), the
--- messages received in the conversation before it (4) and all its messages before it (4).
+-- chunk's first seq (6 bytes), 2 × its messages + 1 if they are the owner's own (2) and the
+-- messages received in the conversation before it (4).
 -- Records of pruned chunks stay at the front until the string is compacted.
 local function recordAt(ci, i)
-  local first, counted, received, before = struct.unpack('>I6I2I4I4', redis.call('GETRANGE', ci, i * REC, i * REC + REC - 1))
-  return {first = first, n = math.floor(counted / 2), own = counted % 2 == 1, received = received, before = before}
+  local first, counted, received = struct.unpack('>I6I2I4', redis.call('GETRANGE', ci, i * REC, i * REC + REC - 1))
+  return {first = first, n = math.floor(counted / 2), own = counted % 2 == 1, received = received}
 end
 -- The first record at or after 'from' whose first seq is > value; n if none.
 local function upperBound(ci, from, n, value)
@@ -178,13 +188,20 @@ local function storeBodies(base, state, bodies, now)
   return chunks
 end
 
--- After an inbox's appends: its head; every CHECK seqs, the bounds by age and by count; its expiry.
+-- After an inbox's appends: its head; every CHECK seqs, the bounds by age and by count; the
+-- log's expiry (AGE + a quarter, pushed back once a quarter of AGE has passed since the last
+-- time, so it outlives its newest message by at least AGE).
 local function settle(base, state, before, now)
   if state.head == before then return end
   local lg = base .. ':lg'
-  redis.call('SET', base .. ':seq', d(state.head))
+  local at = tonumber(now)
+  if at - state.pushed > REFRESH then
+    redis.call('PEXPIRE', lg, TTL)
+    state.pushed = at
+  end
+  redis.call('SET', base .. ':seq', d(state.head) .. '|' .. d(state.pushed))
   if math.floor(state.head / CHECK) ~= math.floor(before / CHECK) then
-    pruneAge(lg, tonumber(now))
+    pruneAge(lg, at)
     local keep = state.head - MAX + 1
     if keep > 1 then
       -- The entry holding 'keep' stays whole; those before it go.
@@ -192,7 +209,18 @@ local function settle(base, state, before, now)
       if entry then redis.call('XTRIM', lg, 'MINID', entry[1]) end
     end
   end
-  redis.call('PEXPIRE', lg, AGE)
+end
+-- An inbox about to be appended to: its epoch (made from 'candidate' if it has none, and a
+-- candidate is given) and its state.
+local function open(base, candidate)
+  local got = redis.call('MGET', base .. ':ep', base .. ':seq')
+  local ep = got[1]
+  if not ep and candidate then
+    ep = candidate
+    redis.call('SET', base .. ':ep', ep)
+  end
+  local head, pushed = parseSeq(got[2])
+  return ep, {head = head, pushed = pushed}
 end
 
 -- Appends 'chunks' ({first seq, count}, ascending, new) to conversation 'id': its entry, list
@@ -205,14 +233,14 @@ local function converse(base, id, own, chunks, now)
   local at = tonumber(now)
   if not e then
     if redis.call('ZCARD', cl) >= MAX then forget(base, redis.call('ZRANGE', cl, 0, 0)[1]) end
-    e = {lastSeq = 0, lastAt = now, readSeq = 0, unread = 0, received = 0, total = 0, cxAt = 0}
+    e = {lastSeq = 0, lastAt = now, readSeq = 0, unread = 0, received = 0, total = 0, cxAt = 0, first = chunks[1][1]}
   end
   local records = {}
   local flag = 0
   if own then flag = 1 end
   for i, chunk in ipairs(chunks) do
     local first, n = chunk[1], chunk[2]
-    records[i] = struct.pack('>I6I2I4I4', first, n * 2 + flag, e.received, e.total)
+    records[i] = struct.pack('>I6I2I4', first, n * 2 + flag, e.received)
     e.total = e.total + n
     if not own then
       e.received = e.received + n
@@ -248,13 +276,16 @@ local function converse(base, id, own, chunks, now)
 end
 `;
 
-  // Dedupe, per (recipient, sender): a string holding the highest msg_id stored (8 bytes,
-  // big-endian) and how many ids follow (4), then blocks of ids that got consecutive seqs: the
-  // block's length (2), its first seq (6) and the ids (8 each), oldest first, at most 1.25 ×
-  // RING of them. An id above the highest (ids that rise, the common case) is new without
-  // reading the rest. The key expires a dedupe window after the sender's last stored message.
+  // Dedupe, per (recipient, sender): a string of blocks, each the ids of messages that got
+  // consecutive seqs: the block's length n (2), its first seq (6), the ids (8 each, big-endian),
+  // then the ring's header as of that block: the highest id stored (8), how many ids the ring
+  // holds (4) and when its expiry was last pushed back (6). The last 18 bytes are the current
+  // header, so a run reads them and writes one APPEND. An id above the highest (ids that rise,
+  // the common case) is new without reading the rest. The oldest blocks go while 1 000 ids stay;
+  // the key expires 1 to 1.25 dedupe windows after the sender's last stored message.
   const dedupe = `
 local ZERO = string.rep(string.char(0), 8)
+local HEADER = 18
 -- a > b for two ids of 8 bytes (not by string comparison: Lua compares strings by the locale's collation).
 local function above(a, b)
   local ah, al = struct.unpack('>I4I4', a)
@@ -262,8 +293,8 @@ local function above(a, b)
   return ah > bh or (ah == bh and al > bl)
 end
 local function ringFind(ring, id)
-  if not string.find(ring, id, 13, true) then return nil end
-  local at = 13
+  if not string.find(ring, id, 1, true) then return nil end
+  local at = 1
   while at <= #ring do
     local n, first = struct.unpack('>I2I6', ring, at)
     local ids = at + 8
@@ -272,32 +303,37 @@ local function ringFind(ring, id)
       if (p - ids) % 8 == 0 then return first + (p - ids) / 8 end
       p = string.find(ring, id, p + 1, true)
     end
-    at = ids + 8 * n
+    at = ids + 8 * n + HEADER
   end
   return nil
 end
--- Adds 'blocks' (their ids counted in 'added', the highest id now 'top') to the sender's ring.
-local function remember(dd, header, blocks, added, top)
-  if #header ~= 12 then
-    redis.call('SET', dd, top .. struct.pack('>I4', added) .. table.concat(blocks), 'PX', WINDOW)
-    return
+-- Adds 'blocks' ({n, first seq, ids}; 'added' ids in all, the highest now 'top') to the ring
+-- whose current header is 'header' ('' : none yet).
+local function remember(dd, header, blocks, added, top, now)
+  local total, pushed = added, 0
+  if #header == HEADER then
+    local before, at = struct.unpack('>I4I6', header, 9)
+    total, pushed = before + added, at
   end
-  local total = struct.unpack('>I4', header, 9) + added
-  redis.call('SETRANGE', dd, 0, top .. struct.pack('>I4', total))
-  local length = redis.call('APPEND', dd, table.concat(blocks))
+  local push = now - pushed > WINDOW / 4
+  if push then pushed = now end
+  local tail = top .. struct.pack('>I4I6', total, pushed)
+  local parts = {}
+  for i, block in ipairs(blocks) do parts[i] = struct.pack('>I2I6', block[1], block[2]) .. block[3] .. tail end
+  local length = redis.call('APPEND', dd, table.concat(parts))
   if total > RING * 1.25 then
-    -- The oldest blocks go while RING ids stay.
+    -- The oldest blocks go while RING ids stay; the last header counts what is left.
     local ring = redis.call('GET', dd)
-    local at = 13
+    local at = 1
     while at <= length do
       local n = struct.unpack('>I2', ring, at)
       if total - n < RING then break end
       total = total - n
-      at = at + 8 + 8 * n
+      at = at + 8 + 8 * n + HEADER
     end
-    redis.call('SET', dd, top .. struct.pack('>I4', total) .. string.sub(ring, at))
+    redis.call('SET', dd, string.sub(ring, at, -HEADER - 1) .. top .. struct.pack('>I4I6', total, pushed), 'KEEPTTL')
   end
-  redis.call('PEXPIRE', dd, WINDOW)
+  if push then redis.call('PEXPIRE', dd, math.floor(WINDOW * 1.25)) end
 end
 `;
 
@@ -310,15 +346,15 @@ end
   // and, per message, its seq, negated for a duplicate (the original's).
   const appendBatch = `${prelude}${store}${dedupe}
 local now, batch = ARGV[1], ARGV[2]
+local at = tonumber(now)
 local pos = 1
 local reply = {}
 for k = 1, #KEYS do
   local base = KEYS[k]
   local candidate, runs
   candidate, runs, pos = struct.unpack('>dI2', batch, pos)
-  local ep = epoch(base .. ':ep', d(candidate))
+  local ep, state = open(base, d(candidate))
   reply[#reply + 1] = tonumber(ep)
-  local state = {head = headOf(base)}
   local before = state.head
   for _ = 1, runs do
     local sender, conversation, flags, count
@@ -330,16 +366,16 @@ for k = 1, #KEYS do
     for i = 1, count do bodies[i], pos = struct.unpack('>I4c0', batch, pos) end
     local dd = base .. ':dd:' .. sender
     local header = ''
-    if rising or ids ~= string.rep(ZERO, count) then header = redis.call('GETRANGE', dd, 0, 11) end
+    if rising or ids ~= string.rep(ZERO, count) then header = redis.call('GETRANGE', dd, -HEADER, -1) end
     local highest
-    if #header == 12 then highest = string.sub(header, 1, 8) end
+    if #header == HEADER then highest = string.sub(header, 1, 8) end
     local chunks
     if rising and (not highest or above(string.sub(ids, 1, 8), highest)) then
       -- Every one is new: one block of ids for the ring.
       local first = state.head + 1
       chunks = storeBodies(base, state, bodies, now)
       reply[#reply + 1] = first
-      remember(dd, header, {struct.pack('>I2I6', count, first) .. ids}, count, string.sub(ids, -8))
+      remember(dd, header, {{count, first, ids}}, count, string.sub(ids, -8), at)
     else
       reply[#reply + 1] = 0
       local ring
@@ -366,7 +402,7 @@ for k = 1, #KEYS do
           if id == ZERO then
             -- Blocks hold ids of consecutive seqs: a message without one ends a block.
             if #block > 0 then
-              blocks[#blocks + 1] = struct.pack('>I2I6', #block, blockFirst) .. table.concat(block)
+              blocks[#blocks + 1] = {#block, blockFirst, table.concat(block)}
               block = {}
             end
           else
@@ -378,9 +414,9 @@ for k = 1, #KEYS do
           end
         end
       end
-      if #block > 0 then blocks[#blocks + 1] = struct.pack('>I2I6', #block, blockFirst) .. table.concat(block) end
+      if #block > 0 then blocks[#blocks + 1] = {#block, blockFirst, table.concat(block)} end
       chunks = storeBodies(base, state, fresh, now)
-      if added > 0 then remember(dd, header, blocks, added, top) end
+      if added > 0 then remember(dd, header, blocks, added, top, at) end
     end
     if conversation ~= '' and #chunks > 0 then converse(base, conversation, own, chunks, now) end
   end
@@ -392,7 +428,7 @@ return reply
   // One entry of no conversation (a read or rewrite event), after the caller's change.
   const event = `
 local function appendEvent(base, body, now)
-  local state = {head = headOf(base)}
+  local _, state = open(base, nil)
   local before = state.head
   storeBodies(base, state, {body}, now)
   settle(base, state, before, now)
@@ -473,13 +509,9 @@ end
 local ci = base .. ':ci:' .. id
 local n = redis.call('STRLEN', ci) / REC
 local lo = firstLive(ci, n, oldest)
+-- Pruned: messages of it went (its first is below the oldest retained).
 local pruned = 0
-if lo < n then
-  local first = recordAt(ci, lo)
-  if first.before > 0 or first.first < oldest then pruned = 1 end
-elseif e.total > 0 then
-  pruned = 1
-end
+if e.first < oldest then pruned = 1 end
 -- Walks back from the last record before 'before', collecting the newest 'limit' messages.
 local before = tonumber(ARGV[2])
 if before == 0 then before = e.lastSeq + 1 end
@@ -584,7 +616,7 @@ return {1, 1, eventSeq, ep, 0}
     saveCursor: `
 local base = KEYS[1]
 if redis.call('GET', base .. ':ep') ~= ARGV[3] then return 0 end
-local position = math.min(tonumber(ARGV[2]), tonumber(redis.call('GET', base .. ':seq') or '0'))
+local position = math.min(tonumber(ARGV[2]), tonumber(string.match(redis.call('GET', base .. ':seq') or '0', '^%d+')))
 local cur = base .. ':cur'
 local current = tonumber(redis.call('HGET', cur, ARGV[1]) or '-1')
 if position > current then redis.call('HSET', cur, ARGV[1], string.format('%d', position)) end

@@ -73,7 +73,8 @@ export class RedisInboxStore implements InboxStore {
     this.#limits = { ...DEFAULT_INBOX_LIMITS, ...options.limits };
     this.#prefix = options.keyPrefix ?? 'sb:';
     this.#now = options.now ?? Date.now;
-    const redis = createRedisClient(options.url, options);
+    // On one Redis a flush is one call already: the client's own pipelining would only wrap it.
+    const redis = createRedisClient(options.url, { ...options, redisOptions: { autoPipeliningIgnoredCommands: ['sbAppendBatch'], ...options.redisOptions } });
     const lua = inboxScripts(this.#limits);
     // The batch declares as many keys as it has inboxes: its first argument says how many. On a
     // Cluster it has one (the client routes a call by its first key).

@@ -1,0 +1,78 @@
+// Inbox store microbench: RedisInboxStore alone, no sockets, no protocol: `--pairs` senders each
+// send `--burst` messages at once to their own recipient (a message and its own copy, as the chat
+// handler stores them), `--rounds` times, against a Redis it starts (or `--redis URL`). Reports
+// the messages stored per second, Redis CPU per message (used_cpu_user + used_cpu_sys before and
+// after), Redis memory per stored inbox entry (used_memory before and after) and what the
+// batches looked like (script calls, messages per call). What a Redis shard can do, apart from
+// the worker's own cost.
+// Run: npm run bench:inbox [-- --pairs 100 --burst 32 --rounds 100 --no-copies]
+
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
+import { startRedisServer } from '../../testkit/services.js';
+
+const { values } = parseArgs({
+  options: {
+    redis: { type: 'string' },
+    pairs: { type: 'string', default: '100' },
+    burst: { type: 'string', default: '32' },
+    rounds: { type: 'string', default: '100' },
+    body: { type: 'string', default: '135' },
+    'no-copies': { type: 'boolean', default: false },
+  },
+});
+const pairs = Number(values.pairs);
+const burst = Number(values.burst);
+const rounds = Number(values.rounds);
+const copies = !values['no-copies'];
+
+const server = values.redis === undefined ? await startRedisServer() : undefined;
+const url = values.redis ?? server!.url;
+const admin = new Redis(url);
+const info = async () => {
+  const text = (await admin.info('memory')) + (await admin.info('cpu')) + (await admin.info('commandstats'));
+  const field = (name: string) => Number(new RegExp(`${name}[:=]([\\d.]+)`).exec(text)?.[1] ?? 0);
+  return { memory: field('used_memory'), cpu: field('used_cpu_user') + field('used_cpu_sys'), calls: field('cmdstat_evalsha:calls') };
+};
+const store = new RedisInboxStore({ url, keyPrefix: `micro${process.pid}:` });
+// Bodies of the size a 100-byte chat message is stored with (from, to, msg_id, times), each
+// different (equal ones would be stored more compactly than real ones: a stream entry with the
+// same fields as its block's first keeps no copy of them).
+const template = Buffer.alloc(Number(values.body), 0x78);
+const bodyOf = (msgId: string) => {
+  const body = Buffer.from(template);
+  body.write(msgId);
+  return body;
+};
+await store.ping();
+const before = await info();
+const started = process.hrtime.bigint();
+let id = Date.now() * 1000;
+for (let round = 0; round < rounds; round++) {
+  const sends: Promise<unknown>[] = [];
+  for (let p = 0; p < pairs; p++) {
+    for (let b = 0; b < burst; b++) {
+      const msgId = String(++id);
+      const body = bodyOf(msgId);
+      const message = { uid: `r${p}`, sender: `s${p}`, msgId, body, conversation: `s${p}` };
+      sends.push(copies ? store.appendPair(message, { uid: `s${p}`, sender: `s${p}\0r${p}`, msgId, body, conversation: `r${p}`, own: true }) : store.append(message));
+    }
+  }
+  await Promise.all(sends);
+}
+const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+const after = await info();
+const messages = pairs * burst * rounds;
+const entries = messages * (copies ? 2 : 1);
+const calls = after.calls - before.calls;
+process.stdout.write(
+  `${messages} messages (${entries} inbox entries${copies ? ': each with its own copy' : ''}), ${pairs} pairs, bursts of ${burst}, ${template.length}-byte bodies\n` +
+    `stored/s        ${Math.round(messages / seconds)} messages (${seconds.toFixed(2)} s)\n` +
+    `Redis CPU       ${(((after.cpu - before.cpu) * 1e6) / messages).toFixed(2)} µs per message, ${(((after.cpu - before.cpu) * 1e6) / entries).toFixed(2)} per entry\n` +
+    `Redis memory    ${((after.memory - before.memory) / entries).toFixed(1)} bytes per entry (used_memory delta)\n` +
+    `script calls    ${calls}, ${(messages / Math.max(1, calls)).toFixed(1)} messages each\n`,
+);
+await store.close();
+admin.disconnect();
+await server?.kill();
