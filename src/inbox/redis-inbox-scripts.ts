@@ -108,19 +108,26 @@ local function messageAt(base, seq, oldest)
 end
 
 -- A conversation's entry in the chat list's hash, and forgetting one (entry, list slot, index).
--- "lastSeq|lastAt|readSeq|unread|received|total|cxAt|first": first, the conversation's first
--- seq, is missing in an entry an earlier version wrote (its messages are not in this log: as pruned).
+-- An entry is binary: a version byte (1), then lastSeq (6), lastAt (6), readSeq (6), unread (4),
+-- received (4), total (4), cxAt (6: when its index's expiry was last pushed back) and first (6:
+-- its first seq), big-endian. An earlier version wrote "lastSeq|lastAt|readSeq|unread|received|
+-- total|cxAt" (its messages are not in this log: first 0, as pruned).
+local ENTRY = '>BI6I6I6I4I4I4I6I6'
 local function parseEntry(entry)
   if not entry then return nil end
-  local lastSeq, lastAt, readSeq, unread, received, total, cxAt, first = string.match(entry, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|?(%d*)$')
+  if string.byte(entry, 1) == 1 then
+    local _, lastSeq, lastAt, readSeq, unread, received, total, cxAt, first = struct.unpack(ENTRY, entry)
+    return {lastSeq = lastSeq, lastAt = lastAt, readSeq = readSeq, unread = unread, received = received, total = total, cxAt = cxAt, first = first}
+  end
+  local lastSeq, lastAt, readSeq, unread, received, total, cxAt = string.match(entry, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
   if not lastSeq then return nil end
-  return {lastSeq = tonumber(lastSeq), lastAt = lastAt, readSeq = tonumber(readSeq), unread = tonumber(unread), received = tonumber(received), total = tonumber(total), cxAt = tonumber(cxAt), first = tonumber(first) or 0}
+  return {lastSeq = tonumber(lastSeq), lastAt = tonumber(lastAt), readSeq = tonumber(readSeq), unread = tonumber(unread), received = tonumber(received), total = tonumber(total), cxAt = tonumber(cxAt), first = 0}
 end
 local function entryOf(base, id)
   return parseEntry(redis.call('HGET', base .. ':cv', id))
 end
 local function saveEntry(base, id, e)
-  redis.call('HSET', base .. ':cv', id, d(e.lastSeq) .. '|' .. e.lastAt .. '|' .. d(e.readSeq) .. '|' .. d(e.unread) .. '|' .. d(e.received) .. '|' .. d(e.total) .. '|' .. d(e.cxAt) .. '|' .. d(e.first))
+  redis.call('HSET', base .. ':cv', id, struct.pack(ENTRY, 1, e.lastSeq, e.lastAt, e.readSeq, e.unread, e.received, e.total, e.cxAt, e.first))
 end
 local function forget(base, id)
   redis.call('ZREM', base .. ':cl', id)
@@ -134,7 +141,7 @@ local function expireConversations(base, now)
     local first = redis.call('ZRANGE', base .. ':cl', 0, 0)
     if #first == 0 then return end
     local e = entryOf(base, first[1])
-    if e and tonumber(e.lastAt) >= cutoff then return end
+    if e and e.lastAt >= cutoff then return end
     forget(base, first[1])
   end
 end
@@ -233,7 +240,7 @@ local function converse(base, id, own, chunks, now)
   local at = tonumber(now)
   if not e then
     if redis.call('ZCARD', cl) >= MAX then forget(base, redis.call('ZRANGE', cl, 0, 0)[1]) end
-    e = {lastSeq = 0, lastAt = now, readSeq = 0, unread = 0, received = 0, total = 0, cxAt = 0, first = chunks[1][1]}
+    e = {lastSeq = 0, lastAt = at, readSeq = 0, unread = 0, received = 0, total = 0, cxAt = 0, first = chunks[1][1]}
   end
   local records = {}
   local flag = 0
@@ -248,7 +255,7 @@ local function converse(base, id, own, chunks, now)
     end
     e.lastSeq = first + n - 1
   end
-  e.lastAt = now
+  e.lastAt = at
   if own then
     e.readSeq = e.lastSeq
     e.unread = 0
@@ -486,9 +493,10 @@ if #ids > limit then
 end
 local entries, lasts = {}, {}
 for i, id in ipairs(ids) do
-  local entry = redis.call('HGET', base .. ':cv', id) or ''
-  entries[i] = entry
-  lasts[i] = messageAt(base, tonumber(string.match(entry, '^(%d+)|') or '0'), oldest) or {}
+  local entry = redis.call('HGET', base .. ':cv', id)
+  entries[i] = entry or ''
+  local e = parseEntry(entry)
+  lasts[i] = (e and messageAt(base, e.lastSeq, oldest)) or {}
 end
 return {ids, entries, lasts, more}
 `,
@@ -502,7 +510,7 @@ local lg = base .. ':lg'
 local oldest = oldestOf(lg, headOf(base), now)
 local e = entryOf(base, id)
 if not e then return {oldest, 0, 0, {}} end
-if tonumber(e.lastAt) < now - AGE then
+if e.lastAt < now - AGE then
   forget(base, id)
   return {oldest, 0, 0, {}}
 end
@@ -554,7 +562,7 @@ local lg = base .. ':lg'
 local ep = epoch(base .. ':ep', ARGV[5])
 local oldest = oldestOf(lg, headOf(base), now)
 local e = entryOf(base, id)
-if e and tonumber(e.lastAt) < now - AGE then
+if e and e.lastAt < now - AGE then
   forget(base, id)
   e = nil
 end

@@ -126,7 +126,7 @@ export class RedisInboxStore implements InboxStore {
     return {
       more: more === 1,
       conversations: ids.map((id, i): ConversationEntry => {
-        const [lastSeq = 0, lastAt = 0, readSeq = 0, unread = 0] = entries[i]!.toString('latin1').split('|').map(Number);
+        const { lastSeq, lastAt, readSeq, unread } = entryOf(entries[i]!);
         const last = lasts[i]!;
         return { conversation: id.toString('utf8'), lastSeq, lastAt, readSeq, unread, last: messagesOf(last)[0] };
       }),
@@ -217,6 +217,13 @@ export class RedisInboxStore implements InboxStore {
   #base(uid: string): string {
     return `${this.#prefix}${keyTag(uid)}`;
   }
+}
+
+/** A conversation's entry as the scripts keep it (redis-inbox-scripts.ts, parseEntry): binary, or text from an earlier version. */
+function entryOf(entry: Buffer): { lastSeq: number; lastAt: number; readSeq: number; unread: number } {
+  if (entry[0] === 1) return { lastSeq: entry.readUIntBE(1, 6), lastAt: entry.readUIntBE(7, 6), readSeq: entry.readUIntBE(13, 6), unread: entry.readUInt32BE(19) };
+  const [lastSeq = 0, lastAt = 0, readSeq = 0, unread = 0] = entry.toString('latin1').split('|').map(Number);
+  return { lastSeq, lastAt, readSeq, unread };
 }
 
 /** Flattened {seq, storedAt, body} triples → StoredMessages. */
