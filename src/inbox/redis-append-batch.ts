@@ -17,6 +17,8 @@ import { hasDedupeId, type AppendRequest, type AppendResult, type EpochSource } 
 export const MAX_BATCH_MESSAGES = 256;
 /** Body bytes per script call at most. */
 export const MAX_BATCH_BYTES = 1 << 20;
+/** Messages per run at most (the script reads a run's count as 2 bytes). */
+const MAX_RUN = 0xffff;
 
 /** One script call (redis-inbox-scripts.ts, appendBatch): the inboxes' key bases, now, the appends. */
 export type SendBatch = (bases: string[], now: number, batch: Buffer) => Promise<number[]>;
@@ -138,7 +140,7 @@ export class AppendBatch {
       for (let i = 0; i < appends.length; ) {
         const { sender, conversation, own } = appends[i]!;
         let j = i + 1;
-        while (j < appends.length && appends[j]!.sender === sender && appends[j]!.conversation === conversation && appends[j]!.own === own) j++;
+        while (j < appends.length && j - i < MAX_RUN && appends[j]!.sender === sender && appends[j]!.conversation === conversation && appends[j]!.own === own) j++;
         const run: Run = { appends: appends.slice(i, j), sender: Buffer.from(sender), conversation: Buffer.from(conversation), own };
         runs.push(run);
         size += 13 + run.sender.length + run.conversation.length;
