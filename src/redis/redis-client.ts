@@ -31,6 +31,15 @@ export interface RedisClusterTarget {
   readonly cluster: readonly string[];
 }
 
+/**
+ * What a Cluster client sends besides the stores' own commands: what a Redis ACL user needs in
+ * addition on a Redis Cluster (on every node: ACL rules are per node). CLUSTER SLOTS learns
+ * which node serves which slots (when it connects, every 5 s, after a MOVED), CLUSTER INFO is its
+ * ready check, ASKING follows a key whose slot is being migrated (an ASK redirection), and
+ * CLIENT SETNAME names its slot-map connection (a refusal of it is ignored, but shows in ACL LOG).
+ */
+export const CLUSTER_REDIS_COMMANDS = ['cluster|slots', 'cluster|info', 'asking', 'client|setname'] as const;
+
 /** What a store holds: a client of one server, or of a whole cluster (the same commands). */
 export type RedisClient = Redis | Cluster;
 

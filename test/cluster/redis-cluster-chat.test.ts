@@ -1,14 +1,17 @@
 // switchboard on a real 3-master Redis Cluster, selected by configuration (`--redis <seeds>
 // --redis-cluster`), with real processes. `switchboard start`: users register at its gate, chat
-// live and offline, and in a group made through the gate. Two workers and a gate on ZooKeeper:
-// a message crosses workers by the session records in the cluster, is stored for a user who is
-// away and replayed at a gate login, a group made at the gate reaches a member on the other
-// worker (the group notifier's pub/sub across the cluster's nodes), and a crashed worker's
-// sessions are purged from the cluster. The compiled dist/: `npm run build` first.
+// live and offline, and in a group made through the gate. Two workers and a gate on ZooKeeper,
+// on a Redis ACL user limited as documented for a cluster (SWITCHBOARD_ACL and
+// CLUSTER_REDIS_COMMANDS, on every node): a message crosses workers by the session records in
+// the cluster, is stored for a user who is away and replayed at a gate login, a group made at the
+// gate reaches a member on the other worker (the group notifier's pub/sub across the cluster's
+// nodes), a crashed worker's sessions are purged from the cluster, and no node refused anything.
+// The compiled dist/: `npm run build` first.
 
 import t, { type Test } from 'tap';
+import { Redis } from 'ioredis';
 import { CliProcess } from '../helpers/cli-process.js';
-import { startRedisCluster } from '../helpers/redis.js';
+import { SWITCHBOARD_ACL, startRedisCluster } from '../helpers/redis.js';
 import { startZooKeeper } from '../helpers/zookeeper.js';
 import { CLUSTER_TOKEN_SECRET, CLUSTER_ZK_GATE_AUTH, TestClient, startCluster, type WorkerProcess } from '../helpers/cluster.js';
 import { GroupReceived, groupDevice } from '../helpers/groups.js';
@@ -17,6 +20,7 @@ import { loginThroughGate, registerThroughGate } from '../../src/client/gate-log
 import { GateGroups } from '../../src/client/gate-groups.js';
 import { RedisSessionStore } from '../../src/session/redis-session-store.js';
 import { RedisUserStore } from '../../src/users/redis-user-store.js';
+import { CLUSTER_REDIS_COMMANDS } from '../../src/redis/redis-client.js';
 import { until } from '../../testkit/wait.js';
 
 // Processes, ZooKeeper, a Redis Cluster and OWASP-cost password hashes.
@@ -60,15 +64,21 @@ t.test('switchboard start --redis <seeds> --redis-cluster: register at its gate,
   t.same(await server.stop(), { code: 0, signal: null }, 'exits 0');
 });
 
-t.test('two workers and a gate on the cluster: chat across workers, store and replay, a group, a crashed worker purged', async (t) => {
+t.test('two workers and a gate on the cluster, on an ACL user: chat across workers, store and replay, a group, a crashed worker purged', async (t) => {
   const zk = await startZooKeeper(t);
   const prefix = 'c2:';
-  const onCluster = { redis: seeds, 'redis-cluster': true, 'redis-prefix': prefix };
+  // The ACL user on every node: a cluster does not share its users.
+  const admins = redis.nodes.map((node) => new Redis(node.url, { maxRetriesPerRequest: 1 }));
+  t.teardown(() => admins.forEach((a) => a.disconnect()));
+  const rules = [...SWITCHBOARD_ACL(prefix, PASSWORD), ...CLUSTER_REDIS_COMMANDS.map((c) => `+${c}`)];
+  for (const a of admins) t.equal(await a.call('ACL', 'SETUSER', 'switchboard', ...rules), 'OK');
+  const limited = redis.nodes.map((node) => `redis://switchboard:${encodeURIComponent(PASSWORD)}@127.0.0.1:${node.port}`);
+  const onCluster = { redis: limited.join(','), 'redis-cluster': true, 'redis-prefix': prefix };
   // The workers' --redis is the cluster's seeds: the harness's own Redis stays unused.
   const cluster = await startCluster(t, zk, { workers: 2, flags: onCluster });
   const [w1, w2] = cluster.workers as [WorkerProcess, WorkerProcess];
   const gate = new CliProcess(t, 'gate', [
-    'gate', '--zk', zk.connect, '--zk-root', cluster.root, '--zk-auth', CLUSTER_ZK_GATE_AUTH, '--redis', seeds, '--redis-cluster', '--redis-prefix', prefix,
+    'gate', '--zk', zk.connect, '--zk-root', cluster.root, '--zk-auth', CLUSTER_ZK_GATE_AUTH, '--redis', limited.join(','), '--redis-cluster', '--redis-prefix', prefix,
     '--secret', CLUSTER_TOKEN_SECRET, '--port', '0', '--log-level', 'info',
   ]);
   const gateUrl = `http://127.0.0.1:${String((await gate.waitForLog({ msg: 'gate listening' })).port)}`;
@@ -111,5 +121,8 @@ t.test('two workers and a gate on the cluster: chat across workers, store and re
   const errors = [survivor, gate].flatMap((p) => p.logs((l) => l.level >= 50).map((l) => `${p.name}: ${String(l.msg)}`));
   t.same(errors, [], 'nothing logged at error level');
   await gate.stop();
+  await survivor.stop();
+  const denied = (await Promise.all(admins.map((a) => a.call('ACL', 'LOG') as Promise<unknown[]>))).flat();
+  t.same(denied, [], 'the ACL user was refused nothing on any node (ACL LOG)');
 });
 
