@@ -1,13 +1,15 @@
 // What a bench run measures, started by the bench or pointed at: `embedded` is one
 // `switchboard start` process (gate + worker, in-memory stores unless --inbox redis);
 // `cluster` is a real ZooKeeper and Redis, N `switchboard worker` processes and a
-// `switchboard gate`; `external` is a running deployment given by --worker and --gate.
+// `switchboard gate`; `external` is a running deployment given by --worker and --gate. The
+// Redis the bench starts is one redis-server, or with `redisCluster` a 3-master Redis Cluster.
 
 import { randomBytes } from 'node:crypto';
 import { digestId } from '../../src/registry/cluster-acl.js';
 import { listeningLine, listeningPort, siblingModule, tlsPortIn, spawnServer, started, startGateProcess, startWorkerProcess, type ProcessSampler, type ServerOptions, type Started } from './processes.js';
 import { GroupAdmin, LoopDelayReader } from './group-admin.js';
 import { startRedisServer, startZooKeeperServer, type RedisServer, type ZooKeeperServer } from '../../testkit/services.js';
+import { startRedisCluster } from '../../testkit/redis-cluster.js';
 import { sleep } from '../../testkit/wait.js';
 
 export type TargetKind = 'embedded' | 'cluster' | 'external';
@@ -18,8 +20,10 @@ export interface TargetOptions {
   workers?: number;
   /** embedded: where the inbox lives (cluster: always Redis). */
   inbox?: 'memory' | 'redis';
-  /** Redis persistence when the bench starts Redis. */
+  /** Redis persistence when the bench starts Redis (every node of a Redis Cluster). */
   fsync?: 'none' | 'everysec' | 'always';
+  /** The Redis the bench starts is a Redis Cluster of 3 masters (the stores get its seeds and --redis-cluster). */
+  redisCluster?: boolean;
   /** Token signing secret of the target (external: must match the deployment's). */
   secret: string;
   /** external: worker endpoints host:port, and the gate's base URL. */
@@ -56,7 +60,10 @@ export interface RunningTarget {
   gateUrl?: string;
   /** cluster: the connect strings, for a worker started later (or restarted). */
   zk?: ZooKeeperServer;
+  /** The one Redis the bench started (not with redisCluster). */
   redis?: RedisServer;
+  /** The URLs of the Redis servers the bench started that hold data: the one Redis, or each master of the Redis Cluster. */
+  redisMasters?: string[];
   /** Starts one more worker in the cluster (cluster only). */
   addWorker?(): Promise<WorkerEndpoint>;
   /** With `groups`: creates the groups of a run. */
@@ -118,12 +125,8 @@ function externalTarget(o: TargetOptions): RunningTarget {
 
 async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: () => Promise<void>): Promise<RunningTarget> {
   const extra: string[] = [];
-  if (o.inbox === 'redis') {
-    const redis = await startRedisServer({ fsync: o.fsync ?? 'none' });
-    stops.push(redis.kill);
-    o.sampler?.add('redis', 'redis', redis.process.pid);
-    extra.push('--redis', redis.url);
-  }
+  const redis = o.inbox === 'redis' ? await startRedis(o, stops) : undefined;
+  if (redis) extra.push(...redis.args);
   // The bench's group owners create and fill their groups at once: the gate's per-user limit out of reach too.
   if (o.groups) extra.push('--rate-group-changes', OUT_OF_REACH);
   // `start` logs "worker listening" and then "gate listening": both are waited for from the start.
@@ -140,7 +143,7 @@ async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: 
   const [line, gatePort] = await Promise.all([listeningLine(server, 'worker listening'), listeningPort(server, 'gate listening')]);
   const node = { ...started(options, server, Number(line.port)), ...tlsPortIn(line) };
   o.sampler?.add('node', 'node', node.child.pid);
-  const inbox = o.inbox === 'redis' ? `redis inbox${o.groups ? ' and groups' : ''}, fsync ${o.fsync ?? 'none'}` : `memory inbox${o.groups ? ' and groups' : ''}`;
+  const inbox = redis ? `redis inbox${o.groups ? ' and groups' : ''}${redis.kind === 'redis' ? '' : ` on a ${redis.kind}`}, fsync ${o.fsync ?? 'none'}` : `memory inbox${o.groups ? ' and groups' : ''}`;
   const gateUrl = `http://${LOOPBACK}:${gatePort}`;
   return {
     kind: 'embedded',
@@ -148,8 +151,45 @@ async function embedded(o: TargetOptions, stops: (() => Promise<void>)[], stop: 
     secret: o.secret,
     workers: [{ name: 'node', host: LOOPBACK, port: node.port, ...(node.tlsPort === undefined ? {} : { tlsPort: node.tlsPort }), process: node }],
     gateUrl,
+    ...(redis ? redis.target : {}),
     ...(o.groups ? { groupAdmin: new GroupAdmin(gateUrl, o.secret), loopDelay } : {}),
     stop,
+  };
+}
+
+/** The Redis a target's stores live in, as the bench started it: the flags that point the servers at it. */
+interface StartedRedis {
+  /** For the target's label. */
+  kind: 'redis' | '3-master redis cluster';
+  /** --redis URL, or --redis <seeds> --redis-cluster. */
+  args: string[];
+  target: Pick<RunningTarget, 'redis' | 'redisMasters'>;
+}
+
+/** Masters of the Redis Cluster the bench starts (redis-cli's minimum). */
+const CLUSTER_MASTERS = 3;
+/**
+ * The cluster's node timeout: with no replicas a node taken for failed fails its slots, so a
+ * node descheduled on a loaded machine must not look failed (Redis's own default).
+ */
+const CLUSTER_NODE_TIMEOUT_MS = 15_000;
+
+/** Starts one Redis, or a Redis Cluster, with the target's persistence; sampled as redis (redis-0, -1, -2). */
+async function startRedis(o: TargetOptions, stops: (() => Promise<void>)[]): Promise<StartedRedis> {
+  const fsync = o.fsync ?? 'none';
+  if (!o.redisCluster) {
+    const redis = await startRedisServer({ fsync });
+    stops.push(redis.kill);
+    o.sampler?.add('redis', 'redis', redis.process.pid);
+    return { kind: 'redis', args: ['--redis', redis.url], target: { redis, redisMasters: [redis.url] } };
+  }
+  const cluster = await startRedisCluster({ masters: CLUSTER_MASTERS, fsync, nodeTimeoutMs: CLUSTER_NODE_TIMEOUT_MS });
+  stops.push(cluster.kill);
+  for (const [i, node] of cluster.nodes.entries()) o.sampler?.add(`redis-${i}`, 'redis', node.process.pid);
+  return {
+    kind: '3-master redis cluster',
+    args: ['--redis', cluster.seeds.join(','), '--redis-cluster'],
+    target: { redisMasters: cluster.nodes.filter((n) => n.role === 'master').map((n) => n.url) },
   };
 }
 
@@ -162,19 +202,18 @@ function probeArgs(): string[] {
 
 async function cluster(o: TargetOptions, stops: (() => Promise<void>)[], stop: () => Promise<void>): Promise<RunningTarget> {
   // Both start at once; whichever started is stopped again if the other failed.
-  const [zkStarted, redisStarted] = await Promise.allSettled([startZooKeeperServer(), startRedisServer({ fsync: o.fsync ?? 'none' })]);
-  for (const service of [zkStarted, redisStarted]) if (service.status === 'fulfilled') stops.push(service.value.kill);
+  const [zkStarted, redisStarted] = await Promise.allSettled([startZooKeeperServer(), startRedis(o, stops)]);
+  if (zkStarted.status === 'fulfilled') stops.push(zkStarted.value.kill);
   if (zkStarted.status === 'rejected') throw zkStarted.reason;
   if (redisStarted.status === 'rejected') throw redisStarted.reason;
   const [zk, redis] = [zkStarted.value, redisStarted.value];
   o.sampler?.add('zookeeper', 'zookeeper', zk.process.pid);
-  o.sampler?.add('redis', 'redis', redis.process.pid);
   const root = `/bench-${process.pid}`;
   // ZooKeeper authentication on, as in production: an identity for the workers, one for the gate.
   const zkWorker = { user: 'sb-bench-worker', password: randomBytes(18).toString('base64url') };
   const zkGate = { user: 'sb-bench-gate', password: randomBytes(18).toString('base64url') };
   const clusterArgs = [
-    '--zk', zk.connect, '--zk-root', root, '--redis', redis.url, '--cluster-secret', clusterSecretOf(o.secret),
+    '--zk', zk.connect, '--zk-root', root, ...redis.args, '--cluster-secret', clusterSecretOf(o.secret),
     '--zk-auth', `${zkWorker.user}:${zkWorker.password}`, '--zk-readers', digestId(zkGate),
   ];
   const workers: WorkerEndpoint[] = [];
@@ -189,19 +228,19 @@ async function cluster(o: TargetOptions, stops: (() => Promise<void>)[], stop: (
   };
   const n = o.workers ?? 2;
   for (let i = 0; i < n; i++) await addWorker();
-  const gate = await startGateProcess('gate', o.secret, ['--zk', zk.connect, '--zk-root', root, '--zk-auth', `${zkGate.user}:${zkGate.password}`, '--redis', redis.url, ...(o.gateArgs ?? [])]);
+  const gate = await startGateProcess('gate', o.secret, ['--zk', zk.connect, '--zk-root', root, '--zk-auth', `${zkGate.user}:${zkGate.password}`, ...redis.args, ...(o.gateArgs ?? [])]);
   stops.push(gate.stop);
   o.sampler?.add('gate', 'gate', gate.child.pid);
   // Peer links come up within a second of registration; the gate's view follows its watches.
   await sleep(1500);
   return {
     kind: 'cluster',
-    label: `cluster of ${n} workers (redis, fsync ${o.fsync ?? 'none'})`,
+    label: `cluster of ${n} workers (${redis.kind}, fsync ${o.fsync ?? 'none'})`,
     secret: o.secret,
     workers,
     gateUrl: `http://${LOOPBACK}:${gate.port}`,
     zk,
-    redis,
+    ...redis.target,
     addWorker,
     stop,
   };
