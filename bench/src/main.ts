@@ -73,6 +73,8 @@ function chatOptions(o: BenchOptions, c: RunContext, switchboard: boolean) {
     payloadBytes: o.payload,
     crossNode: o['cross-node'],
     noCopiesBaseline: o['no-own-copies-baseline'] === true,
+    memoryBaseline: o['memory-baseline'] === true,
+    redisCluster: o['redis-cluster'] === true,
     ...(o.receipts ? { receipts: true } : {}),
     ...(o.tls ? { tls: true } : {}),
     relay: !switchboard || !o['no-relay'],

@@ -1,5 +1,5 @@
-// `switchboard bench` as a user runs it: scenario dispatch, option errors, and a tiny relay run
-// that prints its table and writes the JSON and HTML reports.
+// `switchboard bench` as a user runs it: scenario dispatch, option errors (the chat-only flags
+// too), and a tiny relay run that prints its table and writes the JSON and HTML reports.
 
 import t from 'tap';
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -25,6 +25,20 @@ t.test('an unknown scenario or option value is a clear error', async (t) => {
   const strayWorker = new CliProcess(t, 'bench', ['bench', 'chat', '--worker', '127.0.0.1:9000']);
   t.match(await strayWorker.exit(), { code: 1 });
   t.match(strayWorker.stderr, /--target external/);
+});
+
+t.test('--memory-baseline and --redis-cluster: chat only, on targets they apply to', async (t) => {
+  const cases: [string[], RegExp][] = [
+    [['bench', 'idle', '--memory-baseline'], /SB_ERR_CONFIG --memory-baseline is a flag of bench chat only/],
+    [['bench', 'group', '--inbox', 'redis', '--redis-cluster'], /SB_ERR_CONFIG --redis-cluster is a flag of bench chat only/],
+    [['bench', 'chat', '--redis-cluster'], /SB_ERR_CONFIG --redis-cluster .* --target cluster, or --target embedded --inbox redis/],
+    [['bench', 'chat', '--memory-baseline', '--max'], /SB_ERR_CONFIG --memory-baseline .* not with --target external or --max/],
+  ];
+  for (const [args, error] of cases) {
+    const cli = new CliProcess(t, 'bench', args);
+    t.match(await cli.exit(), { code: 1 }, args.join(' '));
+    t.match(cli.stderr, error);
+  }
 });
 
 t.test('a tiny relay run: table on stdout, progress on stderr, JSON and HTML written', async (t) => {

@@ -20,7 +20,8 @@ export const BENCH_OPTIONS = {
   gate: { type: 'string', group: 'target', description: 'external: the gate\'s base URL' },
   secret: { type: 'string', group: 'target', secret: true, description: 'token secret of the target (external: the deployment\'s; default: SWITCHBOARD_SECRET, else a bench secret); never written to a report' },
   inbox: { type: 'string', group: 'target', choices: ['memory', 'redis'], description: 'embedded: memory or redis (a Redis the bench starts)', default: 'memory' },
-  'redis-fsync': { type: 'string', group: 'target', choices: ['none', 'everysec', 'always'], description: 'persistence of a Redis the bench starts: none, everysec or always', default: 'none' },
+  'redis-fsync': { type: 'string', group: 'target', choices: ['none', 'everysec', 'always'], description: 'persistence of a Redis the bench starts (every node of a --redis-cluster): none, everysec or always', default: 'none' },
+  'redis-cluster': { type: 'boolean', group: 'target', description: 'chat, --target cluster or --target embedded --inbox redis: the bench starts a Redis Cluster of 3 masters instead of one Redis (the servers get --redis <seeds> --redis-cluster)' },
   connections: { ...count(1), group: 'load', description: 'logged-in connections in total (chat: half send, half receive; login-storm: concurrent login loops)', default: 200 },
   rate: { type: 'number', above: 0, group: 'load', description: 'open loop: messages (or logins) per second in total' },
   max: { type: 'boolean', group: 'load', description: 'find the highest sustained rate (chat)' },
@@ -34,6 +35,7 @@ export const BENCH_OPTIONS = {
   'heartbeat-ms': { ...ms(), group: 'load', description: 'idle: each connection heartbeats this often (the default is the worker\'s interval)', default: DEFAULT_LIMITS.heartbeatIntervalMs },
   'cross-node': { type: 'boolean', group: 'load', description: 'chat: every receiver on another worker than its sender' },
   'no-own-copies-baseline': { type: 'boolean', group: 'load', description: "chat: first measure a target started with --no-own-copies (one inbox append per message), then the default one, in the same run" },
+  'memory-baseline': { type: 'boolean', group: 'load', description: 'chat: first measure the same load on an embedded node with the memory inbox (started and stopped by the bench), and note the target\'s ratio to it; not with --target external or --max' },
   receipts: { type: 'boolean', group: 'load', description: 'chat: the senders log in with receipts, so every receiver ack also sends its sender a DELIVERED receipt; the report counts them (receipts/s)' },
   'no-relay': { type: 'boolean', group: 'load', description: 'chat: skip the bare-relay baseline' },
   tls: { type: 'boolean', group: 'load', description: 'chat: measure over the TLS client port too, right after the plaintext run on the same target (the bench makes a CA and a certificate; embedded or cluster)' },
@@ -116,6 +118,13 @@ export async function benchCommand(argv: string[]): Promise<void> {
     return;
   }
   if (o.target !== 'external' && o.worker) throw new SwitchboardError('SB_ERR_CONFIG', '--worker points at a running deployment: use it with --target external');
+  for (const flag of ['memory-baseline', 'redis-cluster'] as const) {
+    if (o[flag] && name !== 'chat') throw new SwitchboardError('SB_ERR_CONFIG', `--${flag} is a flag of bench chat only`);
+  }
+  if (o['redis-cluster'] && o.target !== 'cluster' && !(o.target === 'embedded' && o.inbox === 'redis')) {
+    throw new SwitchboardError('SB_ERR_CONFIG', '--redis-cluster makes the Redis the bench starts a Redis Cluster: use it with --target cluster, or --target embedded --inbox redis');
+  }
+  if (o['memory-baseline'] && (o.target === 'external' || o.max)) throw new SwitchboardError('SB_ERR_CONFIG', '--memory-baseline starts an embedded node of its own: not with --target external or --max');
   const secret = o.secret ?? process.env.SWITCHBOARD_SECRET ?? DEV_BENCH_SECRET;
   const bench = await loadBench();
   await bench.runBench(name as ScenarioName, o, { command: `switchboard bench ${redactArgv(argv, secretFlags(BENCH_OPTIONS)).join(' ')}`, secret });
