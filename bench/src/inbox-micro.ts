@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
 import { startRedisServer } from '../../testkit/services.js';
+import { startRedisCluster } from '../../testkit/redis-cluster.js';
 
 const { values } = parseArgs({
   options: {
@@ -20,6 +21,7 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '100' },
     body: { type: 'string', default: '135' },
     'no-copies': { type: 'boolean', default: false },
+    cluster: { type: 'boolean', default: false },
   },
 });
 const pairs = Number(values.pairs);
@@ -27,15 +29,23 @@ const burst = Number(values.burst);
 const rounds = Number(values.rounds);
 const copies = !values['no-copies'];
 
-const server = values.redis === undefined ? await startRedisServer() : undefined;
-const url = values.redis ?? server!.url;
-const admin = new Redis(url);
+// --cluster: a 3-master Redis Cluster (each inbox's appends one script call, on its master).
+const cluster = values.cluster ? await startRedisCluster() : undefined;
+const server = values.redis === undefined && !cluster ? await startRedisServer() : undefined;
+const urls = cluster ? cluster.nodes.filter((n) => n.role === 'master').map((n) => n.url) : [values.redis ?? server!.url];
+const admins = urls.map((url) => new Redis(url));
 const info = async () => {
-  const text = (await admin.info('memory')) + (await admin.info('cpu')) + (await admin.info('commandstats'));
-  const field = (name: string) => Number(new RegExp(`${name}[:=]([\\d.]+)`).exec(text)?.[1] ?? 0);
-  return { memory: field('used_memory'), cpu: field('used_cpu_user') + field('used_cpu_sys'), calls: field('cmdstat_evalsha:calls') };
+  const total = { memory: 0, cpu: 0, calls: 0 };
+  for (const admin of admins) {
+    const text = (await admin.info('memory')) + (await admin.info('cpu')) + (await admin.info('commandstats'));
+    const field = (name: string) => Number(new RegExp(`${name}[:=]([\\d.]+)`).exec(text)?.[1] ?? 0);
+    total.memory += field('used_memory');
+    total.cpu += field('used_cpu_user') + field('used_cpu_sys');
+    total.calls += field('cmdstat_evalsha:calls');
+  }
+  return total;
 };
-const store = new RedisInboxStore({ url, keyPrefix: `micro${process.pid}:` });
+const store = new RedisInboxStore({ url: cluster ? { cluster: cluster.seeds } : urls[0]!, keyPrefix: `micro${process.pid}:` });
 // Bodies of the size a 100-byte chat message is stored with (from, to, msg_id, times), each
 // different (equal ones would be stored more compactly than real ones: a stream entry with the
 // same fields as its block's first keeps no copy of them).
@@ -74,5 +84,6 @@ process.stdout.write(
     `script calls    ${calls}, ${(messages / Math.max(1, calls)).toFixed(1)} messages each\n`,
 );
 await store.close();
-admin.disconnect();
+for (const admin of admins) admin.disconnect();
 await server?.kill();
+await cluster?.kill();
