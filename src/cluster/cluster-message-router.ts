@@ -18,6 +18,7 @@
 
 import type { Logger } from '../log.js';
 import { encodeMessageFrame } from '../protocol/codec.js';
+import { peerDeliverFrame } from '../protocol/chat-frames.js';
 import { notification } from '../protocol/messages.js';
 import { HeadType, NotificationType, type Receipt } from '../protocol/types.js';
 import type { LocalSession } from '../session/local-session.js';
@@ -115,7 +116,7 @@ export class ClusterMessageRouter implements MessageRouter {
 
   #forward(nodes: ReadonlySet<string>, uid: string, seq: number, body: Uint8Array, epoch: number): void {
     if (nodes.size === 0) return;
-    const frame = encodeMessageFrame({ type: HeadType.PEER_DELIVER, peerDeliver: { uid, seq, body, epoch } });
+    const frame = peerDeliverFrame(uid, seq, body, epoch);
     for (const nodeId of nodes) this.#o.workers.send(nodeId, frame, uid);
   }
 

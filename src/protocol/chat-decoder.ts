@@ -1,5 +1,6 @@
-// Hand decoder for the two frames every chat message brings in (MESSAGE_REQUEST from the
-// sender, MESSAGE_ACK from the recipient), the inbound half of chat-frames.ts. It builds the
+// Hand decoder for the frames every chat message brings in (MESSAGE_REQUEST from the sender,
+// MESSAGE_ACK from the recipient, PEER_DELIVER from another worker), the inbound half of
+// chat-frames.ts. It builds the
 // same objects protobufjs would and, for a request, keeps its wire bytes so that the stored
 // form needs no re-encoding (storedRequestBody in codec.ts).
 //
@@ -12,11 +13,12 @@
 //
 //   Message { type = 5 (1), sequence (2)?, session_id (3)?, messageRequest (6) }
 //   Message { type = 8 (1), sequence (2)?, session_id (3)?, ack (16) { seq (1)?, group (2)? } }
+//   Message { type = 23 (1), peerDeliver (20) { uid (1)?, seq (2)?, body (3)?, epoch (4)? } }
 
 import { isUtf8 } from 'node:buffer';
 import Long from 'long';
 import { SwitchboardError } from '../errors.js';
-import { Field, HeadType, type ImMessage, type MessageAck, type MessageRequest } from './types.js';
+import { Field, HeadType, type ImMessage, type MessageAck, type MessageRequest, type PeerDeliver } from './types.js';
 import { WireReader, WireType, tag } from './wire.js';
 
 /** Constructors of the reflected types: decoded objects get the same prototype (and defaults). */
@@ -24,6 +26,7 @@ export interface DecodedTypes {
   message: new () => ImMessage;
   messageRequest: new () => MessageRequest;
   messageAck: new () => MessageAck;
+  peerDeliver: new () => PeerDeliver;
 }
 
 /**
@@ -78,10 +81,12 @@ export const KNOWN_WIRE_TYPES = {
   },
   MessageRequest: { msgId: VARINT, from: LEN, to: LEN, time: VARINT, msgType: VARINT, content: LEN, url: LEN, property: LEN, fromNick: LEN, json: LEN, seq: VARINT, storedAt: VARINT, group: LEN, event: LEN, originDevice: LEN, recalled: VARINT, edited: VARINT },
   MessageAck: { seq: VARINT, group: LEN },
+  PeerDeliver: { uid: LEN, seq: VARINT, body: LEN, epoch: VARINT },
 } as const satisfies {
   Message: Record<keyof typeof Field.Message, WireType>;
   MessageRequest: Record<keyof typeof Field.MessageRequest, WireType>;
   MessageAck: Record<keyof typeof Field.MessageAck, WireType>;
+  PeerDeliver: Record<keyof typeof Field.PeerDeliver, WireType>;
 };
 
 /** The wire type of each field number (index) of a message; -1: unknown. */
@@ -93,6 +98,7 @@ function wireTypes(numbers: Record<string, number>, types: Record<string, WireTy
 const MESSAGE_WIRE = wireTypes(Field.Message, KNOWN_WIRE_TYPES.Message);
 const REQUEST_WIRE_TYPES = wireTypes(Field.MessageRequest, KNOWN_WIRE_TYPES.MessageRequest);
 const ACK_WIRE = wireTypes(Field.MessageAck, KNOWN_WIRE_TYPES.MessageAck);
+const PEER_DELIVER_WIRE = wireTypes(Field.PeerDeliver, KNOWN_WIRE_TYPES.PeerDeliver);
 
 /** MessageRequest's string fields, as a bit set: from, to, content, url, property, from_nick, json. */
 const STRING_FIELDS = [R.from, R.to, R.content, R.url, R.property, R.fromNick, R.json].reduce((set, field) => set | (1 << field), 0);
@@ -127,12 +133,12 @@ function text(buf: Buffer, pos: number, end: number): string | undefined {
   return buf.toString('latin1', pos, end);
 }
 
-/** Decodes a MESSAGE_REQUEST or MESSAGE_ACK frame body; undefined for anything else. */
+/** Decodes a MESSAGE_REQUEST, MESSAGE_ACK or PEER_DELIVER frame body; undefined for anything else. */
 export function decodeChatMessage(body: Buffer, types: DecodedTypes): ImMessage | undefined {
   // type: the first field, one byte.
   if (body.length < 2 || body[0] !== TYPE_TAG) return undefined;
   const type = body[1];
-  if (type !== HeadType.MESSAGE_REQUEST && type !== HeadType.MESSAGE_ACK) return undefined;
+  if (type !== HeadType.MESSAGE_REQUEST && type !== HeadType.MESSAGE_ACK && type !== HeadType.PEER_DELIVER) return undefined;
   const c = new WireReader(body, 2, body.length, true);
   const message = new types.message();
   message.type = type;
@@ -166,6 +172,12 @@ export function decodeChatMessage(body: Buffer, types: DecodedTypes): ImMessage 
       if (!ack) return undefined;
       message.ack = ack;
       c.pos = end;
+    } else if (field === M.peerDeliver && wireType === LEN && type === HeadType.PEER_DELIVER) {
+      const end = c.length();
+      const peerDeliver = end < 0 ? undefined : decodePeerDeliver(new WireReader(body, c.pos, end, true), types);
+      if (!peerDeliver) return undefined;
+      message.peerDeliver = peerDeliver;
+      c.pos = end;
     } else {
       return declined(MESSAGE_WIRE, field, wireType, 'Message');
     }
@@ -195,6 +207,42 @@ function decodeAck(c: WireReader, types: DecodedTypes): MessageAck | undefined {
   }
   const field = fieldTag >>> 3;
   return fieldTag >= 0 && (field === Field.MessageAck.seq || field === Field.MessageAck.group) ? declined(ACK_WIRE, field, fieldTag & 7, 'MessageAck') : undefined;
+}
+
+/** PeerDeliver { uid (1)?, seq (2)?, body (3)?, epoch (4)? }; the body a view of the frame, as protobufjs gives it. */
+function decodePeerDeliver(c: WireReader, types: DecodedTypes): PeerDeliver | undefined {
+  const { buf } = c;
+  const d = new types.peerDeliver();
+  const P = Field.PeerDeliver;
+  let last = 0;
+  while (c.pos < c.limit) {
+    const fieldTag = c.tag();
+    const field = fieldTag >>> 3;
+    if (fieldTag < 0 || field <= last) return undefined;
+    last = field;
+    const wireType = fieldTag & 7;
+    if (wireType === VARINT && (field === P.seq || field === P.epoch)) {
+      if (!c.varint()) return undefined;
+      const value = long(c);
+      if (!value) return undefined;
+      if (field === P.seq) d.seq = value;
+      else d.epoch = value;
+    } else if (wireType === LEN && (field === P.uid || field === P.body)) {
+      const end = c.length();
+      if (end <= c.pos) return undefined;
+      if (field === P.uid) {
+        const uid = text(buf, c.pos, end);
+        if (uid === undefined) return undefined;
+        d.uid = uid;
+      } else {
+        d.body = buf.subarray(c.pos, end);
+      }
+      c.pos = end;
+    } else {
+      return declined(PEER_DELIVER_WIRE, field, wireType, 'PeerDeliver');
+    }
+  }
+  return d;
 }
 
 /** MessageRequest, keeping its bytes minus `from` and `seq` as its RequestWire. */

@@ -1,4 +1,4 @@
-// The two frames every chat message costs, assembled by hand because they are the hot path
+// The frames every chat message costs, assembled by hand because they are the hot path
 // (test/protocol/chat-frames.test.ts checks them against protobufjs):
 //
 // - the delivery, built from the stored MessageRequest bytes without decoding them: protobuf
@@ -9,6 +9,8 @@
 // - the sender's success response:
 //     Message { type = MESSAGE_RESPONSE (1), sequence (2), session_id (3),
 //               messageResponse (7) = { result = true (1), info = "ok" (3), seq (17), duplicate (18), own_seq (19) } }
+// - the forward to another worker that holds a session of the recipient:
+//     Message { type = PEER_DELIVER (1), peerDeliver (20) = { uid (1), seq (2), body (3), epoch (4) } }
 
 import { HEADER_LENGTH, writeHeader } from './frame.js';
 import { Field, HeadType, type UInt64 } from './types.js';
@@ -36,8 +38,11 @@ export const DELIVERY_OVERHEAD = 2 + 1 + MAX_VARINT_53 + 1 + 3 + SEQ_TAG.length 
 
 // A forward to another worker: Message { type = PEER_DELIVER, peerDeliver { uid, seq, body, epoch } }.
 const PEER_DELIVER_TAG = tag(Field.Message.peerDeliver, LEN);
+const PEER_DELIVER_TAG_BYTES = tagBytes(Field.Message.peerDeliver, LEN);
 const PEER_UID_TAG = tag(Field.PeerDeliver.uid, LEN);
+const PEER_SEQ_TAG = tag(Field.PeerDeliver.seq, VARINT);
 const PEER_BODY_TAG = tag(Field.PeerDeliver.body, LEN);
+const PEER_EPOCH_TAG = tag(Field.PeerDeliver.epoch, VARINT);
 /** seq and epoch, at their largest. */
 const PEER_NUMBERS = varintLength(tag(Field.PeerDeliver.seq, VARINT)) + MAX_VARINT_53 + varintLength(tag(Field.PeerDeliver.epoch, VARINT)) + MAX_VARINT_53;
 
@@ -72,6 +77,47 @@ export function deliveryFrame(storedRequest: Uint8Array, seq: number): Buffer {
   frame.set(storedRequest, pos);
   pos = writeBytes(frame, pos + storedRequest.length, SEQ_TAG);
   writeVarint(frame, pos, seq);
+  return frame;
+}
+
+/**
+ * PEER_DELIVER of a stored message: what protobufjs writes for { uid, seq, body, epoch } (a
+ * field at its default, 0 or empty, is left out as it would be).
+ */
+export function peerDeliverFrame(uid: string, seq: number, body: Uint8Array, epoch: number): Buffer {
+  const uidBytes = Buffer.byteLength(uid);
+  const peerLength =
+    (uidBytes > 0 ? 1 + varintLength(uidBytes) + uidBytes : 0) +
+    (seq > 0 ? 1 + varintLength(seq) : 0) +
+    (body.length > 0 ? 1 + varintLength(body.length) + body.length : 0) +
+    (epoch > 0 ? 1 + varintLength(epoch) : 0);
+  const bodyLength = 2 + PEER_DELIVER_TAG_BYTES.length + varintLength(peerLength) + peerLength;
+  const frame = Buffer.allocUnsafe(HEADER_LENGTH + bodyLength);
+  writeHeader(frame, 0, bodyLength);
+  let pos = HEADER_LENGTH;
+  frame[pos++] = TYPE_TAG;
+  frame[pos++] = HeadType.PEER_DELIVER;
+  pos = writeBytes(frame, pos, PEER_DELIVER_TAG_BYTES);
+  pos = writeVarint(frame, pos, peerLength);
+  if (uidBytes > 0) {
+    frame[pos++] = PEER_UID_TAG;
+    pos = writeVarint(frame, pos, uidBytes);
+    pos += frame.write(uid, pos, 'utf8');
+  }
+  if (seq > 0) {
+    frame[pos++] = PEER_SEQ_TAG;
+    pos = writeVarint(frame, pos, seq);
+  }
+  if (body.length > 0) {
+    frame[pos++] = PEER_BODY_TAG;
+    pos = writeVarint(frame, pos, body.length);
+    frame.set(body, pos);
+    pos += body.length;
+  }
+  if (epoch > 0) {
+    frame[pos++] = PEER_EPOCH_TAG;
+    writeVarint(frame, pos, epoch);
+  }
   return frame;
 }
 

@@ -26,6 +26,7 @@ const decodedTypes = {
   message: MessageType.ctor,
   messageRequest: MessageRequestType.ctor,
   messageAck: root.lookupType('switchboard.MessageAck').ctor,
+  peerDeliver: root.lookupType('switchboard.PeerDeliver').ctor,
 } as unknown as DecodedTypes;
 
 /** The reflected protobufjs type of the envelope, for tools that need it (bench, tests). */

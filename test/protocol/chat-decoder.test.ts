@@ -1,4 +1,4 @@
-// The hand decoder of MESSAGE_REQUEST / MESSAGE_ACK against protobufjs: hex fixtures, the forms
+// The hand decoder of MESSAGE_REQUEST / MESSAGE_ACK / PEER_DELIVER against protobufjs: hex fixtures, the forms
 // it must leave to protobufjs, random requests, and mutated and random bodies. Whatever it
 // accepts must decode exactly as protobufjs decodes it, and the stored body it splices must be
 // byte for byte what encoding the protobufjs-decoded request gives.
@@ -18,6 +18,7 @@ const types = {
   message: messageType.ctor,
   messageRequest: messageType.root.lookupType('switchboard.MessageRequest').ctor,
   messageAck: messageType.root.lookupType('switchboard.MessageAck').ctor,
+  peerDeliver: messageType.root.lookupType('switchboard.PeerDeliver').ctor,
 } as unknown as DecodedTypes;
 
 const SENDER = 'alice';
@@ -122,6 +123,9 @@ t.test('fixtures the hand decoder takes', async (t) => {
     ['empty ack', '08 08 8201 00'],
     ['ack of a group', '08 08  8201 11 08 05 12 0d 676b33763771326d786134627a -- ack { seq 5, group "gk3v7q2mxa4bz" }'],
     ['ack of a group without seq', '08 08 8201 03 12 01 67'],
+    ['peer deliver', '08 17  a201 15  0a 03 626f62  10 05  1a 03 120161  20 ffffffffffffff0f -- peerDeliver { uid "bob", seq 5, body 120161, epoch 2^53-1 }'],
+    ['peer deliver without an epoch (a worker of an older version)', '08 17  a201 0a  0a 03 626f62  10 05  1a 01 00'],
+    ['empty peer deliver', '08 17 a201 00'],
   ];
   for (const [label, fixture] of taken) {
     t.same(check(hex(fixture)), { taken: true }, label);
@@ -257,6 +261,14 @@ t.test('every request protobufjs encodes is taken and decodes alike', async (t) 
     }),
     { numRuns: 200 },
   );
+  const peerDeliverArb = fc.record({ uid: text, seq: u64, body: fc.uint8Array({ maxLength: 200 }).map((b) => Buffer.from(b)), epoch: u64 }, { requiredKeys: [] });
+  fc.assert(
+    fc.property(peerDeliverArb, (peerDeliver) => {
+      const body = Buffer.from(encodeMessage({ type: HeadType.PEER_DELIVER, peerDeliver }));
+      t.same(check(body), { taken: true });
+    }),
+    { numRuns: 300 },
+  );
 });
 
 t.test('mutated and random bodies: declined or decoded exactly as protobufjs does', async (t) => {
@@ -265,6 +277,7 @@ t.test('mutated and random bodies: declined or decoded exactly as protobufjs doe
     seed({ msgId: 1, from: 'alice', to: 'bob', time: 1700000000000, msgType: 1, content: 'hello' }),
     seed({ msgId: Long.MAX_UNSIGNED_VALUE, to: 'bøb', content: 'x'.repeat(200), json: '{}', seq: 7 }),
     Buffer.from(encodeMessage({ type: HeadType.MESSAGE_ACK, sequence: 9, ack: { seq: 300 } })),
+    Buffer.from(encodeMessage({ type: HeadType.PEER_DELIVER, peerDeliver: { uid: 'bøb', seq: 300, body: Buffer.from('0801120161', 'hex'), epoch: 2 ** 40 } })),
   ];
   const mutation = fc.record({
     seed: fc.nat({ max: seeds.length - 1 }),
@@ -286,7 +299,7 @@ t.test('mutated and random bodies: declined or decoded exactly as protobufjs doe
     { numRuns: 3000 },
   );
   fc.assert(
-    fc.property(fc.constantFrom('0805', '0808'), fc.uint8Array({ maxLength: 40 }), (prefix, tail) => {
+    fc.property(fc.constantFrom('0805', '0808', '0817'), fc.uint8Array({ maxLength: 40 }), (prefix, tail) => {
       t.equal(check(Buffer.concat([Buffer.from(prefix, 'hex'), tail])).mismatch, undefined);
     }),
     { numRuns: 3000 },

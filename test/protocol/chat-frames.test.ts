@@ -5,7 +5,7 @@ import t from 'tap';
 import fc from 'fast-check';
 import Long from 'long';
 import { decodeMessage, encodeMessage, encodeMessageFrame, encodeMessageRequest } from '../../src/protocol/codec.js';
-import { deliveryFits, deliveryFrame, storedResponseFrame, DELIVERY_OVERHEAD } from '../../src/protocol/chat-frames.js';
+import { deliveryFits, deliveryFrame, peerDeliverFrame, storedResponseFrame, DELIVERY_OVERHEAD } from '../../src/protocol/chat-frames.js';
 import { messageResponse } from '../../src/protocol/messages.js';
 import { FrameDecoder, HEADER_LENGTH } from '../../src/protocol/frame.js';
 import { HeadType } from '../../src/protocol/types.js';
@@ -73,5 +73,19 @@ t.test('the hand-built success response decodes like the protobufjs-built one', 
       const json = (m: unknown) => (m as { toJSON(): unknown }).toJSON();
       t.same(json(fast), json(reference), `sequence ${String(sequence)}, ${sessionId || 'no session'}, seq ${seq}`);
     }
+  }
+});
+
+t.test('the hand-built PEER_DELIVER is byte for byte what protobufjs writes, zero and empty fields left out alike', async (t) => {
+  const cases: [string, number, Buffer, number][] = [
+    ['bob', 5, Buffer.from('0801', 'hex'), 7],
+    ['bøb', 2 ** 53 - 1, Buffer.alloc(300, 0x61), 2 ** 53 - 1],
+    ['', 0, Buffer.alloc(0), 0],
+    ['x', 1, Buffer.alloc(0), 0],
+    ['a'.repeat(200), 128, Buffer.from([0]), 16_384],
+  ];
+  for (const [uid, seq, body, epoch] of cases) {
+    const expected = encodeMessageFrame({ type: HeadType.PEER_DELIVER, peerDeliver: { uid, seq, body, epoch } });
+    t.equal(peerDeliverFrame(uid, seq, body, epoch).toString('hex'), expected.toString('hex'), `uid of ${uid.length}, seq ${seq}, body of ${body.length}, epoch ${epoch}`);
   }
 });
