@@ -4,30 +4,39 @@
 // consecutive messages of one sender to one inbox in one conversation (a "run") share one stream
 // entry, one index record and one dedupe update (redis-inbox-scripts.ts).
 //
-// Order: the appends of one inbox go in one call, in the order they were made, and calls go out
-// in order on one connection (a Cluster: on the inbox's node's), so an inbox stores them in that
-// order. A failed call fails each of its appends (SB_ERR_STORE_UNAVAILABLE); what it stored
-// before it failed, if anything, a resend finds as a duplicate.
+// Order: an inbox's appends go in the order they were made, in one call or, past a call's bounds,
+// in consecutive ones, and calls go out in order on one connection (a Cluster: on the inbox's
+// master's), so an inbox stores them in that order. A failed call fails each of its appends, and
+// an inbox the script could not write fails its own (SB_ERR_STORE_UNAVAILABLE); what was stored
+// before the failure keeps its seqs, and a resend finds it a duplicate.
 
 import { createHash } from 'node:crypto';
 import { storeUnavailable } from '../redis/redis-client.js';
+import { dedupeKey } from './dedupe-window.js';
 import { hasDedupeId, type AppendRequest, type AppendResult, type EpochSource } from './inbox-store.js';
+import { inboxKeys } from './redis-inbox-scripts.js';
 
 /** Messages per script call at most (a call holds Redis for its duration: a few µs per message). */
 export const MAX_BATCH_MESSAGES = 256;
-/** Body bytes per script call at most. */
+/** Body bytes per script call at most (one body larger than that goes alone). */
 export const MAX_BATCH_BYTES = 1 << 20;
-/** Messages per run at most (the script reads a run's count as 2 bytes). */
-const MAX_RUN = 0xffff;
+/** Messages per run and runs per inbox in one call at most (the script reads each count as 2 bytes). */
+const MAX_COUNT = 0xffff;
 
-/** One script call (redis-inbox-scripts.ts, appendBatch): the inboxes' key bases, now, the appends. */
-export type SendBatch = (bases: string[], now: number, batch: Buffer) => Promise<number[]>;
+/** One script call (redis-inbox-scripts.ts, appendBatch): its keys and its appends. */
+export interface BatchCall {
+  keys: string[];
+  batch: Buffer;
+}
+
+/** Sends the calls of one flush, in order; a promise of each one's reply. */
+export type SendBatch = (calls: BatchCall[], now: number) => Promise<unknown>[];
 
 interface Append {
   readonly sender: string;
   readonly conversation: string;
   readonly own: boolean;
-  /** The msg_id (dedupeId); undefined: not deduplicated. */
+  /** The msg_id (dedupeKey); undefined: not deduplicated. */
   readonly id: number | string | undefined;
   readonly body: Buffer;
   done(error: unknown, seq: number, epoch: number): void;
@@ -45,6 +54,12 @@ interface InboxAppends {
   readonly appends: Append[];
 }
 
+/** An inbox's runs in one call. */
+interface Section {
+  readonly base: string;
+  readonly runs: Run[];
+}
+
 export interface AppendBatchOptions {
   /** A Redis Cluster: one call per inbox. */
   perInbox: boolean;
@@ -59,6 +74,8 @@ export class AppendBatch {
   readonly #o: AppendBatchOptions;
   #pending = new Map<string, InboxAppends>();
   #scheduled = false;
+  /** Calls sent and not answered yet (close() waits for them). */
+  readonly #inFlight = new Set<Promise<unknown>>();
 
   constructor(send: SendBatch, options: AppendBatchOptions) {
     this.#send = send;
@@ -89,27 +106,68 @@ export class AppendBatch {
     });
   }
 
-  /** Sends what is pending now (the store's close()). */
+  /** Sends what is pending now, and resolves once every call sent is answered (the store's close()). */
+  async drain(): Promise<void> {
+    this.flush();
+    await Promise.allSettled([...this.#inFlight]);
+  }
+
+  /** Sends what is pending now. */
   flush(): void {
     this.#scheduled = false;
     const pending = this.#pending;
     if (pending.size === 0) return;
     this.#pending = new Map();
-    let call: InboxAppends[] = [];
+    const calls: Section[][] = [];
+    let call: Section[] = [];
     let messages = 0;
     let bytes = 0;
-    for (const inbox of pending.values()) {
-      call.push(inbox);
-      messages += inbox.appends.length;
-      for (const a of inbox.appends) bytes += a.body.length;
-      if (this.#o.perInbox || messages >= MAX_BATCH_MESSAGES || bytes >= MAX_BATCH_BYTES) {
-        this.#call(call);
-        call = [];
-        messages = 0;
-        bytes = 0;
+    const close = () => {
+      if (call.length > 0) calls.push(call);
+      call = [];
+      messages = 0;
+      bytes = 0;
+    };
+    for (const { base, appends } of pending.values()) {
+      if (this.#o.perInbox || messages >= MAX_BATCH_MESSAGES || bytes >= MAX_BATCH_BYTES) close();
+      let section: Section = { base, runs: [] };
+      call.push(section);
+      for (const run of runsOf(appends)) {
+        let runBytes = 0;
+        for (const a of run.appends) runBytes += a.body.length;
+        // Past a bound, the call goes and the inbox's next runs go in the next one (a run larger
+        // than a bound goes alone).
+        if (section.runs.length > 0 && (messages + run.appends.length > MAX_BATCH_MESSAGES || bytes + runBytes > MAX_BATCH_BYTES || section.runs.length === MAX_COUNT)) {
+          close();
+          section = { base, runs: [] };
+          call.push(section);
+        }
+        section.runs.push(run);
+        messages += run.appends.length;
+        bytes += runBytes;
       }
     }
-    if (call.length > 0) this.#call(call);
+    close();
+    let replies: Promise<unknown>[];
+    try {
+      replies = this.#send(
+        calls.map((sections) => this.#encode(sections)),
+        this.#o.now(),
+      );
+    } catch (err) {
+      // Nothing was sent: every append of this flush gets the error, none is left waiting.
+      for (const sections of calls) failCall(sections, storeUnavailable('inbox', err));
+      return;
+    }
+    replies.forEach((reply, i) => {
+      const sections = calls[i]!;
+      const sent = reply.then(
+        (answer) => settleCall(sections, answer as (number | string)[]),
+        (err: unknown) => failCall(sections, storeUnavailable('inbox', err)),
+      );
+      this.#inFlight.add(sent);
+      void sent.finally(() => this.#inFlight.delete(sent));
+    });
   }
 
   #add(request: AppendRequest, done: Append['done']): void {
@@ -120,7 +178,7 @@ export class AppendBatch {
       sender: request.sender,
       conversation: request.conversation ?? '',
       own: request.own === true,
-      id: hasDedupeId(request.msgId) ? dedupeId(request.msgId) : undefined,
+      id: hasDedupeId(request.msgId) ? dedupeKey(request.msgId) : undefined,
       body: bufferOf(request.body),
       done,
     });
@@ -131,34 +189,28 @@ export class AppendBatch {
     }
   }
 
-  #call(inboxes: InboxAppends[]): void {
-    // Each inbox's appends as runs: consecutive ones of one sender, conversation and ownness.
-    const runs: Run[] = [];
+  /** A call's keys and its second argument (redis-inbox-scripts.ts, appendBatch). */
+  #encode(sections: Section[]): BatchCall {
+    const keys: string[] = [];
     let size = 0;
-    for (const { appends } of inboxes) {
-      size += 10;
-      for (let i = 0; i < appends.length; ) {
-        const { sender, conversation, own } = appends[i]!;
-        let j = i + 1;
-        while (j < appends.length && j - i < MAX_RUN && appends[j]!.sender === sender && appends[j]!.conversation === conversation && appends[j]!.own === own) j++;
-        const run: Run = { appends: appends.slice(i, j), sender: Buffer.from(sender), conversation: Buffer.from(conversation), own };
-        runs.push(run);
-        size += 13 + run.sender.length + run.conversation.length;
+    for (const { base, runs } of sections) {
+      const k = inboxKeys(base);
+      keys.push(k.seq, k.ep, k.lg, k.cv, k.cl);
+      size += 14;
+      for (const run of runs) {
+        keys.push(`${base}:dr:${run.appends[0]!.sender}`, `${base}:ci:${run.appends[0]!.conversation}`);
+        size += 11 + run.sender.length + run.conversation.length;
         for (const a of run.appends) size += 12 + a.body.length;
-        i = j;
       }
     }
-    // The script's second argument (redis-inbox-scripts.ts, appendBatch).
     const batch = Buffer.allocUnsafe(size);
     let at = 0;
-    let r = 0;
-    for (const { appends } of inboxes) {
+    for (const { runs } of sections) {
       at = batch.writeDoubleBE(this.#o.epochs.next(), at);
-      const runsAt = at;
-      at += 2;
-      let count = 0;
-      for (let done = 0; done < appends.length; count++) {
-        const run = runs[r++]!;
+      at = batch.writeUInt16BE(runs.length, at);
+      const bytesAt = at;
+      at += 4;
+      for (const run of runs) {
         at = batch.writeUInt32BE(run.sender.length, at);
         at += run.sender.copy(batch, at);
         at = batch.writeUInt32BE(run.conversation.length, at);
@@ -180,36 +232,47 @@ export class AppendBatch {
           at = batch.writeUInt32BE(body.length, at);
           at += body.copy(batch, at);
         }
-        done += run.appends.length;
       }
-      batch.writeUInt16BE(count, runsAt);
+      batch.writeUInt32BE(at - bytesAt - 4, bytesAt);
     }
-    this.#send(
-      inboxes.map((inbox) => inbox.base),
-      this.#o.now(),
-      batch,
-    ).then(
-      (reply) => {
-        let r = 0;
-        let run = 0;
-        for (const { appends } of inboxes) {
-          const epoch = reply[r++]!;
-          for (let done = 0; done < appends.length; run++) {
-            const appendsOfRun = runs[run]!.appends;
-            const first = reply[r++]!;
-            // All new: the seqs that follow the first; else one answer each.
-            if (first > 0) appendsOfRun.forEach((a, k) => a.done(undefined, first + k, epoch));
-            else for (const a of appendsOfRun) a.done(undefined, reply[r++]!, epoch);
-            done += appendsOfRun.length;
-          }
-        }
-      },
-      (err: unknown) => {
-        const error = storeUnavailable('inbox', err);
-        for (const { appends } of inboxes) for (const a of appends) a.done(error, 0, 0);
-      },
-    );
+    return { keys, batch };
   }
+}
+
+/** An inbox's appends as runs: consecutive ones of one sender, conversation and ownness. */
+function runsOf(appends: Append[]): Run[] {
+  const runs: Run[] = [];
+  for (let i = 0; i < appends.length; ) {
+    const { sender, conversation, own } = appends[i]!;
+    let j = i + 1;
+    while (j < appends.length && j - i < MAX_COUNT && appends[j]!.sender === sender && appends[j]!.conversation === conversation && appends[j]!.own === own) j++;
+    runs.push({ appends: appends.slice(i, j), sender: Buffer.from(sender), conversation: Buffer.from(conversation), own });
+    i = j;
+  }
+  return runs;
+}
+
+/** Each inbox of a call: its epoch, then per run its first seq (all new) or 0 and a seq each; or -1 and why it failed. */
+function settleCall(sections: Section[], reply: (number | string)[]): void {
+  let r = 0;
+  for (const { runs } of sections) {
+    const epoch = reply[r++] as number;
+    if (epoch === -1) {
+      const error = storeUnavailable('inbox', new Error(String(reply[r++])));
+      for (const run of runs) for (const a of run.appends) a.done(error, 0, 0);
+      continue;
+    }
+    for (const { appends } of runs) {
+      const first = reply[r++] as number;
+      // All new: the seqs that follow the first; else one answer each.
+      if (first > 0) for (let k = 0; k < appends.length; k++) appends[k]!.done(undefined, first + k, epoch);
+      else for (const a of appends) a.done(undefined, reply[r++] as number, epoch);
+    }
+  }
+}
+
+function failCall(sections: Section[], error: unknown): void {
+  for (const { runs } of sections) for (const run of runs) for (const a of run.appends) a.done(error, 0, 0);
 }
 
 /** A seq as the script answers it: negated for a duplicate. */
@@ -219,20 +282,7 @@ function resultOf(seq: number, epoch: number): AppendResult {
 
 const UINT64 = /^(?:0|[1-9]\d{0,19})$/;
 
-/**
- * A msg_id as what the dedupe script compares, 8 big-endian bytes: a canonical decimal up to
- * 2^53 - 1 (what clients send, usually) as its number, written into the run's ids directly;
- * anything else as its string (idBytes).
- */
-export function dedupeId(msgId: string): number | string {
-  if (msgId.length <= 16 && UINT64.test(msgId)) {
-    const n = Number(msgId);
-    if (Number.isSafeInteger(n)) return n;
-  }
-  return msgId;
-}
-
-/** Writes `id` (dedupeId) as 8 bytes at `offset`. */
+/** Writes `id` (a dedupeKey) as the 8 bytes the script compares, at `offset`. */
 function writeId(id: number | string, ids: Buffer, offset: number): void {
   if (typeof id === 'number') {
     ids.writeUInt32BE(Math.floor(id / 0x1_0000_0000), offset);

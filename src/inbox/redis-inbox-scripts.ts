@@ -1,7 +1,8 @@
 // The Lua scripts of RedisInboxStore (the key layout is described there). Every script declares
-// the inboxes it touches by their key base `<prefix>{uid}` and derives the keys from it, so that
-// on a Redis Cluster each runs in its inbox's slot. The limits are written into the text (fewer
-// arguments per call is measurably faster), so each store defines its own commands.
+// every key it touches (KEYS, in the order inboxKeys() gives them), so that on a Redis Cluster it
+// runs in its inbox's slot, and while that slot migrates Redis answers TRYAGAIN or ASK for the
+// whole call instead of running it against half of the keys. The limits are written into the
+// text (fewer arguments per call is measurably faster), so each store defines its own commands.
 //
 // Appends come in runs: consecutive messages to one inbox from one sender in one conversation
 // (redis-append-batch.ts). The new messages of a run get consecutive seqs and are stored as one
@@ -16,6 +17,13 @@ export const DEDUPE_RING = 1000;
 export const CHUNK = 32;
 /** Bytes of one conversation index record. */
 export const INDEX_RECORD_BYTES = 12;
+/** Ids per dedupe block at most, so that trimming a ring can always go down to DEDUPE_RING. */
+export const RING_BLOCK = DEDUPE_RING / 4;
+
+/** The keys every script of an inbox may touch, in KEYS order (the append batch adds two per run). */
+export function inboxKeys(base: string) {
+  return { seq: `${base}:seq`, ep: `${base}:ep`, lg: `${base}:lg`, rw: `${base}:rw`, cv: `${base}:cv`, cl: `${base}:cl`, cur: `${base}:cur` };
+}
 
 export function inboxScripts({ maxMessages, maxAgeMs, dedupeWindowMs }: InboxLimits) {
   // The conversation keys' expiry, and how often it is pushed back (see converse).
@@ -25,7 +33,7 @@ export function inboxScripts({ maxMessages, maxAgeMs, dedupeWindowMs }: InboxLim
   const check = Math.max(16, Math.floor(maxMessages / 64));
   const prelude = `
 local MAX, AGE, WINDOW, REFRESH, TTL, CHECK = ${maxMessages}, ${maxAgeMs}, ${dedupeWindowMs}, ${refreshMs}, ${ttlMs}, ${check}
-local RING, CHUNK, REC = ${DEDUPE_RING}, ${CHUNK}, ${INDEX_RECORD_BYTES}
+local RING, RING_BLOCK, CHUNK, REC = ${DEDUPE_RING}, ${RING_BLOCK}, ${CHUNK}, ${INDEX_RECORD_BYTES}
 -- Numbers into key names and ids: exact up to 2^53 (Lua prints a double as 1.7e+12 otherwise).
 local function d(n) return string.format('%d', n) end
 
@@ -36,8 +44,8 @@ local function parseSeq(value)
   local head, pushed = string.match(value, '^(%d+)|?(%d*)$')
   return tonumber(head), tonumber(pushed) or 0
 end
-local function headOf(base)
-  return (parseSeq(redis.call('GET', base .. ':seq')))
+local function headOf(k)
+  return (parseSeq(redis.call('GET', k.seq)))
 end
 
 -- The log: a stream. An entry holds the consecutive messages of one chunk: its id is
@@ -45,41 +53,53 @@ end
 local function seqOf(id) return tonumber(string.match(id, '^(%d+)')) end
 local function storedAtOf(id) return tonumber(string.match(id, '%-(%d+)$')) end
 local function countOf(entry) return tonumber(entry[2][2]) end
-
--- Entries older than the retention age go, from the oldest end (their store times ascend with
--- their seqs, give or take the workers' clocks). Returns the first seq left, or nil.
-local function pruneAge(lg, now)
-  local cutoff = now - AGE
-  for _ = 1, 1000 do
-    local first = redis.call('XRANGE', lg, '-', '+', 'COUNT', 1)[1]
-    if not first then return nil end
-    if storedAtOf(first[1]) >= cutoff then return seqOf(first[1]) end
-    redis.call('XDEL', lg, first[1])
-  end
+-- The entry holding seq (the last one starting at or before it), or nil.
+local function entryAt(k, seq)
+  local entry = redis.call('XREVRANGE', k.lg, d(seq), '-', 'COUNT', 1)[1]
+  if entry and seqOf(entry[1]) + countOf(entry) > seq then return entry end
   return nil
+end
+
+-- Entries older than the retention age go, from the oldest end. Store times ascend with seqs
+-- (give or take the workers' clocks), so a binary search over seqs finds the first entry kept,
+-- in O(log n) reads of one entry, and one XTRIM drops everything before it. Returns the first
+-- seq left, or nil when nothing is.
+local function pruneAge(k, head, now)
+  local first = redis.call('XRANGE', k.lg, '-', '+', 'COUNT', 1)[1]
+  if not first then return nil end
+  local cutoff = now - AGE
+  if storedAtOf(first[1]) >= cutoff then return seqOf(first[1]) end
+  local lo, hi = seqOf(first[1]) + countOf(first), head + 1
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local entry = redis.call('XREVRANGE', k.lg, d(mid), '-', 'COUNT', 1)[1]
+    if storedAtOf(entry[1]) < cutoff then lo = seqOf(entry[1]) + countOf(entry) else hi = seqOf(entry[1]) end
+  end
+  redis.call('XTRIM', k.lg, 'MINID', d(lo))
+  if lo > head then return nil end
+  return lo
 end
 
 -- The lowest retained seq (head + 1 when none is): the count bound hides the messages below
 -- head - MAX + 1 even before appends trim them.
-local function oldestOf(lg, head, now)
-  local first = pruneAge(lg, now)
+local function oldestOf(k, head, now)
+  local first = pruneAge(k, head, now)
   return math.max(first or head + 1, head - MAX + 1, 1)
 end
 
 -- The epoch stays a string (a double would print as 1.2e+15); made by the first script that finds none.
-local function epoch(key, candidate)
-  local current = redis.call('GET', key)
+local function epoch(k, candidate)
+  local current = redis.call('GET', k.ep)
   if current then return current end
-  redis.call('SET', key, candidate)
+  redis.call('SET', k.ep, candidate)
   return candidate
 end
 
 -- Messages of 'entries' from seq 'from' on, at most 'limit', as {seq, storedAt, body} triples
 -- appended to 'out'; a rewritten body (kept beside the log, whose entries cannot change) in
 -- place of its original. Returns how many it appended.
-local function expand(base, entries, from, limit, out)
-  local rw = {}
-  local rewrites = redis.call('EXISTS', base .. ':rw') == 1
+local function expand(k, entries, from, limit, out)
+  local rewrites = redis.call('EXISTS', k.rw) == 1
   local added = 0
   for _, entry in ipairs(entries) do
     local first, at, n = seqOf(entry[1]), storedAtOf(entry[1]), countOf(entry)
@@ -87,7 +107,7 @@ local function expand(base, entries, from, limit, out)
       if added == limit then return added end
       local seq = first + i
       local body = entry[2][3 + i]
-      if rewrites then body = redis.call('HGET', base .. ':rw', d(seq)) or body end
+      if rewrites then body = redis.call('HGET', k.rw, d(seq)) or body end
       out[#out + 1] = seq
       out[#out + 1] = at
       out[#out + 1] = body
@@ -97,21 +117,20 @@ local function expand(base, entries, from, limit, out)
   return added
 end
 
--- One message as {seq, storedAt, body}, or nil: the entry holding it is the last one starting at or before it.
-local function messageAt(base, seq, oldest)
+-- One message as {seq, storedAt, body}, or nil.
+local function messageAt(k, seq, oldest)
   if seq < oldest then return nil end
-  local entry = redis.call('XREVRANGE', base .. ':lg', d(seq), '-', 'COUNT', 1)[1]
-  if not entry or seqOf(entry[1]) + countOf(entry) <= seq then return nil end
+  local entry = entryAt(k, seq)
+  if not entry then return nil end
   local out = {}
-  expand(base, {entry}, seq, 1, out)
+  expand(k, {entry}, seq, 1, out)
   return out
 end
 
--- A conversation's entry in the chat list's hash, and forgetting one (entry, list slot, index).
--- An entry is binary: a version byte (1), then lastSeq (6), lastAt (6), readSeq (6), unread (4),
--- received (4), total (4), cxAt (6: when its index's expiry was last pushed back) and first (6:
--- its first seq), big-endian. An earlier version wrote "lastSeq|lastAt|readSeq|unread|received|
--- total|cxAt" (its messages are not in this log: first 0, as pruned).
+-- A conversation's entry is binary: a version byte (1), then lastSeq (6), lastAt (6), readSeq
+-- (6), unread (4), received (4), total (4), cxAt (6: when its index's expiry was last pushed
+-- back) and first (6: its first seq), big-endian. An earlier version wrote "lastSeq|lastAt|
+-- readSeq|unread|received|total|cxAt" (its messages are not in this log: first 0, as pruned).
 local ENTRY = '>BI6I6I6I4I4I4I6I6'
 local function parseEntry(entry)
   if not entry then return nil end
@@ -123,33 +142,35 @@ local function parseEntry(entry)
   if not lastSeq then return nil end
   return {lastSeq = tonumber(lastSeq), lastAt = tonumber(lastAt), readSeq = tonumber(readSeq), unread = tonumber(unread), received = tonumber(received), total = tonumber(total), cxAt = tonumber(cxAt), first = 0}
 end
-local function entryOf(base, id)
-  return parseEntry(redis.call('HGET', base .. ':cv', id))
+local function entryOf(k, id)
+  return parseEntry(redis.call('HGET', k.cv, id))
 end
-local function saveEntry(base, id, e)
-  redis.call('HSET', base .. ':cv', id, struct.pack(ENTRY, 1, e.lastSeq, e.lastAt, e.readSeq, e.unread, e.received, e.total, e.cxAt, e.first))
+local function saveEntry(k, id, e)
+  redis.call('HSET', k.cv, id, struct.pack(ENTRY, 1, e.lastSeq, e.lastAt, e.readSeq, e.unread, e.received, e.total, e.cxAt, e.first))
 end
-local function forget(base, id)
-  redis.call('ZREM', base .. ':cl', id)
-  redis.call('HDEL', base .. ':cv', id)
-  redis.call('DEL', base .. ':ci:' .. id)
+-- Forgets a conversation: its list slot and entry. Its index key is not this script's (it
+-- declares the keys it touches): it expires by itself, and a conversation made again with the
+-- same peer starts it anew (converse).
+local function forget(k, id)
+  redis.call('ZREM', k.cl, id)
+  redis.call('HDEL', k.cv, id)
 end
 -- Conversations whose last message is older than the retention age, least recent first.
-local function expireConversations(base, now)
+local function expireConversations(k, now)
   local cutoff = now - AGE
   for _ = 1, 1000 do
-    local first = redis.call('ZRANGE', base .. ':cl', 0, 0)
+    local first = redis.call('ZRANGE', k.cl, 0, 0)
     if #first == 0 then return end
-    local e = entryOf(base, first[1])
+    local e = entryOf(k, first[1])
     if e and e.lastAt >= cutoff then return end
-    forget(base, first[1])
+    forget(k, first[1])
   end
 end
 
 -- A conversation's index: a string of records, one per chunk of its messages, ascending: the
 -- chunk's first seq (6 bytes), 2 × its messages + 1 if they are the owner's own (2) and the
--- messages received in the conversation before it (4).
--- Records of pruned chunks stay at the front until the string is compacted.
+-- messages received in the conversation before it (4). Records of pruned chunks stay at the
+-- front until the string is compacted.
 local function recordAt(ci, i)
   local first, counted, received = struct.unpack('>I6I2I4', redis.call('GETRANGE', ci, i * REC, i * REC + REC - 1))
   return {first = first, n = math.floor(counted / 2), own = counted % 2 == 1, received = received}
@@ -174,12 +195,11 @@ local function firstLive(ci, n, oldest)
 end
 `;
 
-  // Storing: the next seqs of an inbox, one stream entry per CHUNK; 'state.head' carries its
-  // head from run to run within one script.
+  // Storing: the next seqs of an inbox, one stream entry per CHUNK; 'state' carries the inbox's
+  // head (and when the log's expiry was last pushed back) from run to run within one script.
   const store = `
-local function storeBodies(base, state, bodies, now)
+local function storeBodies(k, state, bodies, now)
   local chunks = {}
-  local lg = base .. ':lg'
   local i = 1
   while i <= #bodies do
     local n = math.min(CHUNK, #bodies - i + 1)
@@ -187,7 +207,7 @@ local function storeBodies(base, state, bodies, now)
     local fields = {'n', d(n)}
     for j = i, i + n - 1 do fields[#fields + 1] = bodies[j] end
     if n % 2 == 1 then fields[#fields + 1] = '' end
-    redis.call('XADD', lg, d(first) .. '-' .. now, unpack(fields))
+    redis.call('XADD', k.lg, d(first) .. '-' .. now, unpack(fields))
     state.head = first + n - 1
     chunks[#chunks + 1] = {first, n}
     i = i + n
@@ -195,51 +215,54 @@ local function storeBodies(base, state, bodies, now)
   return chunks
 end
 
--- After an inbox's appends: its head; every CHECK seqs, the bounds by age and by count; the
--- log's expiry (AGE + a quarter, pushed back once a quarter of AGE has passed since the last
--- time, so it outlives its newest message by at least AGE).
-local function settle(base, state, before, now)
-  if state.head == before then return end
-  local lg = base .. ':lg'
-  local at = tonumber(now)
-  if at - state.pushed > REFRESH then
-    redis.call('PEXPIRE', lg, TTL)
-    state.pushed = at
-  end
-  redis.call('SET', base .. ':seq', d(state.head) .. '|' .. d(state.pushed))
-  if math.floor(state.head / CHECK) ~= math.floor(before / CHECK) then
-    pruneAge(lg, at)
-    local keep = state.head - MAX + 1
-    if keep > 1 then
-      -- The entry holding 'keep' stays whole; those before it go.
-      local entry = redis.call('XREVRANGE', lg, d(keep), '-', 'COUNT', 1)[1]
-      if entry then redis.call('XTRIM', lg, 'MINID', entry[1]) end
-    end
-  end
-end
 -- An inbox about to be appended to: its epoch (made from 'candidate' if it has none, and a
 -- candidate is given) and its state.
-local function open(base, candidate)
-  local got = redis.call('MGET', base .. ':ep', base .. ':seq')
+local function open(k, candidate)
+  local got = redis.call('MGET', k.ep, k.seq)
   local ep = got[1]
   if not ep and candidate then
     ep = candidate
-    redis.call('SET', base .. ':ep', ep)
+    redis.call('SET', k.ep, ep)
   end
   local head, pushed = parseSeq(got[2])
-  return ep, {head = head, pushed = pushed}
+  return ep, {head = head, pushed = pushed, before = head}
 end
 
--- Appends 'chunks' ({first seq, count}, ascending, new) to conversation 'id': its entry, list
--- slot and index, in O(chunks).
-local function converse(base, id, own, chunks, now)
-  local cv, cl, ci = base .. ':cv', base .. ':cl', base .. ':ci:' .. id
+-- After an inbox's appends: its head; every CHECK seqs, the bounds by age and by count; the
+-- log's expiry (AGE + a quarter, pushed back once a quarter of AGE has passed since the last
+-- time, so it outlives its newest message by at least AGE).
+local function settle(k, state, now)
+  local before = state.before
+  if state.head == before then return end
+  state.before = state.head
+  local at = tonumber(now)
+  if at - state.pushed > REFRESH then
+    redis.call('PEXPIRE', k.lg, TTL)
+    state.pushed = at
+  end
+  redis.call('SET', k.seq, d(state.head) .. '|' .. d(state.pushed))
+  if math.floor(state.head / CHECK) ~= math.floor(before / CHECK) then
+    pruneAge(k, state.head, at)
+    local keep = state.head - MAX + 1
+    if keep > 1 then
+      -- The entry holding 'keep' stays whole; those before it go.
+      local entry = redis.call('XREVRANGE', k.lg, d(keep), '-', 'COUNT', 1)[1]
+      if entry then redis.call('XTRIM', k.lg, 'MINID', entry[1]) end
+    end
+  end
+end
+
+-- Appends 'chunks' ({first seq, count}, ascending, new) to conversation 'id', whose index is
+-- 'ci': its entry, list slot and index, in O(chunks).
+local function converse(k, ci, id, own, chunks, now)
   -- The entry, and when the list's keys last had their expiry pushed back (field '', no uid).
-  local got = redis.call('HMGET', cv, id, '')
+  local got = redis.call('HMGET', k.cv, id, '')
   local e = parseEntry(got[1])
   local at = tonumber(now)
   if not e then
-    if redis.call('ZCARD', cl) >= MAX then forget(base, redis.call('ZRANGE', cl, 0, 0)[1]) end
+    if redis.call('ZCARD', k.cl) >= MAX then forget(k, redis.call('ZRANGE', k.cl, 0, 0)[1]) end
+    -- What a forgotten conversation with this peer left.
+    redis.call('DEL', ci)
     e = {lastSeq = 0, lastAt = at, readSeq = 0, unread = 0, received = 0, total = 0, cxAt = 0, first = chunks[1][1]}
   end
   local records = {}
@@ -264,7 +287,7 @@ local function converse(base, id, own, chunks, now)
   -- The inbox retains at most MAX seqs: past twice that many records, those of pruned ones go.
   if length > 2 * MAX * REC then
     local n = length / REC
-    local keep = math.max(firstLive(ci, n, oldestOf(base .. ':lg', e.lastSeq, at)), n - MAX)
+    local keep = math.max(firstLive(ci, n, oldestOf(k, e.lastSeq, at)), n - MAX)
     redis.call('SET', ci, redis.call('GETRANGE', ci, keep * REC, -1), 'KEEPTTL')
   end
   -- Expiries: TTL, pushed back once a quarter of the retention age has passed since the last
@@ -273,23 +296,23 @@ local function converse(base, id, own, chunks, now)
     redis.call('PEXPIRE', ci, TTL)
     e.cxAt = at
   end
-  saveEntry(base, id, e)
-  redis.call('ZADD', cl, e.lastSeq, id)
+  saveEntry(k, id, e)
+  redis.call('ZADD', k.cl, e.lastSeq, id)
   if at - tonumber(got[2] or '0') > REFRESH then
-    redis.call('HSET', cv, '', now)
-    redis.call('PEXPIRE', cv, TTL)
-    redis.call('PEXPIRE', cl, TTL)
+    redis.call('HSET', k.cv, '', now)
+    redis.call('PEXPIRE', k.cv, TTL)
+    redis.call('PEXPIRE', k.cl, TTL)
   end
 end
 `;
 
   // Dedupe, per (recipient, sender): a string of blocks, each the ids of messages that got
-  // consecutive seqs: the block's length n (2), its first seq (6), the ids (8 each, big-endian),
-  // then the ring's header as of that block: the highest id stored (8), how many ids the ring
-  // holds (4) and when its expiry was last pushed back (6). The last 18 bytes are the current
-  // header, so a run reads them and writes one APPEND. An id above the highest (ids that rise,
-  // the common case) is new without reading the rest. The oldest blocks go while 1 000 ids stay;
-  // the key expires 1 to 1.25 dedupe windows after the sender's last stored message.
+  // consecutive seqs (at most RING_BLOCK): the block's length n (2), its first seq (6), the ids
+  // (8 each, big-endian), then the ring's header as of that block: the highest id stored (8), how
+  // many ids the ring holds (4) and when its expiry was last pushed back (6). The last 18 bytes
+  // are the current header, so a run reads them and writes one APPEND. An id above the highest
+  // (ids that rise, the common case) is new without reading the rest. The oldest blocks go while
+  // 1 000 ids stay; the key expires 1 to 1.25 dedupe windows after the sender's last message.
   const dedupe = `
 local ZERO = string.rep(string.char(0), 8)
 local HEADER = 18
@@ -326,7 +349,13 @@ local function remember(dd, header, blocks, added, top, now)
   if push then pushed = now end
   local tail = top .. struct.pack('>I4I6', total, pushed)
   local parts = {}
-  for i, block in ipairs(blocks) do parts[i] = struct.pack('>I2I6', block[1], block[2]) .. block[3] .. tail end
+  for _, block in ipairs(blocks) do
+    -- At most RING_BLOCK ids a block, so that trimming can always leave RING.
+    for from = 0, block[1] - 1, RING_BLOCK do
+      local n = math.min(RING_BLOCK, block[1] - from)
+      parts[#parts + 1] = struct.pack('>I2I6', n, block[2] + from) .. string.sub(block[3], 8 * from + 1, 8 * (from + n)) .. tail
+    end
+  end
   local length = redis.call('APPEND', dd, table.concat(parts))
   if total > RING * 1.25 then
     -- The oldest blocks go while RING ids stay; the last header counts what is left.
@@ -342,150 +371,173 @@ local function remember(dd, header, blocks, added, top, now)
   end
   if push then redis.call('PEXPIRE', dd, math.floor(WINDOW * 1.25)) end
 end
+
+-- One run: 'count' messages of one sender in one conversation, their ids and bodies; appends
+-- its answer to 'reply' (the first seq when all are new, else 0 and each one's seq, negated for
+-- a duplicate).
+local function appendRun(k, state, dd, ci, conversation, own, rising, count, ids, bodies, now, at, reply)
+  local header = ''
+  if rising or ids ~= string.rep(ZERO, count) then header = redis.call('GETRANGE', dd, -HEADER, -1) end
+  local highest
+  if #header == HEADER then highest = string.sub(header, 1, 8) end
+  local chunks
+  if rising and (not highest or above(string.sub(ids, 1, 8), highest)) then
+    -- Every one is new: their ids are one block of the ring.
+    local first = state.head + 1
+    chunks = storeBodies(k, state, bodies, now)
+    reply[#reply + 1] = first
+    remember(dd, header, {{count, first, ids}}, count, string.sub(ids, -8), at)
+  else
+    reply[#reply + 1] = 0
+    local ring
+    local pending, fresh = {}, {}
+    local blocks, block, blockFirst, added = {}, {}, 0, 0
+    local top = highest
+    local seq = state.head
+    for i = 1, count do
+      local id = string.sub(ids, i * 8 - 7, i * 8)
+      local seen
+      if id ~= ZERO then
+        seen = pending[id]
+        if not seen and highest and not above(id, highest) then
+          ring = ring or redis.call('GET', dd)
+          seen = ringFind(ring, id)
+        end
+      end
+      if seen then
+        reply[#reply + 1] = -seen
+      else
+        seq = seq + 1
+        fresh[#fresh + 1] = bodies[i]
+        reply[#reply + 1] = seq
+        if id == ZERO then
+          -- Blocks hold ids of consecutive seqs: a message without one ends a block.
+          if #block > 0 then
+            blocks[#blocks + 1] = {#block, blockFirst, table.concat(block)}
+            block = {}
+          end
+        else
+          pending[id] = seq
+          if #block == 0 then blockFirst = seq end
+          block[#block + 1] = id
+          added = added + 1
+          if not top or above(id, top) then top = id end
+        end
+      end
+    end
+    if #block > 0 then blocks[#blocks + 1] = {#block, blockFirst, table.concat(block)} end
+    chunks = storeBodies(k, state, fresh, now)
+    if added > 0 then remember(dd, header, blocks, added, top, at) end
+  end
+  if conversation ~= '' and #chunks > 0 then converse(k, ci, conversation, own, chunks, now) end
+end
 `;
 
-  // The batch: KEYS are inbox bases; ARGV[1] is now, ARGV[2] the appends, as bytes (big-endian):
-  // per inbox, a candidate epoch (a double) and its number of runs (2); per run, its sender and
-  // its conversation (4 and the bytes each; no conversation: length 0), flags (1: 1 own, 2
-  // rising: the ids ascend and none is zero), its number of messages k (2), their msg_ids (8 each,
-  // zero: not deduplicated), then each body (4 and the bytes). Reply, per inbox: its epoch; per
-  // run: the first seq when every message of it is new (they have the seqs that follow), else 0
-  // and, per message, its seq, negated for a duplicate (the original's).
+  // The batch: KEYS are, per inbox, seq, ep, lg, cv and cl, then per run of it the sender's
+  // dedupe key and the conversation's index key. ARGV[1] is now, ARGV[2] the appends, as bytes
+  // (big-endian): per inbox, a candidate epoch (a double), its number of runs (2) and the bytes
+  // of its runs (4); per run, its sender and its conversation (4 and the bytes each; no
+  // conversation: length 0), flags (1: 1 own, 2 rising: the ids ascend and none is zero), its
+  // number of messages k (2), their msg_ids (8 each, zero: not deduplicated), then each body (4
+  // and the bytes). Reply, per inbox: its epoch, then per run the first seq when every message of
+  // it is new (they have the seqs that follow), else 0 and, per message, its seq, negated for a
+  // duplicate (the original's); or, for an inbox that failed, -1 and the error. An inbox's
+  // failure leaves the others alone, and what it stored before it failed keeps its seqs (the head
+  // moves past them): no seq is ever handed out twice, and a resend finds or completes it.
   const appendBatch = `${prelude}${store}${dedupe}
 local now, batch = ARGV[1], ARGV[2]
 local at = tonumber(now)
-local pos = 1
+local pos, kp = 1, 1
 local reply = {}
-for k = 1, #KEYS do
-  local base = KEYS[k]
-  local candidate, runs
-  candidate, runs, pos = struct.unpack('>dI2', batch, pos)
-  local ep, state = open(base, d(candidate))
-  reply[#reply + 1] = tonumber(ep)
-  local before = state.head
-  for _ = 1, runs do
-    local sender, conversation, flags, count
-    sender, conversation, flags, count, pos = struct.unpack('>I4c0I4c0BI2', batch, pos)
-    local own, rising = flags % 2 == 1, flags >= 2
-    local ids = string.sub(batch, pos, pos + 8 * count - 1)
-    pos = pos + 8 * count
-    local bodies = {}
-    for i = 1, count do bodies[i], pos = struct.unpack('>I4c0', batch, pos) end
-    local dd = base .. ':dd:' .. sender
-    local header = ''
-    if rising or ids ~= string.rep(ZERO, count) then header = redis.call('GETRANGE', dd, -HEADER, -1) end
-    local highest
-    if #header == HEADER then highest = string.sub(header, 1, 8) end
-    local chunks
-    if rising and (not highest or above(string.sub(ids, 1, 8), highest)) then
-      -- Every one is new: one block of ids for the ring.
-      local first = state.head + 1
-      chunks = storeBodies(base, state, bodies, now)
-      reply[#reply + 1] = first
-      remember(dd, header, {{count, first, ids}}, count, string.sub(ids, -8), at)
-    else
-      reply[#reply + 1] = 0
-      local ring
-      local pending, fresh = {}, {}
-      local blocks, block, blockFirst, added = {}, {}, 0, 0
-      local top = highest
-      local seq = state.head
-      for i = 1, count do
-        local id = string.sub(ids, i * 8 - 7, i * 8)
-        local seen
-        if id ~= ZERO then
-          seen = pending[id]
-          if not seen and highest and not above(id, highest) then
-            ring = ring or redis.call('GET', dd)
-            seen = ringFind(ring, id)
-          end
-        end
-        if seen then
-          reply[#reply + 1] = -seen
-        else
-          seq = seq + 1
-          fresh[#fresh + 1] = bodies[i]
-          reply[#reply + 1] = seq
-          if id == ZERO then
-            -- Blocks hold ids of consecutive seqs: a message without one ends a block.
-            if #block > 0 then
-              blocks[#blocks + 1] = {#block, blockFirst, table.concat(block)}
-              block = {}
-            end
-          else
-            pending[id] = seq
-            if #block == 0 then blockFirst = seq end
-            block[#block + 1] = id
-            added = added + 1
-            if not top or above(id, top) then top = id end
-          end
-        end
-      end
-      if #block > 0 then blocks[#blocks + 1] = {#block, blockFirst, table.concat(block)} end
-      chunks = storeBodies(base, state, fresh, now)
-      if added > 0 then remember(dd, header, blocks, added, top, at) end
+while pos <= #batch do
+  local candidate, runs, bytes
+  candidate, runs, bytes, pos = struct.unpack('>dI2I4', batch, pos)
+  local k = {seq = KEYS[kp], ep = KEYS[kp + 1], lg = KEYS[kp + 2], cv = KEYS[kp + 3], cl = KEYS[kp + 4]}
+  local runKeys = kp + 5
+  kp = runKeys + 2 * runs
+  local stop = pos + bytes
+  local mark = #reply
+  local state
+  local ok, err = pcall(function()
+    local ep
+    ep, state = open(k, d(candidate))
+    reply[#reply + 1] = tonumber(ep)
+    local p = pos
+    for r = 0, runs - 1 do
+      local sender, conversation, flags, count
+      sender, conversation, flags, count, p = struct.unpack('>I4c0I4c0BI2', batch, p)
+      local ids = string.sub(batch, p, p + 8 * count - 1)
+      p = p + 8 * count
+      local bodies = {}
+      for i = 1, count do bodies[i], p = struct.unpack('>I4c0', batch, p) end
+      appendRun(k, state, KEYS[runKeys + 2 * r], KEYS[runKeys + 2 * r + 1], conversation, flags % 2 == 1, flags >= 2, count, ids, bodies, now, at, reply)
     end
-    if conversation ~= '' and #chunks > 0 then converse(base, conversation, own, chunks, now) end
+    settle(k, state, now)
+  end)
+  if not ok then
+    if state then pcall(settle, k, state, now) end
+    for i = #reply, mark + 1, -1 do reply[i] = nil end
+    reply[#reply + 1] = -1
+    if type(err) == 'table' then err = err.err end
+    reply[#reply + 1] = tostring(err)
   end
-  settle(base, state, before, now)
+  pos = stop
 end
 return reply
 `;
 
   // One entry of no conversation (a read or rewrite event), after the caller's change.
   const event = `
-local function appendEvent(base, body, now)
-  local _, state = open(base, nil)
-  local before = state.head
-  storeBodies(base, state, {body}, now)
-  settle(base, state, before, now)
+local function appendEvent(k, body, now)
+  local _, state = open(k, nil)
+  storeBodies(k, state, {body}, now)
+  settle(k, state, now)
   return state.head
 end
 `;
 
   return {
     appendBatch,
-    // KEYS: base   ARGV: after, limit, now, candidate epoch
+    // KEYS: seq, ep, lg, rw   ARGV: after, limit, now, candidate epoch
     // {head, oldest, messages ({seq, storedAt, body} flattened), epoch}.
     range: `${prelude}
-local base = KEYS[1]
-local lg = base .. ':lg'
-local ep = epoch(base .. ':ep', ARGV[4])
-local head = headOf(base)
-local oldest = oldestOf(lg, head, tonumber(ARGV[3]))
+local k = {seq = KEYS[1], ep = KEYS[2], lg = KEYS[3], rw = KEYS[4]}
+local ep = epoch(k, ARGV[4])
+local head = headOf(k)
+local oldest = oldestOf(k, head, tonumber(ARGV[3]))
 local limit = tonumber(ARGV[2])
 local out = {}
 local from = math.max(tonumber(ARGV[1]) + 1, oldest)
 if limit > 0 and from <= head then
   -- The entry holding 'from', then those after it, a few at a time.
   local got = 0
-  local entry = redis.call('XREVRANGE', lg, d(from), '-', 'COUNT', 1)[1]
   local start = d(from)
-  if entry and seqOf(entry[1]) + countOf(entry) > from then
-    got = expand(base, {entry}, from, limit, out)
+  local entry = entryAt(k, from)
+  if entry then
+    got = expand(k, {entry}, from, limit, out)
     start = '(' .. entry[1]
   end
   while got < limit do
-    local entries = redis.call('XRANGE', lg, start, '+', 'COUNT', math.ceil((limit - got) / 8))
+    local entries = redis.call('XRANGE', k.lg, start, '+', 'COUNT', math.ceil((limit - got) / 8))
     if #entries == 0 then break end
-    got = got + expand(base, entries, from, limit - got, out)
+    got = got + expand(k, entries, from, limit - got, out)
     start = '(' .. entries[#entries][1]
   end
 end
 return {head, oldest, out, ep}
 `,
-    // KEYS: base   ARGV: before (0: the newest), limit, now
+    // KEYS: seq, lg, cl, cv, rw   ARGV: before (0: the newest), limit, now
     // {ids, entries, last messages ({seq, storedAt, body}, or {} : pruned), more (0|1)}, most recent first.
     conversations: `${prelude}
-local base = KEYS[1]
+local k = {seq = KEYS[1], lg = KEYS[2], cl = KEYS[3], cv = KEYS[4], rw = KEYS[5]}
 local now = tonumber(ARGV[3])
-local oldest = oldestOf(base .. ':lg', headOf(base), now)
-expireConversations(base, now)
+local oldest = oldestOf(k, headOf(k), now)
+expireConversations(k, now)
 local limit = tonumber(ARGV[2])
 if limit <= 0 then return {{}, {}, {}, 0} end
 local max = '+inf'
 if ARGV[1] ~= '0' then max = '(' .. ARGV[1] end
-local ids = redis.call('ZREVRANGEBYSCORE', base .. ':cl', max, '-inf', 'LIMIT', 0, limit + 1)
+local ids = redis.call('ZREVRANGEBYSCORE', k.cl, max, '-inf', 'LIMIT', 0, limit + 1)
 local more = 0
 if #ids > limit then
   more = 1
@@ -493,28 +545,27 @@ if #ids > limit then
 end
 local entries, lasts = {}, {}
 for i, id in ipairs(ids) do
-  local entry = redis.call('HGET', base .. ':cv', id)
+  local entry = redis.call('HGET', k.cv, id)
   entries[i] = entry or ''
   local e = parseEntry(entry)
-  lasts[i] = (e and messageAt(base, e.lastSeq, oldest)) or {}
+  lasts[i] = (e and messageAt(k, e.lastSeq, oldest)) or {}
 end
 return {ids, entries, lasts, more}
 `,
-    // KEYS: base   ARGV: conversation, before (0: the newest), limit, now
+    // KEYS: seq, lg, cl, cv, rw, ci (the conversation's index)   ARGV: conversation, before (0: the newest), limit, now
     // {oldest, more (0|1), pruned (0|1), messages ascending ({seq, storedAt, body} flattened)}.
     history: `${prelude}
-local base = KEYS[1]
+local k = {seq = KEYS[1], lg = KEYS[2], cl = KEYS[3], cv = KEYS[4], rw = KEYS[5]}
+local ci = KEYS[6]
 local id = ARGV[1]
 local now = tonumber(ARGV[4])
-local lg = base .. ':lg'
-local oldest = oldestOf(lg, headOf(base), now)
-local e = entryOf(base, id)
+local oldest = oldestOf(k, headOf(k), now)
+local e = entryOf(k, id)
 if not e then return {oldest, 0, 0, {}} end
 if e.lastAt < now - AGE then
-  forget(base, id)
+  forget(k, id)
   return {oldest, 0, 0, {}}
 end
-local ci = base .. ':ci:' .. id
 local n = redis.call('STRLEN', ci) / REC
 local lo = firstLive(ci, n, oldest)
 -- Pruned: messages of it went (its first is below the oldest retained).
@@ -547,29 +598,28 @@ end
 local out = {}
 for i = #pages, 1, -1 do
   local page = pages[i]
-  local entry = redis.call('XRANGE', lg, d(page[1]), d(page[1]), 'COUNT', 1)
-  expand(base, entry, page[2], page[3], out)
+  local entry = redis.call('XRANGE', k.lg, d(page[1]), d(page[1]), 'COUNT', 1)
+  expand(k, entry, page[2], page[3], out)
 end
 return {oldest, more, pruned, out}
 `,
-    // KEYS: base   ARGV: conversation, seq, event body, now, candidate epoch
+    // KEYS: seq, ep, lg, cl, cv, ci (the conversation's index)   ARGV: conversation, seq, event body, now, candidate epoch
     // {found (0|1), readSeq, unread, event seq (0: none), epoch}.
     markRead: `${prelude}${store}${event}
-local base = KEYS[1]
+local k = {seq = KEYS[1], ep = KEYS[2], lg = KEYS[3], cl = KEYS[4], cv = KEYS[5]}
+local ci = KEYS[6]
 local id = ARGV[1]
 local now = tonumber(ARGV[4])
-local lg = base .. ':lg'
-local ep = epoch(base .. ':ep', ARGV[5])
-local oldest = oldestOf(lg, headOf(base), now)
-local e = entryOf(base, id)
+local ep = epoch(k, ARGV[5])
+local oldest = oldestOf(k, headOf(k), now)
+local e = entryOf(k, id)
 if e and e.lastAt < now - AGE then
-  forget(base, id)
+  forget(k, id)
   e = nil
 end
 if not e then return {0, 0, 0, 0, ep} end
 local target = math.min(tonumber(ARGV[2]), e.lastSeq)
 if target <= e.readSeq then return {1, e.readSeq, e.unread, 0, ep} end
-local ci = base .. ':ci:' .. id
 local n = redis.call('STRLEN', ci) / REC
 local lo = firstLive(ci, n, oldest)
 if target == e.lastSeq or lo == n then
@@ -590,54 +640,49 @@ else
   e.unread = e.received - receivedAt
 end
 e.readSeq = target
-saveEntry(base, id, e)
-return {1, e.readSeq, e.unread, appendEvent(base, ARGV[3], ARGV[4]), ep}
+saveEntry(k, id, e)
+return {1, e.readSeq, e.unread, appendEvent(k, ARGV[3], ARGV[4]), ep}
 `,
-    // KEYS: base   ARGV: seq, body, event body ('' : none), now, candidate epoch, expected body ('' : any)
+    // KEYS: seq, ep, lg, rw   ARGV: seq, body, event body ('' : none), now, candidate epoch, expected body ('' : any)
     // {found (0|1), rewritten (0|1), event seq (0: none), epoch, changed (0|1)}.
     rewrite: `${prelude}${store}${event}
-local base = KEYS[1]
+local k = {seq = KEYS[1], ep = KEYS[2], lg = KEYS[3], rw = KEYS[4]}
 local now = tonumber(ARGV[4])
-local lg = base .. ':lg'
-local ep = epoch(base .. ':ep', ARGV[5])
-local oldest = oldestOf(lg, headOf(base), now)
-local current = messageAt(base, tonumber(ARGV[1]), oldest)
+local ep = epoch(k, ARGV[5])
+local oldest = oldestOf(k, headOf(k), now)
+local current = messageAt(k, tonumber(ARGV[1]), oldest)
 if not current then return {0, 0, 0, ep, 0} end
 local body = current[3]
 if body == ARGV[2] then return {1, 0, 0, ep, 0} end
 if ARGV[6] ~= '' and body ~= ARGV[6] then return {1, 0, 0, ep, 1} end
-local rw = base .. ':rw'
-redis.call('HSET', rw, ARGV[1], ARGV[2])
-redis.call('PEXPIRE', rw, AGE)
+redis.call('HSET', k.rw, ARGV[1], ARGV[2])
+redis.call('PEXPIRE', k.rw, AGE)
 -- Rewrites of pruned messages go once there are more than the log can hold.
-if redis.call('HLEN', rw) > MAX then
-  for _, seq in ipairs(redis.call('HKEYS', rw)) do
-    if tonumber(seq) < oldest then redis.call('HDEL', rw, seq) end
+if redis.call('HLEN', k.rw) > MAX then
+  for _, seq in ipairs(redis.call('HKEYS', k.rw)) do
+    if tonumber(seq) < oldest then redis.call('HDEL', k.rw, seq) end
   end
 end
 local eventSeq = 0
-if ARGV[3] ~= '' then eventSeq = appendEvent(base, ARGV[3], ARGV[4]) end
+if ARGV[3] ~= '' then eventSeq = appendEvent(k, ARGV[3], ARGV[4]) end
 return {1, 1, eventSeq, ep, 0}
 `,
-    // KEYS: base   ARGV: deviceId, seq, epoch
+    // KEYS: seq, ep, cur   ARGV: deviceId, seq, epoch
     // Clamped to the head in the same step: no position can point past what the inbox holds.
     saveCursor: `
-local base = KEYS[1]
-if redis.call('GET', base .. ':ep') ~= ARGV[3] then return 0 end
-local position = math.min(tonumber(ARGV[2]), tonumber(string.match(redis.call('GET', base .. ':seq') or '0', '^%d+')))
-local cur = base .. ':cur'
-local current = tonumber(redis.call('HGET', cur, ARGV[1]) or '-1')
-if position > current then redis.call('HSET', cur, ARGV[1], string.format('%d', position)) end
-redis.call('PEXPIRE', cur, ${maxAgeMs})
+if redis.call('GET', KEYS[2]) ~= ARGV[3] then return 0 end
+local position = math.min(tonumber(ARGV[2]), tonumber(string.match(redis.call('GET', KEYS[1]) or '0', '^%d+')))
+local current = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '-1')
+if position > current then redis.call('HSET', KEYS[3], ARGV[1], string.format('%d', position)) end
+redis.call('PEXPIRE', KEYS[3], ${maxAgeMs})
 return 1
 `,
-    // KEYS: base   ARGV: expected epoch, candidate epoch
+    // KEYS: ep, cur   ARGV: expected epoch, candidate epoch
     resetEpoch: `
-local base = KEYS[1]
-local current = redis.call('GET', base .. ':ep')
+local current = redis.call('GET', KEYS[1])
 if current and current ~= ARGV[1] then return current end
-redis.call('SET', base .. ':ep', ARGV[2])
-redis.call('DEL', base .. ':cur')
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('DEL', KEYS[2])
 return ARGV[2]
 `,
   };

@@ -26,26 +26,28 @@
 // comes from the caller (scripts stay deterministic); an inbox from before epochs existed (a
 // seq key without an ep key) simply gets one, nothing else changes.
 
-import type { RedisOptions } from 'ioredis';
+import { Cluster, type ChainableCommander, type RedisOptions } from 'ioredis';
+import calculateSlot from 'cluster-key-slot';
 import { createRedisClient, isClusterTarget, pingRedis, storeUnavailable, type RedisClient, type RedisTarget } from '../redis/redis-client.js';
 import { keyTag } from '../redis/key-tag.js';
-import { AppendBatch, bufferOf } from './redis-append-batch.js';
-import { inboxScripts } from './redis-inbox-scripts.js';
+import { AppendBatch, bufferOf, type BatchCall } from './redis-append-batch.js';
+import { inboxKeys, inboxScripts } from './redis-inbox-scripts.js';
 import { DEFAULT_INBOX_LIMITS, EpochSource, type AppendRequest, type AppendResult, type ConversationEntry, type ConversationPage, type HistoryPage, type InboxLimits, type ReadResult, type RewriteResult, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
 
 /** Messages as the scripts answer them: seq, storedAt and body, one after the other. */
 type Flat = (number | Buffer)[];
 
+type Keys<N extends number, T extends string[] = []> = T['length'] extends N ? T : Keys<N, [...T, string]>;
+
 type Scripts = {
-  sbAppendBatch(numberOfKeys: number, ...args: (string | number | Buffer)[]): Promise<number[]>;
-  sbAppendInbox(base: string, now: number, batch: Buffer): Promise<number[]>;
-  sbRangeBuffer(base: string, after: number, limit: number, now: number, epoch: number): Promise<[number, number, Flat, Buffer]>;
-  sbConversationsBuffer(base: string, before: number, limit: number, now: number): Promise<[Buffer[], Buffer[], Flat[], number]>;
-  sbHistoryBuffer(base: string, conversation: string, before: number, limit: number, now: number): Promise<[number, number, number, Flat]>;
-  sbMarkRead(base: string, conversation: string, seq: number, event: Buffer, now: number, epoch: number): Promise<[number, number, number, number, string]>;
-  sbRewrite(base: string, seq: number, body: Buffer, event: Buffer | string, now: number, epoch: number, expected: Buffer | string): Promise<[number, number, number, string, number]>;
-  sbSaveCursor(base: string, deviceId: string, position: number, epoch: number): Promise<number>;
-  sbResetEpoch(base: string, expected: number, epoch: number): Promise<string>;
+  sbAppendBatch(numberOfKeys: number, ...args: (string | number | Buffer)[]): Promise<(number | string)[]>;
+  sbRangeBuffer(...args: [...Keys<4>, after: number, limit: number, now: number, epoch: number]): Promise<[number, number, Flat, Buffer]>;
+  sbConversationsBuffer(...args: [...Keys<5>, before: number, limit: number, now: number]): Promise<[Buffer[], Buffer[], Flat[], number]>;
+  sbHistoryBuffer(...args: [...Keys<6>, conversation: string, before: number, limit: number, now: number]): Promise<[number, number, number, Flat]>;
+  sbMarkRead(...args: [...Keys<6>, conversation: string, seq: number, event: Buffer, now: number, epoch: number]): Promise<[number, number, number, number, string]>;
+  sbRewrite(...args: [...Keys<4>, seq: number, body: Buffer, event: Buffer | string, now: number, epoch: number, expected: Buffer | string]): Promise<[number, number, number, string, number]>;
+  sbSaveCursor(...args: [...Keys<3>, deviceId: string, position: number, epoch: number]): Promise<number>;
+  sbResetEpoch(...args: [...Keys<2>, expected: number, epoch: number]): Promise<string>;
 };
 
 export interface RedisInboxStoreOptions {
@@ -73,23 +75,21 @@ export class RedisInboxStore implements InboxStore {
     this.#limits = { ...DEFAULT_INBOX_LIMITS, ...options.limits };
     this.#prefix = options.keyPrefix ?? 'sb:';
     this.#now = options.now ?? Date.now;
-    // On one Redis a flush is one call already: the client's own pipelining would only wrap it.
+    // A batch declares a number of keys of its own (its first argument), which the client's
+    // own pipelining cannot route by: on a Cluster, #send pipelines the calls per master itself.
     const redis = createRedisClient(options.url, { ...options, redisOptions: { autoPipeliningIgnoredCommands: ['sbAppendBatch'], ...options.redisOptions } });
     const lua = inboxScripts(this.#limits);
-    // The batch declares as many keys as it has inboxes: its first argument says how many. On a
-    // Cluster it has one (the client routes a call by its first key).
     redis.defineCommand('sbAppendBatch', { lua: lua.appendBatch });
-    redis.defineCommand('sbAppendInbox', { numberOfKeys: 1, lua: lua.appendBatch });
-    redis.defineCommand('sbRange', { numberOfKeys: 1, lua: lua.range });
-    redis.defineCommand('sbConversations', { numberOfKeys: 1, lua: lua.conversations });
-    redis.defineCommand('sbHistory', { numberOfKeys: 1, lua: lua.history });
-    redis.defineCommand('sbMarkRead', { numberOfKeys: 1, lua: lua.markRead });
-    redis.defineCommand('sbRewrite', { numberOfKeys: 1, lua: lua.rewrite });
-    redis.defineCommand('sbSaveCursor', { numberOfKeys: 1, lua: lua.saveCursor });
-    redis.defineCommand('sbResetEpoch', { numberOfKeys: 1, lua: lua.resetEpoch });
+    redis.defineCommand('sbRange', { numberOfKeys: 4, lua: lua.range });
+    redis.defineCommand('sbConversations', { numberOfKeys: 5, lua: lua.conversations });
+    redis.defineCommand('sbHistory', { numberOfKeys: 6, lua: lua.history });
+    redis.defineCommand('sbMarkRead', { numberOfKeys: 6, lua: lua.markRead });
+    redis.defineCommand('sbRewrite', { numberOfKeys: 4, lua: lua.rewrite });
+    redis.defineCommand('sbSaveCursor', { numberOfKeys: 3, lua: lua.saveCursor });
+    redis.defineCommand('sbResetEpoch', { numberOfKeys: 2, lua: lua.resetEpoch });
     this.#redis = redis as RedisClient & Scripts;
     const cluster = isClusterTarget(options.url);
-    this.#batch = new AppendBatch((bases, now, batch) => (cluster ? this.#redis.sbAppendInbox(bases[0]!, now, batch) : this.#redis.sbAppendBatch(bases.length, ...bases, now, batch)), {
+    this.#batch = new AppendBatch((calls, now) => this.#send(calls, now), {
       perInbox: cluster,
       now: this.#now,
       epochs: this.#epochs,
@@ -118,7 +118,8 @@ export class RedisInboxStore implements InboxStore {
   async conversations(uid: string, before: number, limit: number): Promise<ConversationPage> {
     let reply: [Buffer[], Buffer[], Flat[], number];
     try {
-      reply = await this.#redis.sbConversationsBuffer(this.#base(uid), before, limit, this.#now());
+      const k = this.#keys(uid);
+      reply = await this.#redis.sbConversationsBuffer(k.seq, k.lg, k.cl, k.cv, k.rw, before, limit, this.#now());
     } catch (err) {
       throw storeUnavailable('inbox', err);
     }
@@ -136,7 +137,8 @@ export class RedisInboxStore implements InboxStore {
   async history(uid: string, conversation: string, before: number, limit: number): Promise<HistoryPage> {
     let reply: [number, number, number, Flat];
     try {
-      reply = await this.#redis.sbHistoryBuffer(this.#base(uid), conversation, before, limit, this.#now());
+      const k = this.#keys(uid);
+      reply = await this.#redis.sbHistoryBuffer(k.seq, k.lg, k.cl, k.cv, k.rw, k.ci(conversation), conversation, before, limit, this.#now());
     } catch (err) {
       throw storeUnavailable('inbox', err);
     }
@@ -147,7 +149,8 @@ export class RedisInboxStore implements InboxStore {
   async markRead(uid: string, conversation: string, seq: number, event: Uint8Array): Promise<ReadResult> {
     let reply: [number, number, number, number, string];
     try {
-      reply = await this.#redis.sbMarkRead(this.#base(uid), conversation, seq, bufferOf(event), this.#now(), this.#epochs.next());
+      const k = this.#keys(uid);
+      reply = await this.#redis.sbMarkRead(k.seq, k.ep, k.lg, k.cl, k.cv, k.ci(conversation), conversation, seq, bufferOf(event), this.#now(), this.#epochs.next());
     } catch (err) {
       throw storeUnavailable('inbox', err);
     }
@@ -158,7 +161,8 @@ export class RedisInboxStore implements InboxStore {
   async rewrite(uid: string, seq: number, body: Uint8Array, event: AppendRequest | undefined, expected?: Uint8Array): Promise<RewriteResult> {
     let reply: [number, number, number, string, number];
     try {
-      reply = await this.#redis.sbRewrite(this.#base(uid), seq, bufferOf(body), event ? bufferOf(event.body) : '', this.#now(), this.#epochs.next(), expected ? bufferOf(expected) : '');
+      const k = this.#keys(uid);
+      reply = await this.#redis.sbRewrite(k.seq, k.ep, k.lg, k.rw, seq, bufferOf(body), event ? bufferOf(event.body) : '', this.#now(), this.#epochs.next(), expected ? bufferOf(expected) : '');
     } catch (err) {
       throw storeUnavailable('inbox', err);
     }
@@ -169,7 +173,8 @@ export class RedisInboxStore implements InboxStore {
   async range(uid: string, after: number, limit: number): Promise<InboxRange> {
     let reply: [number, number, Flat, Buffer];
     try {
-      reply = await this.#redis.sbRangeBuffer(this.#base(uid), after, limit, this.#now(), this.#epochs.next());
+      const k = this.#keys(uid);
+      reply = await this.#redis.sbRangeBuffer(k.seq, k.ep, k.lg, k.rw, after, limit, this.#now(), this.#epochs.next());
     } catch (err) {
       throw storeUnavailable('inbox', err);
     }
@@ -180,7 +185,7 @@ export class RedisInboxStore implements InboxStore {
   async cursor(uid: string, deviceId: string): Promise<number | undefined> {
     let value: string | null;
     try {
-      value = await this.#redis.hget(`${this.#base(uid)}:cur`, deviceId);
+      value = await this.#redis.hget(this.#keys(uid).cur, deviceId);
     } catch (err) {
       throw storeUnavailable('inbox', err);
     }
@@ -189,7 +194,8 @@ export class RedisInboxStore implements InboxStore {
 
   async saveCursor(uid: string, deviceId: string, seq: number, epoch: number): Promise<void> {
     try {
-      await this.#redis.sbSaveCursor(this.#base(uid), deviceId, seq, epoch);
+      const k = this.#keys(uid);
+      await this.#redis.sbSaveCursor(k.seq, k.ep, k.cur, deviceId, seq, epoch);
     } catch (err) {
       throw storeUnavailable('inbox', err);
     }
@@ -197,7 +203,8 @@ export class RedisInboxStore implements InboxStore {
 
   async resetEpoch(uid: string, from: number): Promise<number> {
     try {
-      return Number(await this.#redis.sbResetEpoch(this.#base(uid), from, this.#epochs.next()));
+      const k = this.#keys(uid);
+      return Number(await this.#redis.sbResetEpoch(k.ep, k.cur, from, this.#epochs.next()));
     } catch (err) {
       throw storeUnavailable('inbox', err);
     }
@@ -208,14 +215,54 @@ export class RedisInboxStore implements InboxStore {
   }
 
   async close(): Promise<void> {
-    // What this turn appended goes out before the connection closes.
-    this.#batch.flush();
+    // What this turn appended goes out, and is answered, before the connection closes.
+    await this.#batch.drain();
     await this.#redis.quit().catch(() => this.#redis.disconnect());
   }
 
   /** The key base of `uid`'s inbox (every key of it starts so). */
   #base(uid: string): string {
     return `${this.#prefix}${keyTag(uid)}`;
+  }
+
+  #keys(uid: string) {
+    const base = this.#base(uid);
+    return { ...inboxKeys(base), ci: (conversation: string) => `${base}:ci:${conversation}` };
+  }
+
+  /**
+   * The calls of one flush. On one Redis, each as it is (a flush is usually one). On a Cluster,
+   * one pipeline per master: the calls of the inboxes it serves, in order.
+   */
+  #send(calls: BatchCall[], now: number): Promise<unknown>[] {
+    const redis = this.#redis;
+    const send = (target: { sbAppendBatch: Scripts['sbAppendBatch'] }, { keys, batch }: BatchCall) => target.sbAppendBatch(keys.length, ...keys, now, batch);
+    if (!(redis instanceof Cluster) || calls.length === 1) return calls.map((call) => send(redis, call));
+    const byMaster = new Map<string, number[]>();
+    calls.forEach((call, i) => {
+      const master = redis.slots[calculateSlot(call.keys[0]!)]?.[0] ?? `call ${i}`;
+      const indexes = byMaster.get(master);
+      if (indexes) indexes.push(i);
+      else byMaster.set(master, [i]);
+    });
+    const replies: Promise<unknown>[] = [];
+    for (const indexes of byMaster.values()) {
+      if (indexes.length === 1) {
+        replies[indexes[0]!] = send(redis, calls[indexes[0]!]!);
+        continue;
+      }
+      const pipeline = redis.pipeline() as unknown as ChainableCommander & { sbAppendBatch: Scripts['sbAppendBatch'] };
+      for (const i of indexes) void send(pipeline, calls[i]!);
+      const results = pipeline.exec();
+      indexes.forEach((i, n) => {
+        replies[i] = results.then((all) => {
+          const [err, reply] = all?.[n] ?? [new Error('the pipeline was not executed'), undefined];
+          if (err) throw err;
+          return reply;
+        });
+      });
+    }
+    return replies;
   }
 }
 

@@ -65,11 +65,13 @@ export function createRedisClient(target: RedisTarget, { timeoutMs = DEFAULT_RED
   const common = commonOptions(timeoutMs, redisOptions);
   if (!isClusterTarget(target)) return new Redis(target, { enableAutoPipelining: true, ...common });
   const seeds = parseSeeds(target);
-  const { enableAutoPipelining = true, ...nodeOptions } = common;
+  // Pipelining is the Cluster client's own (it groups commands by master), not its nodes'.
+  const { enableAutoPipelining = true, autoPipeliningIgnoredCommands = [], ...nodeOptions } = common;
   return new BoundedCluster(
     seeds.map(({ host, port }) => ({ host, port })),
     {
       enableAutoPipelining,
+      autoPipeliningIgnoredCommands,
       // A slot that moved (a failover, a resharding) is answered MOVED/ASK: the client follows it
       // and refreshes its slot map; a CLUSTERDOWN is retried within the command's timeout.
       retryDelayOnFailover: 100,

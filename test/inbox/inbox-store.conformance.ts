@@ -187,6 +187,20 @@ export function inboxStoreConformance(t: Test, make: MakeInbox): void {
     t.same([r.oldest, r.messages.map((m) => m.seq)], [3, [3]]);
   });
 
+  t.test('thousands of messages aged out at once: the message after them is read, from a login and by history', async (t) => {
+    let now = 1_700_000_000_000;
+    const inbox = await make({ maxMessages: 5000, maxAgeMs: 60_000 }, () => now);
+    t.teardown(() => inbox.close());
+    // 2 100 messages of two senders in one burst, then a quiet period past the retention age.
+    await Promise.all(Array.from({ length: 2100 }, (_, i) => inbox.append({ uid: 'bob', sender: `s${i % 2}`, msgId: '', body: body(`old ${i}`) })));
+    now += 61_000;
+    t.match(await inbox.append({ uid: 'bob', sender: 'carol', msgId: '1', body: body('new'), conversation: 'carol' }), { seq: 2101 });
+    t.same(shape(await inbox.range('bob', 0, 0)), { head: 2101, oldest: 2101, seqs: [] }, 'what a login reads first: the new message is the oldest retained');
+    t.same(texts((await inbox.range('bob', 0, 10)).messages), ['new']);
+    t.same(texts((await inbox.history('bob', 'carol', 0, 10)).messages), ['new']);
+    t.equal((await inbox.conversations('bob', 0, 10)).conversations[0]?.last?.seq, 2101, "the chat list's last message");
+  });
+
   t.test('cursors are per device and only move forward', async (t) => {
     const inbox = await make();
     t.teardown(() => inbox.close());

@@ -4,7 +4,7 @@
 // several slots would fail with CROSSSLOT here.
 
 import t from 'tap';
-import { Cluster } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
 import { startRedisCluster } from '../helpers/redis.js';
 import { inboxStoreConformance } from './inbox-store.conformance.js';
@@ -40,4 +40,46 @@ t.test('a message and its own copy land on the masters of their users, each in i
   t.same((await inbox.range(bob, 0, 10)).messages.map((m) => m.body.toString()), ['hi']);
   t.same((await inbox.range(alice, 0, 10)).messages.map((m) => m.body.toString()), ['hi']);
   t.not((await cluster.masterOf(`${prefix}{${alice}}:lg`)).port, (await cluster.masterOf(`${prefix}{${bob}}:lg`)).port, 'on two masters');
+});
+
+t.test('a slot being resharded: its inboxes are refused or read right until it has moved, never written on the wrong node', async (t) => {
+  const prefix = 'mig:';
+  const store = new RedisInboxStore({ url: { cluster: cluster.seeds }, keyPrefix: prefix });
+  t.teardown(() => store.close());
+  for (let i = 1; i <= 3; i++) await store.append({ uid: 'bob', sender: 'alice', msgId: String(i), body: Buffer.from(`m${i}`), conversation: 'alice' });
+  const admin = (url: string) => {
+    const a = new Redis(url, { maxRetriesPerRequest: 1 });
+    t.teardown(() => a.disconnect());
+    return a;
+  };
+  // The first step of a resharding (redis-cli --cluster reshard): the slot is marked on both
+  // sides, then its keys move with MIGRATE. Here none has moved yet.
+  const key = `${prefix}{bob}:seq`;
+  const from = await cluster.masterOf(key);
+  const to = cluster.nodes.find((n) => n !== from && n.alive && n.role === 'master')!;
+  const [source, target] = [admin(from.url), admin(to.url)];
+  const slot = Number(await source.call('CLUSTER', 'KEYSLOT', key));
+  const epoch = Number(await source.get(`${prefix}{bob}:ep`));
+  await target.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', from.id);
+  await source.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', to.id);
+  const read = await store.range('bob', 0, 10).then(
+    (r) => ({ head: r.head, epoch: r.epoch }),
+    (err: { code?: string }) => err.code,
+  );
+  // Redis answers a call whose keys are split between the two nodes TRYAGAIN (retried by the client).
+  t.ok(read === 'SB_ERR_STORE_UNAVAILABLE' || (typeof read === 'object' && read.head === 3 && read.epoch === epoch), `a read meanwhile: refused or the source's inbox (${JSON.stringify(read)})`);
+  t.same(await target.call('CLUSTER', 'GETKEYSINSLOT', slot, 100), [], 'nothing was written on the importing node');
+  const keys = (await source.call('CLUSTER', 'GETKEYSINSLOT', slot, 1000)) as string[];
+  t.equal(await source.call('MIGRATE', '127.0.0.1', to.port, '', 0, 5000, 'KEYS', ...keys), 'OK', 'the resharding moves the keys');
+  for (const node of cluster.nodes.filter((n) => n.alive && n.role === 'master')) await admin(node.url).call('CLUSTER', 'SETSLOT', slot, 'NODE', to.id);
+  t.match(await store.append({ uid: 'bob', sender: 'alice', msgId: '4', body: Buffer.from('m4') }), { seq: 4, duplicate: false, epoch }, 'the inbox goes on where it was, in its epoch, on its new master');
+  t.same((await store.range('bob', 0, 10)).messages.map((m) => m.body.toString()), ['m1', 'm2', 'm3', 'm4']);
+});
+
+t.test('close() with appends of this turn pending: sent and answered before the connections close', async (t) => {
+  const inbox = new RedisInboxStore({ url: { cluster: cluster.seeds }, keyPrefix: 'close:' });
+  await inbox.ping();
+  const pending = inbox.append({ uid: 'carol', sender: 'dave', msgId: '1', body: Buffer.from('last words') });
+  await inbox.close();
+  t.match(await pending, { seq: 1, duplicate: false });
 });
