@@ -144,11 +144,11 @@ export interface InboxStore {
   append(request: AppendRequest): AppendResult | Promise<AppendResult>;
   /**
    * Appends `first`, then `second` (a message and its own copy in the sender's inbox), answering
-   * at once or with a promise as append() does. Redis runs both in one script, in one round
-   * trip: no other command runs between them, and a refusal (Redis out of memory) comes before
-   * either is written. Memory appends them one after the other: only its memory bound can refuse
-   * the second (SB_ERR_STORE_FULL) once the first is stored; a resend of both then finds the
-   * first a duplicate (the caller delivers it then).
+   * at once or with a promise as append() does. Either may be stored while the other is refused:
+   * memory stores them one after the other and only its memory bound refuses the second
+   * (SB_ERR_STORE_FULL); Redis stores them in the same batch, where an inbox the script cannot
+   * write (or, on a Redis Cluster, a master that fails its call) fails alone. The caller's
+   * resend of both then finds what was stored a duplicate and stores the rest.
    */
   appendPair(first: AppendRequest, second: AppendRequest): [AppendResult, AppendResult] | Promise<[AppendResult, AppendResult]>;
   /**

@@ -1,20 +1,21 @@
 // Redis InboxStore. One user's keys share the hash tag {uid} (src/redis/key-tag.ts), so they live
-// in one Redis Cluster slot, and every script declares the key base `<prefix>{uid}` of the inbox
-// it touches and runs in its slot:
+// in one Redis Cluster slot, and every script declares each key it touches (redis-inbox-scripts.ts):
 //
-//   <base>:seq           string   last assigned sequence (never expires)
-//   <base>:ep            string   the inbox's epoch (never expires)
-//   <base>:lg            stream   the log: entry id "<seq>-<storedAt>", one field `b`, the body
-//   <base>:rw            hash     seq -> the body that replaced it (a tombstone, an edit)
-//   <base>:cur           hash     deviceId -> acknowledged / delivered position
-//   <base>:dd:<sender>   string   the sender's last msg_ids and their seqs (dedupe), expires after the window
-//   <base>:cl            zset     the chat list: score = lastSeq, member = conversation id
-//   <base>:cv            hash     conversation id -> "lastSeq|lastAt|readSeq|unread|received|total|cxAt"
-//   <base>:ci:<id>       string   one conversation's index: 10 bytes per message, seq and 2 × received + own
+//   <base>:seq            string   "<head>|<when the log's expiry was last pushed back>" (never expires)
+//   <base>:ep             string   the inbox's epoch (never expires)
+//   <base>:lg             stream   the log: an entry per chunk of up to 32 consecutive messages of one
+//                                  run, id "<first seq>-<storedAt>", fields n, <count>, the bodies
+//   <base>:rw             hash     seq -> the body that replaced it (a tombstone, an edit)
+//   <base>:cur            hash     deviceId -> acknowledged / delivered position
+//   <base>:dr:<sender>    string   dedupe: the sender's last 1 000 to 1 250 msg_ids and their seqs
+//   <base>:cl             zset     the chat list: score = lastSeq, member = conversation id
+//   <base>:cv             hash     conversation id -> its entry (binary, 43 bytes)
+//   <base>:ci:<id>        string   one conversation's index: 12 bytes per chunk of its messages
 //
-// A stream keeps a message in about its body plus 20 bytes (a zset member cost about 150 more);
-// an index record is 10 bytes; a sender's dedupe state is its last DEDUPE_RING msg_ids, 14 bytes
-// each, so a pair that talks a lot costs a bounded amount however many messages it sends.
+// (base: <prefix>{uid}.) A stream keeps a message in about its body plus 20 to 30 bytes (a zset
+// member cost about 150 more); an index record is 12 bytes for up to 32 messages; a sender's
+// dedupe state is 8 bytes an id and 26 a block of ids stored together, for its last 1 000 to
+// 1 250: a pair that talks a lot costs a bounded amount however many messages it sends.
 //
 // Appends are batched (redis-append-batch.ts): one script call per turn of the event loop stores
 // the messages of many inboxes (one Redis) or of one inbox (a Redis Cluster). Reads and read

@@ -8,6 +8,7 @@
 // so a crashed worker's records vanish even if nobody purges them. Workers refresh theirs.
 
 import type { RedisOptions } from 'ioredis';
+import { keyTag } from '../redis/key-tag.js';
 import { createRedisClient, pingRedis, storeUnavailable, type RedisClient, type RedisTarget } from '../redis/redis-client.js';
 import { DEFAULT_SESSION_TTL_MS, type SessionRecord, type SessionStore } from './session-store.js';
 
@@ -148,7 +149,7 @@ export class RedisSessionStore implements SessionStore {
   }
 
   #userKey(uid: string): string {
-    return `${this.#prefix}{${uid}}:sess`;
+    return `${this.#prefix}${keyTag(uid)}:sess`;
   }
 
   #nodeKey(nodeId: string): string {
