@@ -193,6 +193,90 @@ export function ownCopyFrom(body: Uint8Array, deviceId: Buffer): boolean {
   return length === deviceId.length && pos + length <= body.length && deviceId.equals(body.subarray(pos, pos + length));
 }
 
+const MSG_ID_TAG = oneByteTag(Field.MessageRequest.msgId, WireType.VARINT);
+const TO_TAG = oneByteTag(Field.MessageRequest.to, WireType.LEN);
+
+/**
+ * Which message a stored body is, as a 32-bit number: what tells two messages that claim one
+ * inbox seq apart (Delivery: a failover to a lagging replica hands out seqs again). Every body a
+ * worker holds for one message gives the same number: its live delivery and what a read returns,
+ * its tombstone or edited form, and the body a resend delivers when it finds the message stored
+ * (another stored_at and time): a hash of msg_id, from and to, which PROTOCOL.md §5 makes unique
+ * per message (an own copy's origin_device is left out). A body without msg_id (an inbox event,
+ * a message of a client that sets none) is hashed whole, and so is one that does not parse. Two
+ * messages give the same number only by a hash collision (1 in 2^32), or when a client reused a
+ * msg_id for the same recipient.
+ *
+ * Per delivery: a walk over the fields' tags and lengths (msg_id's varint is hashed as written:
+ * every encoder, and the strict chat decoder, take its shortest form), nothing decoded.
+ */
+export function bodyIdentity(body: Uint8Array): number {
+  const n = body.length;
+  let pos = 0;
+  let idStart = 0;
+  let idEnd = 0;
+  let fromStart = 0;
+  let fromEnd = 0;
+  let toStart = 0;
+  let toEnd = 0;
+  while (pos < n) {
+    let fieldTag = body[pos++]!;
+    if (fieldTag >= 0x80) {
+      // Fields 16 to 2047: a two-byte tag; none longer in this schema.
+      const high = pos < n ? body[pos++]! : 0x80;
+      if (high >= 0x80) return fnv(body, 0, n, FNV_OFFSET);
+      fieldTag = (fieldTag & 0x7f) | (high << 7);
+    }
+    const wireType = fieldTag & 7;
+    if (wireType === WireType.VARINT) {
+      const start = pos;
+      while (pos < n && body[pos]! >= 0x80) pos++;
+      if (++pos > n || pos - start > 10) return fnv(body, 0, n, FNV_OFFSET);
+      if (fieldTag === MSG_ID_TAG) {
+        idStart = start;
+        idEnd = pos;
+      }
+    } else if (wireType === WireType.LEN) {
+      let length = 0;
+      let b = 0x80;
+      for (let shift = 0; b >= 0x80; shift += 7) {
+        if (pos >= n || shift > 21) return fnv(body, 0, n, FNV_OFFSET);
+        b = body[pos++]!;
+        length |= (b & 0x7f) << shift;
+      }
+      if (length > n - pos) return fnv(body, 0, n, FNV_OFFSET);
+      if (fieldTag === FROM_TAG) {
+        fromStart = pos;
+        fromEnd = pos + length;
+      } else if (fieldTag === TO_TAG) {
+        toStart = pos;
+        toEnd = pos + length;
+      }
+      pos += length;
+    } else if (wireType === WireType.I64 || wireType === WireType.I32) {
+      pos += wireType === WireType.I64 ? 8 : 4;
+      if (pos > n) return fnv(body, 0, n, FNV_OFFSET);
+    } else {
+      return fnv(body, 0, n, FNV_OFFSET);
+    }
+  }
+  // No msg_id, or 0 (one byte, 00).
+  if (idEnd - idStart <= 1 && (idEnd === idStart || body[idStart] === 0)) return fnv(body, 0, n, FNV_OFFSET);
+  // Each part after its length, so that no two (msg_id, from, to) run together alike.
+  let h = fnv(body, idStart, idEnd, FNV_OFFSET);
+  h = fnv(body, fromStart, fromEnd, Math.imul(h ^ (fromEnd - fromStart), FNV_PRIME));
+  return fnv(body, toStart, toEnd, Math.imul(h ^ (toEnd - toStart), FNV_PRIME));
+}
+
+const FNV_OFFSET = 0x811c9dc5;
+const FNV_PRIME = 0x01000193;
+
+/** FNV-1a over body[start, end), from `h`; a uint32. */
+function fnv(body: Uint8Array, start: number, end: number, h: number): number {
+  for (let i = start; i < end; i++) h = Math.imul(h ^ body[i]!, FNV_PRIME);
+  return h >>> 0;
+}
+
 /** MessageRequest.stored_at: 88 01. */
 const STORED_AT_TAG = tagBytes(Field.MessageRequest.storedAt, WireType.VARINT);
 

@@ -13,10 +13,14 @@
 // session's, or with a number the session was already sent, is not written but makes the
 // session read its inbox; a read that shows another epoch, or a head below what the session was
 // sent (its sequence went backwards: a failover to a lagging replica, or a forged delivery),
-// closes the session with SB_ERR_INBOX_RESET. Its device cannot be resynced in place (an ack
-// client drops sequence numbers it has seen); its next login reports the reset and replays what
-// the inbox holds. A head below the session's position in the same epoch also gives the inbox a
-// new epoch first, so every other device of the user resyncs too.
+// closes the session with SB_ERR_INBOX_RESET. So does a delivery, live or read, of a seq the
+// session was sent as another message (the session keeps which message each of its last
+// SENT_IDS seqs was): the sequence went backwards and the new messages have already passed the
+// session's position again, which the head alone cannot show (a rewind by one, or a burst of
+// appends after the failover), while a late copy of what was sent is the same message. Its
+// device cannot be resynced in place (an ack client drops sequence numbers it has seen); its next
+// login reports the reset and replays what the inbox holds. Either finding in the session's epoch
+// also gives the inbox a new epoch first, so every other device of the user resyncs too.
 //
 // Positions are saved to the InboxStore write-behind, by the worker's sweep and on release:
 // ackedSeq for ack devices; for legacy ones the last delivery whose frame the kernel had taken
@@ -36,12 +40,18 @@ import type { WorkerLimits } from '../config.js';
 import type { Logger } from '../log.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
 import { deliveryFrame } from '../protocol/chat-frames.js';
-import { isOwnCopy, ownCopyFrom } from '../protocol/codec.js';
+import { bodyIdentity, isOwnCopy, ownCopyFrom } from '../protocol/codec.js';
 import { isInboxEvent } from '../protocol/recall.js';
 import type { SyncStart } from '../protocol/messages.js';
 import { HandoffRing } from '../session/handoff-ring.js';
 import type { Receipts } from './receipts.js';
 import type { LocalSession } from '../session/local-session.js';
+
+/**
+ * Seqs whose message a session remembers (LocalSession.sentIds): its last ones. A failover that
+ * hands out seqs again delivers the session some of its last ones again, whatever the rewind.
+ */
+const SENT_IDS = 8;
 
 /** Where a device asks its replay to start (LoginRequest.last_seq and inbox_epoch). */
 export interface SyncRequest {
@@ -143,11 +153,16 @@ export class Delivery {
   /** A message was stored in the inbox of the owner of `sessions` as `seq` of `epoch`. */
   deliverLive(sessions: readonly LocalSession[], seq: number, body: Uint8Array, epoch: number): void {
     let frame: Buffer | undefined;
+    let id: number | undefined;
     // A write can drop a session as a slow consumer, which removes it from this very array (the
     // session map's own): iterate a copy, or the session after it would be skipped.
     for (const session of sessions.length > 1 ? [...sessions] : sessions) {
       if (seq > session.knownHead) session.knownHead = seq;
       if (!session.ready) continue;
+      if (epoch === session.epoch && seq <= session.sentSeq && sentOther(session, seq, (id ??= bodyIdentity(body)))) {
+        void this.#forked(session, { reused: seq });
+        continue;
+      }
       const next = epoch === session.epoch && seq === session.sentSeq + 1;
       if (session.pumping) {
         // The read under way may predate this message: one that is not simply further on is checked again after it.
@@ -155,17 +170,18 @@ export class Delivery {
         continue;
       }
       if (!next) {
-        // A gap, another epoch, or a number this session was already sent (a late copy, or the
-        // inbox's sequence went backwards): the inbox decides what to send.
+        // A gap, another epoch, or a number this session was already sent (a late copy, or one
+        // older than it remembers, or the inbox's sequence went backwards): the inbox decides what to send.
         this.#pump(session);
         continue;
       }
+      id ??= bodyIdentity(body);
       if (passesOver(session, body)) {
-        this.#passOver(session, seq);
+        this.#passOver(session, seq, id);
         continue;
       }
       frame ??= deliveryFrame(body, seq);
-      this.#write(session, seq, frame, body);
+      this.#write(session, seq, frame, body, id);
     }
   }
 
@@ -244,7 +260,7 @@ export class Delivery {
     }
   };
 
-  #write(session: LocalSession, seq: number, frame: Buffer, body: Uint8Array): void {
+  #write(session: LocalSession, seq: number, frame: Buffer, body: Uint8Array, id: number): void {
     const outbound = session.outbound;
     outbound.sendFrame(frame);
     // Dropped by this very write (slow consumer): it was discarded, and release() has saved the
@@ -261,11 +277,12 @@ export class Delivery {
     }
     session.sentSeq = seq;
     session.writtenSeq = seq;
+    remember(session, seq, id);
     this.#receipts?.written(session, seq, body);
   }
 
   /** An own copy not for this device: its position moves past it as if it had been written. */
-  #passOver(session: LocalSession, seq: number): void {
+  #passOver(session: LocalSession, seq: number, id: number): void {
     if (session.acks) {
       // Nothing written is waiting for an ack: the device has all there is up to here.
       if (session.ackedSeq === session.sentSeq) {
@@ -280,6 +297,7 @@ export class Delivery {
       this.#dirty.add(session);
     }
     session.sentSeq = seq;
+    remember(session, seq, id);
   }
 
   async #pump(session: LocalSession): Promise<void> {
@@ -298,7 +316,7 @@ export class Delivery {
           return;
         }
         if (head < session.sentSeq) {
-          await this.#forked(session, head);
+          await this.#forked(session, { head });
           return;
         }
         for (const m of messages) {
@@ -309,8 +327,14 @@ export class Delivery {
             if (session.released) return;
           }
           if (m.seq <= session.sentSeq) continue;
-          if (passesOver(session, m.body)) this.#passOver(session, m.seq);
-          else this.#write(session, m.seq, deliveryFrame(m.body, m.seq), m.body);
+          const id = bodyIdentity(m.body);
+          // A seq it was sent before as another message (after an ack timeout, it is sent what it did not acknowledge again).
+          if (sentOther(session, m.seq, id)) {
+            await this.#forked(session, { reused: m.seq });
+            return;
+          }
+          if (passesOver(session, m.body)) this.#passOver(session, m.seq, id);
+          else this.#write(session, m.seq, deliveryFrame(m.body, m.seq), m.body, id);
           // The write dropped the connection: nothing after it is sent, so none of it may count.
           if (session.released) return;
         }
@@ -344,12 +368,12 @@ export class Delivery {
   }
 
   /**
-   * The inbox's head is below what this session was sent, in the session's epoch: its sequence
-   * went backwards and now reuses numbers this device (and maybe others) saw for other messages.
-   * The inbox gets a new epoch, so that no device resumes from such a number, then the session
-   * resyncs.
+   * The inbox's head is below what this session was sent, in the session's epoch, or it holds
+   * another message at a seq the session was sent (`reused`): its sequence went backwards and
+   * now reuses numbers this device (and maybe others) saw for other messages. The inbox gets a
+   * new epoch, so that no device resumes from such a number, then the session resyncs.
    */
-  async #forked(session: LocalSession, head: number): Promise<void> {
+  async #forked(session: LocalSession, found: { head: number } | { reused: number }): Promise<void> {
     const from = session.epoch;
     // From here on its position is of a past history: never saved, even if the reset fails.
     session.epoch = 0;
@@ -360,7 +384,7 @@ export class Delivery {
       // Its next login finds its position above the head again, and retries.
       this.#log.error({ err, uid: session.uid, deviceId: session.deviceId }, 'inbox epoch reset failed');
     }
-    this.#log.warn({ uid: session.uid, deviceId: session.deviceId, position: session.sentSeq, head, from, to }, 'inbox sequence went backwards: new epoch');
+    this.#log.warn({ uid: session.uid, deviceId: session.deviceId, position: session.sentSeq, ...found, from, to }, 'inbox sequence went backwards: new epoch');
     this.#close(session, from, to);
   }
 
@@ -386,6 +410,21 @@ export class Delivery {
       this.#log.error({ err, uid: session.uid, deviceId: session.deviceId }, 'position save failed');
     });
   }
+}
+
+/** `seq` was written to `session` (or passed over) as the message `id` (bodyIdentity). */
+function remember(session: LocalSession, seq: number, id: number): void {
+  const ids = (session.sentIds ??= new Float64Array(SENT_IDS * 2));
+  const i = (seq % SENT_IDS) * 2;
+  ids[i] = seq;
+  ids[i + 1] = id;
+}
+
+/** Whether `session` was sent `seq` as another message than `id`; false when it does not remember. */
+function sentOther(session: LocalSession, seq: number, id: number): boolean {
+  const ids = session.sentIds;
+  const i = (seq % SENT_IDS) * 2;
+  return ids !== undefined && ids[i] === seq && ids[i + 1] !== id;
 }
 
 /**

@@ -87,6 +87,12 @@ export class LocalSession {
   ackedSeq = 0;
   /** Legacy devices: what was written, by output offset; the delivered position is what the kernel took. */
   handoff: HandoffRing | undefined;
+  /**
+   * Which message each of the last seqs written or passed over was (codec.ts bodyIdentity), as
+   * (seq, identity) pairs at seq % SENT_IDS (Delivery's): a delivery of one of those seqs that is
+   * another message shows that the inbox handed the seq out again. Allocated at the first.
+   */
+  sentIds: Float64Array | undefined;
   /** Highest inbox sequence known to exist. */
   knownHead = 0;
   /** When the oldest unacknowledged delivery was written; 0 when all are acknowledged. */

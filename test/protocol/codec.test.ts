@@ -4,7 +4,9 @@
 import t from 'tap';
 import fc from 'fast-check';
 import Long from 'long';
-import { decodeMessage, encodeMessage, encodeMessageFrame, messageType, uint64Number, uint64String } from '../../src/protocol/codec.js';
+import { bodyIdentity, decodeMessage, decodeStoredRequest, encodeMessage, encodeMessageFrame, messageType, ownCopyBody, storedRequestBody, uint64Number, uint64String } from '../../src/protocol/codec.js';
+import { decodeChatMessage, type DecodedTypes } from '../../src/protocol/chat-decoder.js';
+import { editedBody, inboxEventBody, tombstoneBody } from '../../src/protocol/recall.js';
 import { FrameDecoder, HEADER_LENGTH } from '../../src/protocol/frame.js';
 import { closingNotification, loginResponse, logoutResponse, messageResponse, notification, resultCodeFor } from '../../src/protocol/messages.js';
 import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, ResultCode, type ImMessage } from '../../src/protocol/types.js';
@@ -15,6 +17,13 @@ const hex = (s: string): Buffer => Buffer.from(s.replace(/--.*$/gm, '').replace(
 const toHex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
 
 const MAX_U64 = '18446744073709551615';
+
+const DECODED_TYPES = {
+  message: messageType.ctor,
+  messageRequest: messageType.root.lookupType('switchboard.MessageRequest').ctor,
+  messageAck: messageType.root.lookupType('switchboard.MessageAck').ctor,
+  peerDeliver: messageType.root.lookupType('switchboard.PeerDeliver').ctor,
+} as unknown as DecodedTypes;
 const u64 = (s: string): Long => Long.fromString(s, true);
 
 /** The message as plain JSON-able data, uint64s as decimal strings, only fields present on the wire. */
@@ -436,4 +445,34 @@ t.test('uint64Number is the number Number() of the Long gives, without its decim
   t.equal(uint64Number(42), 42);
   t.equal(uint64Number(undefined), 0);
   t.equal(uint64Number(null), 0);
+});
+
+t.test('bodyIdentity: one number for every body of one message, another for another message', async (t) => {
+  const id = bodyIdentity;
+  const request = { msgId: Long.fromString('1764478800000', true), to: 'bob', time: 1_764_478_800_000, msgType: 1, content: 'hi' };
+  // As a worker stores it: spliced from the client's frame (the fast path), or encoded (the slow one).
+  const frame = Buffer.from(encodeMessage({ type: HeadType.MESSAGE_REQUEST, sequence: 3, messageRequest: request }));
+  const wired = decodeChatMessage(frame, DECODED_TYPES)!.messageRequest!;
+  const stored = storedRequestBody(wired, 'alice', 1_764_478_800_123);
+  const m = decodeStoredRequest(stored);
+  const same: [string, Uint8Array][] = [
+    ['encoded rather than spliced', storedRequestBody({ ...request }, 'alice', 1_764_478_800_123)],
+    ['a resend that found it stored: another stored_at and time', storedRequestBody({ ...request, time: 1_764_478_801_000 }, 'alice', 1_764_478_801_234)],
+    ['its tombstone', tombstoneBody(m)],
+    ['its edited form', editedBody(m, 'hello', '{"x":1}')],
+    ['its own copy, in the sender\'s inbox', ownCopyBody(stored, 'alice-phone')],
+  ];
+  for (const [what, body] of same) t.equal(id(body), id(stored), what);
+  const other: [string, Uint8Array][] = [
+    ['another msg_id', storedRequestBody({ ...request, msgId: Long.fromString('1764478800001', true) }, 'alice', 1_764_478_800_123)],
+    ['another sender', storedRequestBody({ ...request }, 'carol', 1_764_478_800_123)],
+    ['another recipient (an own copy of the same msg_id to someone else)', ownCopyBody(storedRequestBody({ ...request, to: 'dave' }, 'alice', 1_764_478_800_123), 'alice-phone')],
+  ];
+  for (const [what, body] of other) t.not(id(body), id(stored), what);
+  // Without a msg_id (an inbox event), the whole body: two events differ.
+  const read = (seq: number) => inboxEventBody(JSON.stringify({ type: 'read', peer: 'bob', seq }), { from: 'alice', to: 'bob', storedAt: 1_764_478_800_000 });
+  t.equal(id(read(4)), id(read(4)), 'an event: the same body, the same number');
+  t.not(id(read(4)), id(read(5)), 'another event, another number');
+  // Whatever a body holds, a number (an unreadable one is hashed whole).
+  fc.assert(fc.property(fc.uint8Array({ maxLength: 64 }), (bytes) => Number.isInteger(id(bytes)) && id(bytes) >= 0 && id(bytes) < 2 ** 32));
 });

@@ -9,7 +9,7 @@ import { contents, isDelivery, sendAll, seqs, u64, type RawClient, DEFAULT_TIMEO
 import { until } from '../../testkit/wait.js';
 import { connectLoggedIn, nothingMoreDelivered } from '../helpers/raw-session.js';
 import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
-import { encodeMessageRequest } from '../../src/protocol/codec.js';
+import { decodeStoredRequest, encodeMessageRequest } from '../../src/protocol/codec.js';
 import type { ImMessage } from '../../src/protocol/types.js';
 
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
@@ -168,4 +168,74 @@ t.test('a delivery beyond the head in the session epoch: no position is saved ab
   t.same(contents(await ackAgain.deliveries(10)), range(1, 10).map((i) => `m${i}`), 'the ack device gets the 5 real messages after its reset');
   const legacyAgain = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'legacy');
   t.same(contents(await legacyAgain.deliveries(10)), range(1, 10).map((i) => `m${i}`), 'and so does the legacy device, at a fresh login');
+});
+
+/** A message of alice's to bob, as a worker stores it (`msgId` its own). */
+const fromAlice = (content: string, msgId: number) => encodeMessageRequest({ msgId, from: 'alice', to: 'bob', content, time: Date.now(), msgType: 1, storedAt: Date.now() });
+
+t.test('a seq handed out again as another message, the head already past the position: every device is reset, none skips it', async (t) => {
+  // `beyond`: the sessions were sent this many seqs the inbox then lost (a failover to a lagging
+  // replica); `burst`: the new messages stored before the sessions hear of the first (appends of
+  // one turn on another worker, in one script), their live copies coming after.
+  for (const [name, beyond, burst] of [
+    ['a rewind by one, the next message on this worker', 1, 0],
+    ['a rewind by three, then a burst of five stored elsewhere', 3, 5],
+  ] as const) {
+    await t.test(name, async (t) => {
+      const tn = await startNode(t, { ackTimeoutMs: 60_000 });
+      const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+      await sendAll(alice, 'bob', range(1, 5).map((i) => `m${i}`));
+      const ack = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'phone', { acks: true });
+      const legacy = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'legacy');
+      await ack.deliveries(5);
+      await legacy.deliveries(5);
+      const epoch = epochOf(ack);
+
+      // Written: they claim to be the next ones of the sessions' epoch.
+      for (let i = 0; i < beyond; i++) tn.node.server.local.deliver('bob', 6 + i, fromAlice(`lost ${i}`, 1_000 + i), epoch);
+      t.same(seqs(await ack.deliveries(beyond)), range(6, 5 + beyond), 'the ack device was sent them');
+      await legacy.deliveries(beyond);
+
+      // The next messages take those numbers again, and by the time a session reads, the head is not below its position.
+      let last = 6;
+      if (burst === 0) {
+        t.same(await sendAll(alice, 'bob', ['m6']), [6]);
+      } else {
+        const bodies = range(6, 5 + burst).map((i) => fromAlice(`m${i}`, 2_000 + i));
+        const stored = [];
+        for (const [i, body] of bodies.entries()) stored.push(await tn.node.inbox.append({ uid: 'bob', sender: 'alice', msgId: String(2_006 + i), body, conversation: 'alice' }));
+        t.same(stored.map((s) => s.seq), range(6, 5 + burst));
+        for (const [i, body] of bodies.entries()) tn.node.server.local.deliver('bob', 6 + i, body, epoch);
+        last = 5 + burst;
+      }
+      t.equal((await ack.nextClosing()).code, 'SB_ERR_INBOX_RESET', 'the ack session is closed with SB_ERR_INBOX_RESET');
+      t.equal((await legacy.nextClosing()).code, 'SB_ERR_INBOX_RESET', 'so is the legacy one');
+      t.not((await tn.node.inbox.range('bob', 0, 0)).epoch, epoch, 'the inbox has a new epoch');
+
+      const again = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'phone', { acks: true, lastSeq: 5 + beyond, inboxEpoch: epoch });
+      t.equal(again.loginResponse?.reset, true, 'its next login reports the reset');
+      t.same(contents(await again.deliveries(last)), range(1, last).map((i) => `m${i}`), 'and replays every message the inbox holds');
+      const legacyAgain = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'legacy');
+      t.same(contents(await legacyAgain.deliveries(last)), range(1, last).map((i) => `m${i}`), 'the legacy device too');
+    });
+  }
+});
+
+t.test('a seq delivered again as the same message (a late copy, or a resend that found it stored) changes nothing', async (t) => {
+  const tn = await startNode(t, { ackTimeoutMs: 60_000 });
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  await sendAll(alice, 'bob', range(1, 5).map((i) => `m${i}`));
+  const ack = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'phone', { acks: true });
+  await ack.deliveries(5);
+  const epoch = epochOf(ack);
+  const stored = (await tn.node.inbox.range('bob', 3, 2)).messages;
+  // What a late PEER_DELIVER carries: the stored body; what a resend that found the message stored
+  // delivers: the same message (msg_id, from, to) with another stored_at and time.
+  tn.node.server.local.deliver('bob', 4, stored[0]!.body, epoch);
+  const resent = { ...decodeStoredRequest(stored[1]!.body), storedAt: Date.now() + 1_000, time: Date.now() + 1_000 };
+  tn.node.server.local.deliver('bob', 5, encodeMessageRequest(resent), epoch);
+  await nothingMoreDelivered(t, ack, 'nothing is written again');
+  t.same(await sendAll(alice, 'bob', ['m6']), [6]);
+  t.same(contents(await ack.deliveries(1)), ['m6'], 'the session goes on: no reset');
+  t.equal((await tn.node.inbox.range('bob', 0, 0)).epoch, epoch, 'the epoch is the same');
 });
