@@ -20,6 +20,9 @@ import type { Logger } from '../log.js';
 /** Default bound on one Redis command (`--redis-timeout-ms`). */
 export const DEFAULT_REDIS_TIMEOUT_MS = 2_000;
 
+/** A Cluster client's wait before it retries a command after CLUSTERDOWN or a lost connection. */
+const RETRY_DELAY_MS = 100;
+
 /** One Redis server (a redis:// or rediss:// URL), or a Redis Cluster named by some of its nodes. */
 export type RedisTarget = string | RedisClusterTarget;
 
@@ -74,8 +77,12 @@ export function createRedisClient(target: RedisTarget, { timeoutMs = DEFAULT_RED
       autoPipeliningIgnoredCommands,
       // A slot that moved (a failover, a resharding) is answered MOVED/ASK: the client follows it
       // and refreshes its slot map; a CLUSTERDOWN is retried within the command's timeout.
-      retryDelayOnFailover: 100,
-      retryDelayOnClusterDown: 100,
+      retryDelayOnFailover: RETRY_DELAY_MS,
+      retryDelayOnClusterDown: RETRY_DELAY_MS,
+      // Every retry counts as a redirection: at ioredis's 16, a CLUSTERDOWN (the whole cluster,
+      // with cluster-require-full-coverage, while a failed master's replica is elected) would fail
+      // after 1.6 s whatever the timeout. As many as the timeout holds retries, and the hops.
+      maxRedirections: Math.ceil(timeoutMs / RETRY_DELAY_MS) + 16,
       redisOptions: { ...nodeOptions, ...credentials(seeds[0]!) },
     },
   );
