@@ -2,7 +2,9 @@
 // message to the recipient's sessions on this worker and forwards one PEER_DELIVER frame to each
 // other worker that holds any of them (RouteCache, so no SessionStore read per message), through
 // the WorkerRouter's peer links. Logins and logouts are announced to every peer (SESSION_ON /
-// SESSION_OFF, the original notification types) so their caches drop the user.
+// SESSION_OFF, the original notification types) so their caches drop the user. When the lookup
+// fails (the session store does not answer), every peer is told to read the user's inbox
+// (PEER_NUDGE) instead.
 //
 // A message stored while a peer still had a stale "not here" entry for a user who just logged
 // in on this worker would miss that session; so each new session re-reads its inbox once the
@@ -68,7 +70,13 @@ export class ClusterMessageRouter implements MessageRouter {
     if (nodes instanceof Promise) {
       nodes.then(
         (n) => this.#forward(n, uid, seq, body, epoch),
-        (err: unknown) => this.#o.log.warn({ err, uid }, 'route lookup failed; the recipient gets the message by sync'),
+        (err: unknown) => {
+          this.#o.log.warn({ err, uid }, 'route lookup failed; the recipient gets the message by sync');
+          // Its sessions elsewhere read their inbox now, not at the next message: after a
+          // failover to a lagging replica that next one may bear the number after theirs while
+          // the dropped one reused a number they were sent, which only a read shows.
+          this.#o.workers.broadcast(encodeMessageFrame({ type: HeadType.PEER_NUDGE, peerNudge: { uids: [uid] } }), uid);
+        },
       );
     } else if (nodes.size > 0) {
       this.#forward(nodes, uid, seq, body, epoch);

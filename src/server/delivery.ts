@@ -15,12 +15,13 @@
 // sent (its sequence went backwards: a failover to a lagging replica, or a forged delivery),
 // closes the session with SB_ERR_INBOX_RESET. So does a delivery, live or read, of a seq the
 // session was sent as another message (the session keeps which message each of its last
-// SENT_IDS seqs was): the sequence went backwards and the new messages have already passed the
-// session's position again, which the head alone cannot show (a rewind by one, or a burst of
-// appends after the failover), while a late copy of what was sent is the same message. Its
-// device cannot be resynced in place (an ack client drops sequence numbers it has seen); its next
-// login reports the reset and replays what the inbox holds. Either finding in the session's epoch
-// also gives the inbox a new epoch first, so every other device of the user resyncs too.
+// SENT_IDS seqs was, and a read starts at the last one sent to compare it): the sequence went
+// backwards and the new messages have already passed the session's position again, which the
+// head alone cannot show (a rewind by one, or a burst of appends after the failover), while a
+// late copy of what was sent is the same message. Its device cannot be resynced in place (an
+// ack client drops sequence numbers it has seen); its next login reports the reset and replays
+// what the inbox holds. Either finding in the session's epoch also gives the inbox a new epoch
+// first, so every other device of the user resyncs too.
 //
 // Positions are saved to the InboxStore write-behind, by the worker's sweep and on release:
 // ackedSeq for ack devices; for legacy ones the last delivery whose frame the kernel had taken
@@ -34,8 +35,10 @@
 // Nudges (PEER_NUDGE: "deliveries may have been dropped, read the inbox") are coalesced: those
 // of one tick are served together after it, a session reads for a nudge at most once per
 // nudge interval (the sweep serves the rest), and one arriving during a read makes the session
-// read once more afterwards.
+// read once more afterwards. A live message that comes while a nudge waits is read, not
+// written: what was dropped may be a seq handed out again, which its number would hide.
 
+import { setTimeout as delay } from 'node:timers/promises';
 import type { WorkerLimits } from '../config.js';
 import type { Logger } from '../log.js';
 import type { InboxStore } from '../inbox/inbox-store.js';
@@ -52,6 +55,10 @@ import type { LocalSession } from '../session/local-session.js';
  * hands out seqs again delivers the session some of its last ones again, whatever the rewind.
  */
 const SENT_IDS = 8;
+
+/** A new epoch for an inbox found forked is tried this many times, this long apart, before its session is closed. */
+const RESET_ATTEMPTS = 5;
+const RESET_RETRY_MS = 200;
 
 /** Where a device asks its replay to start (LoginRequest.last_seq and inbox_epoch). */
 export interface SyncRequest {
@@ -169,9 +176,11 @@ export class Delivery {
         if (!next && (epoch !== session.epoch || seq <= session.sentSeq)) session.repump = true;
         continue;
       }
-      if (!next) {
+      if (!next || session.nudgePending) {
         // A gap, another epoch, or a number this session was already sent (a late copy, or one
-        // older than it remembers, or the inbox's sequence went backwards): the inbox decides what to send.
+        // older than it remembers, or the inbox's sequence went backwards): the inbox decides what
+        // to send. So it does after a nudge (deliveries were dropped): what was dropped may have
+        // been a seq handed out again, which only a read shows, not this message's number.
         this.#pump(session);
         continue;
       }
@@ -309,7 +318,11 @@ export class Delivery {
     try {
       for (;;) {
         const knownBefore = session.knownHead;
-        const { messages, head, epoch } = await this.#inbox.range(session.uid, session.sentSeq, batch);
+        // From the last seq sent, when the session knows which message that was: another one
+        // there shows that the inbox handed the seq out again, also once its head has passed it.
+        const sent = session.sentSeq;
+        const from = batch > 1 && remembers(session, sent) ? sent - 1 : sent;
+        const { messages, head, epoch } = await this.#inbox.range(session.uid, from, batch);
         if (session.released) return;
         if (epoch !== session.epoch) {
           this.#resync(session, epoch);
@@ -326,19 +339,20 @@ export class Delivery {
             await session.outbound.drained();
             if (session.released) return;
           }
-          if (m.seq <= session.sentSeq) continue;
           const id = bodyIdentity(m.body);
-          // A seq it was sent before as another message (after an ack timeout, it is sent what it did not acknowledge again).
+          // A seq it was sent before as another message: the last one sent, read again to
+          // compare, or (after an ack timeout) one it is sent again.
           if (sentOther(session, m.seq, id)) {
             await this.#forked(session, { reused: m.seq });
             return;
           }
+          if (m.seq <= session.sentSeq) continue;
           if (passesOver(session, m.body)) this.#passOver(session, m.seq, id);
           else this.#write(session, m.seq, deliveryFrame(m.body, m.seq), m.body, id);
           // The write dropped the connection: nothing after it is sent, so none of it may count.
           if (session.released) return;
         }
-        if (messages.length === 0) {
+        if (messages.length === 0 || (messages.length === 1 && messages[0]!.seq <= sent)) {
           // Nothing retained after sentSeq: what knownHead promised was pruned meanwhile. (A
           // message that arrived during the read raised knownHead: read again.)
           if (session.knownHead !== knownBefore) continue;
@@ -378,11 +392,20 @@ export class Delivery {
     // From here on its position is of a past history: never saved, even if the reset fails.
     session.epoch = 0;
     let to = 0;
-    try {
-      to = await this.#inbox.resetEpoch(session.uid, from);
-    } catch (err) {
-      // Its next login finds its position above the head again, and retries.
-      this.#log.error({ err, uid: session.uid, deviceId: session.deviceId }, 'inbox epoch reset failed');
+    // Tried again before the session is closed: its device would log in at once, and once new
+    // messages have passed its position again, nothing would show the fork to the login (right
+    // after a failover a worker's client may not reach the new master for a moment).
+    for (let attempt = 1; ; attempt++) {
+      try {
+        to = await this.#inbox.resetEpoch(session.uid, from);
+        break;
+      } catch (err) {
+        if (attempt >= RESET_ATTEMPTS) {
+          this.#log.error({ err, uid: session.uid, deviceId: session.deviceId, attempts: attempt }, 'inbox epoch reset failed');
+          break;
+        }
+        await delay(RESET_RETRY_MS, undefined, { ref: false });
+      }
     }
     this.#log.warn({ uid: session.uid, deviceId: session.deviceId, position: session.sentSeq, ...found, from, to }, 'inbox sequence went backwards: new epoch');
     this.#close(session, from, to);
@@ -418,6 +441,11 @@ function remember(session: LocalSession, seq: number, id: number): void {
   const i = (seq % SENT_IDS) * 2;
   ids[i] = seq;
   ids[i + 1] = id;
+}
+
+/** Whether `session` remembers which message it was sent as `seq`. */
+function remembers(session: LocalSession, seq: number): boolean {
+  return session.sentIds !== undefined && session.sentIds[(seq % SENT_IDS) * 2] === seq;
 }
 
 /** Whether `session` was sent `seq` as another message than `id`; false when it does not remember. */

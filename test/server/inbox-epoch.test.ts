@@ -9,6 +9,7 @@ import { contents, isDelivery, sendAll, seqs, u64, type RawClient, DEFAULT_TIMEO
 import { until } from '../../testkit/wait.js';
 import { connectLoggedIn, nothingMoreDelivered } from '../helpers/raw-session.js';
 import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
+import { SwitchboardError } from '../../src/errors.js';
 import { decodeStoredRequest, encodeMessageRequest } from '../../src/protocol/codec.js';
 import type { ImMessage } from '../../src/protocol/types.js';
 
@@ -219,6 +220,63 @@ t.test('a seq handed out again as another message, the head already past the pos
       t.same(contents(await legacyAgain.deliveries(last)), range(1, last).map((i) => `m${i}`), 'the legacy device too');
     });
   }
+});
+
+t.test('the copies of the reused seqs dropped, a nudge, then the next number: the read finds the other message at the last seq sent, and resets', async (t) => {
+  const tn = await startNode(t, { ackTimeoutMs: 60_000 });
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  await sendAll(alice, 'bob', range(1, 5).map((i) => `m${i}`));
+  const ack = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'phone', { acks: true });
+  await ack.deliveries(5);
+  const epoch = epochOf(ack);
+  for (let i = 0; i < 2; i++) tn.node.server.local.deliver('bob', 6 + i, fromAlice(`lost ${i}`, 1_000 + i), epoch);
+  await ack.deliveries(2);
+
+  // 6 and 7 again, and 8, stored on a worker whose lookup of bob's sessions failed for 6 and 7
+  // (their copies dropped, the other workers nudged); then 8's copy comes, the number after 7.
+  const bodies = range(6, 8).map((i) => fromAlice(`m${i}`, 2_000 + i));
+  for (const [i, body] of bodies.entries()) await tn.node.inbox.append({ uid: 'bob', sender: 'alice', msgId: String(2_006 + i), body, conversation: 'alice' });
+  tn.node.server.local.nudge(['bob']);
+  tn.node.server.local.deliver('bob', 8, bodies[2]!, epoch);
+  t.equal((await ack.nextClosing()).code, 'SB_ERR_INBOX_RESET', 'closed with SB_ERR_INBOX_RESET, not sent 8 as the next one');
+  t.same(seqs(ack.takeDeliveries()), [], 'nothing more was written to it');
+  t.not((await tn.node.inbox.range('bob', 0, 0)).epoch, epoch, 'the inbox has a new epoch');
+  const again = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'phone', { acks: true, lastSeq: 7, inboxEpoch: epoch });
+  t.same(contents(await again.deliveries(8)), range(1, 8).map((i) => `m${i}`), 'its next login replays every message');
+});
+
+/** A memory inbox whose next `failures` resetEpoch calls fail, as a Redis client that has not yet followed a failover. */
+class FlakyReset extends MemoryInboxStore {
+  failures = 0;
+  override async resetEpoch(uid: string, from: number): Promise<number> {
+    if (this.failures > 0) {
+      this.failures--;
+      throw new SwitchboardError('SB_ERR_STORE_UNAVAILABLE', 'inbox store unavailable: MOVED 4495 127.0.0.1:7001');
+    }
+    return super.resetEpoch(uid, from);
+  }
+}
+
+t.test('the new epoch fails at first: tried again before the session is closed, so its next login is a reset', async (t) => {
+  const inbox = new FlakyReset();
+  const tn = await startNode(t, { ackTimeoutMs: 60_000 }, { inbox });
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  await sendAll(alice, 'bob', range(1, 5).map((i) => `m${i}`));
+  const ack = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'phone', { acks: true });
+  await ack.deliveries(5);
+  const epoch = epochOf(ack);
+  tn.node.server.local.deliver('bob', 6, fromAlice('lost', 1_000), epoch);
+  await ack.deliveries(1);
+
+  inbox.failures = 2;
+  t.same(await sendAll(alice, 'bob', ['m6']), [6]);
+  t.equal((await ack.nextClosing()).code, 'SB_ERR_INBOX_RESET', 'closed with SB_ERR_INBOX_RESET');
+  t.equal(inbox.failures, 0, 'after two failed attempts');
+  t.not((await inbox.range('bob', 0, 0)).epoch, epoch, 'the third made the new epoch');
+  // Without it the login would take position 6 as valid (the head is 6 again) and skip m6.
+  const again = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'phone', { acks: true, lastSeq: 6, inboxEpoch: epoch });
+  t.equal(again.loginResponse?.reset, true, 'its next login reports the reset');
+  t.same(contents(await again.deliveries(6)), range(1, 6).map((i) => `m${i}`), 'and replays m6 with the rest');
 });
 
 t.test('a seq delivered again as the same message (a late copy, or a resend that found it stored) changes nothing', async (t) => {
