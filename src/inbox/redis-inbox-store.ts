@@ -239,25 +239,35 @@ export class RedisInboxStore implements InboxStore {
     const redis = this.#redis;
     const send = (target: { sbAppendBatch: Scripts['sbAppendBatch'] }, { keys, batch }: BatchCall) => target.sbAppendBatch(keys.length, ...keys, now, batch);
     if (!(redis instanceof Cluster) || calls.length === 1) return calls.map((call) => send(redis, call));
-    const byMaster = new Map<string, number[]>();
+    // Grouped as the client groups slots (by the nodes serving them), which its pipeline checks.
+    const byNodes = new Map<string, number[]>();
     calls.forEach((call, i) => {
-      const master = redis.slots[calculateSlot(call.keys[0]!)]?.[0] ?? `call ${i}`;
-      const indexes = byMaster.get(master);
+      const nodes = redis.slots[calculateSlot(call.keys[0]!)]?.join(',') ?? `call ${i}`;
+      const indexes = byNodes.get(nodes);
       if (indexes) indexes.push(i);
-      else byMaster.set(master, [i]);
+      else byNodes.set(nodes, [i]);
     });
     const replies: Promise<unknown>[] = [];
-    for (const indexes of byMaster.values()) {
+    for (const indexes of byNodes.values()) {
       if (indexes.length === 1) {
         replies[indexes[0]!] = send(redis, calls[indexes[0]!]!);
         continue;
       }
       const pipeline = redis.pipeline() as unknown as ChainableCommander & { sbAppendBatch: Scripts['sbAppendBatch'] };
       for (const i of indexes) void send(pipeline, calls[i]!);
-      const results = pipeline.exec();
+      // A pipeline the client refuses before sending it (its slot map changed meanwhile): each
+      // call alone then. Any other failure is the calls'.
+      const results = pipeline.exec().then(
+        (all) => all ?? [],
+        (err: unknown) => {
+          if (err instanceof Error && err.message.includes('same slots allocation group')) return undefined;
+          throw err;
+        },
+      );
       indexes.forEach((i, n) => {
         replies[i] = results.then((all) => {
-          const [err, reply] = all?.[n] ?? [new Error('the pipeline was not executed'), undefined];
+          if (all === undefined) return send(redis, calls[i]!);
+          const [err, reply] = all[n] ?? [new Error('the pipeline was not executed'), undefined];
           if (err) throw err;
           return reply;
         });
