@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { SwitchboardProcess, type LogLine } from '../../testkit/switchboard-process.js';
+import { SERVER_NODE_FLAGS } from '../../src/cli/node-flags.js';
 
 /**
  * Node arguments that run a sibling module of this folder: the compiled .js, or the .ts source
@@ -38,7 +39,7 @@ export interface ServerOptions {
   args: string[];
   /** The script node runs instead of bin/switchboard.js. */
   script?: string;
-  /** Extra node arguments; BENCH_SERVER_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") adds to them. */
+  /** Extra node arguments, after SERVER_NODE_FLAGS; BENCH_SERVER_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") adds to them (a flag given twice: the last counts). */
   nodeArgs?: string[];
 }
 
@@ -48,7 +49,8 @@ export interface ServerOptions {
  * storm logs every login), only matched against the log lines waited for.
  */
 export function spawnServer(o: ServerOptions): SwitchboardProcess {
-  const nodeArgs = [...(o.nodeArgs ?? []), ...(process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
+  // Servers run as the switchboard command runs them (its node flags), whatever the script.
+  const nodeArgs = [...SERVER_NODE_FLAGS, ...(o.nodeArgs ?? []), ...(process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
   return new SwitchboardProcess(o.name, o.args, { nodeArgs, ...(o.script ? { script: o.script } : {}), env: 'inherit', record: false });
 }
 
