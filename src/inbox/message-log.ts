@@ -199,8 +199,10 @@ export class MessageLog {
   }
 }
 
-/** Copies a ring's `count` entries from `start` to the front of `into`, in order. */
+/** Copies a ring's `count` entries from `start` to the front of `into`, in order: two block copies at most. */
 function unwrap<T extends Float64Array | Int32Array>(ring: T, into: T, start: number, count: number): T {
-  for (let k = 0; k < count; k++) into[k] = ring[(start + k) % ring.length]!;
+  const first = Math.min(count, ring.length - start);
+  into.set(ring.subarray(start, start + first), 0);
+  if (first < count) into.set(ring.subarray(0, count - first), first);
   return into;
 }
