@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=64
+#!/usr/bin/env node
 import { main } from '../dist/cli/main.js';
 
 // Every chat message allocates a few small frames; Buffer.allocUnsafe carves them from a shared

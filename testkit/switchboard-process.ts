@@ -61,8 +61,6 @@ export interface SpawnOptions {
    * kept, for a long run whose server logs every login (the bench).
    */
   record?: boolean;
-  /** Run bin/switchboard.js as a command (its #! line picks node and its flags) instead of node with it. */
-  asCommand?: boolean;
 }
 
 interface LogWaiter {
@@ -103,7 +101,7 @@ export class SwitchboardProcess {
   ) {
     this.#record = o.record ?? true;
     const base = o.env === 'inherit' ? process.env : Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SWITCHBOARD_')));
-    this.child = spawn(o.asCommand ? BIN : process.execPath, o.asCommand ? args : [...(o.nodeArgs ?? []), o.script ?? BIN, ...args], {
+    this.child = spawn(process.execPath, [...(o.nodeArgs ?? []), o.script ?? BIN, ...args], {
       cwd: o.cwd ?? ROOT,
       env: { ...base, ...o.extraEnv },
       stdio: [o.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],

@@ -49,7 +49,7 @@ export interface ServerOptions {
  * storm logs every login), only matched against the log lines waited for.
  */
 export function spawnServer(o: ServerOptions): SwitchboardProcess {
-  // Servers run as the switchboard command runs them (its node flags), whatever the script.
+  // Servers run with the node flags OPERATIONS.md asks for (src/cli/node-flags.ts), whatever the script.
   const nodeArgs = [...SERVER_NODE_FLAGS, ...(o.nodeArgs ?? []), ...(process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
   return new SwitchboardProcess(o.name, o.args, { nodeArgs, ...(o.script ? { script: o.script } : {}), env: 'inherit', record: false });
 }

@@ -6,7 +6,7 @@
 import { createSwitchboard, type SwitchboardConfig } from '../../node.js';
 import type { ImNode } from '../../registry/im-node.js';
 import { createLogger, type Logger } from '../../log.js';
-import { missingServerFlags } from '../node-flags.js';
+import { MISSING_FLAGS_MESSAGE, missingServerFlags } from '../node-flags.js';
 import type { ClusterSettings } from '../../cluster/cluster.js';
 import { SwitchboardError } from '../../errors.js';
 import { PORT, envOf, parseOptions, usage, type OptionSpecs, type OptionValues, type ParsedOptions } from '../options.js';
@@ -125,7 +125,7 @@ async function serve(command: 'start' | 'worker', o: ServeValues): Promise<void>
   const log = createLogger({ level: o['log-level'] });
   for (const warning of o.warnings) log.warn(warning);
   const missing = missingServerFlags();
-  if (missing.length > 0) log.info({ missing }, 'node started without the server flags; run the switchboard command, or node with them (OPERATIONS.md, Running a node)');
+  if (missing.length > 0) log.info({ missing }, MISSING_FLAGS_MESSAGE);
   const config = serveConfig(command, o, log);
   const switchboard = createSwitchboard(config);
   // What the worker tells clients (and peers) to connect to: the server's own rule.
