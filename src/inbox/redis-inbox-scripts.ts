@@ -49,7 +49,11 @@ local function headOf(k)
 end
 
 -- The log: a stream. An entry holds the consecutive messages of one chunk: its id is
--- "<first seq>-<storedAt>", its fields n, <count>, then the bodies (and '' to make them pairs).
+-- "<first seq>-<storedAt>", its fields n, <count>, b, the bodies framed (each: its length, 4
+-- bytes big-endian, then its bytes). One field, not one per body: a command called from Lua costs
+-- per argument, and Lua makes every string by hashing all of its bytes, so the chunk is cut from
+-- the call's arguments as one string. Entries written by earlier versions have the bodies as
+-- fields of their own (n, <count>, then each body, and '' to make them pairs): no body is 'b'.
 local function seqOf(id) return tonumber(string.match(id, '^(%d+)')) end
 local function storedAtOf(id) return tonumber(string.match(id, '%-(%d+)$')) end
 local function countOf(entry) return tonumber(entry[2][2]) end
@@ -103,10 +107,24 @@ local function expand(k, entries, from, limit, out)
   local added = 0
   for _, entry in ipairs(entries) do
     local first, at, n = seqOf(entry[1]), storedAtOf(entry[1]), countOf(entry)
-    for i = math.max(0, from - first), n - 1 do
+    local fields = entry[2]
+    local framed = fields[3] == 'b' and fields[4]
+    local skip = math.max(0, from - first)
+    local p = 1
+    if framed then
+      for _ = 1, skip do p = p + 4 + struct.unpack('>I4', framed, p) end
+    end
+    for i = skip, n - 1 do
       if added == limit then return added end
       local seq = first + i
-      local body = entry[2][3 + i]
+      local body
+      if framed then
+        local length = struct.unpack('>I4', framed, p)
+        body = string.sub(framed, p + 4, p + 3 + length)
+        p = p + 4 + length
+      else
+        body = fields[3 + i]
+      end
       if rewrites then body = redis.call('HGET', k.rw, d(seq)) or body end
       out[#out + 1] = seq
       out[#out + 1] = at
@@ -197,17 +215,17 @@ end
 
   // Storing: the next seqs of an inbox, one stream entry per CHUNK; 'state' carries the inbox's
   // head (and when the log's expiry was last pushed back) from run to run within one script.
+  // Bodies come framed (each: its length, 4 bytes, then its bytes) in a string, with 'offsets':
+  // where each one starts, and one more where the last one ends.
   const store = `
-local function storeBodies(k, state, bodies, now)
+local function storeBodies(k, state, framed, offsets, now)
   local chunks = {}
+  local count = #offsets - 1
   local i = 1
-  while i <= #bodies do
-    local n = math.min(CHUNK, #bodies - i + 1)
+  while i <= count do
+    local n = math.min(CHUNK, count - i + 1)
     local first = state.head + 1
-    local fields = {'n', d(n)}
-    for j = i, i + n - 1 do fields[#fields + 1] = bodies[j] end
-    if n % 2 == 1 then fields[#fields + 1] = '' end
-    redis.call('XADD', k.lg, d(first) .. '-' .. now, unpack(fields))
+    redis.call('XADD', k.lg, d(first) .. '-' .. now, 'n', d(n), 'b', string.sub(framed, offsets[i], offsets[i + n] - 1))
     state.head = first + n - 1
     chunks[#chunks + 1] = {first, n}
     i = i + n
@@ -372,10 +390,10 @@ local function remember(dd, header, blocks, added, top, now)
   if push then redis.call('PEXPIRE', dd, math.floor(WINDOW * 1.25)) end
 end
 
--- One run: 'count' messages of one sender in one conversation, their ids and bodies; appends
--- its answer to 'reply' (the first seq when all are new, else 0 and each one's seq, negated for
--- a duplicate).
-local function appendRun(k, state, dd, ci, conversation, own, rising, count, ids, bodies, now, at, reply)
+-- One run: 'count' messages of one sender in one conversation, their ids and their bodies, framed
+-- in 'batch' where 'offsets' say (storeBodies); appends its answer to 'reply' (the first seq when
+-- all are new, else 0 and each one's seq, negated for a duplicate).
+local function appendRun(k, state, dd, ci, conversation, own, rising, count, ids, batch, offsets, now, at, reply)
   local header = ''
   if rising or ids ~= string.rep(ZERO, count) then header = redis.call('GETRANGE', dd, -HEADER, -1) end
   local highest
@@ -384,7 +402,7 @@ local function appendRun(k, state, dd, ci, conversation, own, rising, count, ids
   if rising and (not highest or above(string.sub(ids, 1, 8), highest)) then
     -- Every one is new: their ids are one block of the ring.
     local first = state.head + 1
-    chunks = storeBodies(k, state, bodies, now)
+    chunks = storeBodies(k, state, batch, offsets, now)
     reply[#reply + 1] = first
     remember(dd, header, {{count, first, ids}}, count, string.sub(ids, -8), at)
   else
@@ -408,7 +426,7 @@ local function appendRun(k, state, dd, ci, conversation, own, rising, count, ids
         reply[#reply + 1] = -seen
       else
         seq = seq + 1
-        fresh[#fresh + 1] = bodies[i]
+        fresh[#fresh + 1] = string.sub(batch, offsets[i], offsets[i + 1] - 1)
         reply[#reply + 1] = seq
         if id == ZERO then
           -- Blocks hold ids of consecutive seqs: a message without one ends a block.
@@ -426,7 +444,9 @@ local function appendRun(k, state, dd, ci, conversation, own, rising, count, ids
       end
     end
     if #block > 0 then blocks[#blocks + 1] = {#block, blockFirst, table.concat(block)} end
-    chunks = storeBodies(k, state, fresh, now)
+    local framed, starts = table.concat(fresh), {1}
+    for i, body in ipairs(fresh) do starts[i + 1] = starts[i] + #body end
+    chunks = storeBodies(k, state, framed, starts, now)
     if added > 0 then remember(dd, header, blocks, added, top, at) end
   end
   if conversation ~= '' and #chunks > 0 then converse(k, ci, conversation, own, chunks, now) end
@@ -468,9 +488,14 @@ while pos <= #batch do
       sender, conversation, flags, count, p = struct.unpack('>I4c0I4c0BI2', batch, p)
       local ids = string.sub(batch, p, p + 8 * count - 1)
       p = p + 8 * count
-      local bodies = {}
-      for i = 1, count do bodies[i], p = struct.unpack('>I4c0', batch, p) end
-      appendRun(k, state, KEYS[runKeys + 2 * r], KEYS[runKeys + 2 * r + 1], conversation, flags % 2 == 1, flags >= 2, count, ids, bodies, now, at, reply)
+      -- The bodies stay in the batch, framed as storeBodies takes them: only where each starts.
+      local offsets = {}
+      for i = 1, count do
+        offsets[i] = p
+        p = p + 4 + struct.unpack('>I4', batch, p)
+      end
+      offsets[count + 1] = p
+      appendRun(k, state, KEYS[runKeys + 2 * r], KEYS[runKeys + 2 * r + 1], conversation, flags % 2 == 1, flags >= 2, count, ids, batch, offsets, now, at, reply)
     end
     settle(k, state, now)
   end)
@@ -490,7 +515,7 @@ return reply
   const event = `
 local function appendEvent(k, body, now)
   local _, state = open(k, nil)
-  storeBodies(k, state, {body}, now)
+  storeBodies(k, state, struct.pack('>I4', #body) .. body, {1, 5 + #body}, now)
   settle(k, state, now)
   return state.head
 end

@@ -91,3 +91,30 @@ t.test('user ids cannot reach another user\'s keys: the hash tag is escaped', as
   t.same((await inbox.range('x', 0, 10)).messages.map((m) => m.body.toString()), ['to x']);
   t.ok(await inbox.redis.exists('tag:{x%7D:dd:y}:seq'), 'the other user\'s keys are under its escaped tag');
 });
+
+t.test('the log: a chunk is one framed field; entries written with a field per body (earlier versions) read as before', async (t) => {
+  const inbox = new RedisInboxStore({ url: redis.url, keyPrefix: 'layout:' });
+  t.teardown(() => inbox.close());
+  // Three messages in one call: one entry, their bodies framed in field b.
+  const bodies = [body('one'), body(''), body('three!')];
+  await Promise.all(bodies.map((b, i) => inbox.append({ uid: 'bob', sender: 'alice', msgId: String(i + 1), body: b })));
+  const entries = (await inbox.redis.xrangeBuffer('layout:{bob}:lg', '-', '+')) as [Buffer, Buffer[]][];
+  t.equal(entries.length, 1, 'one entry');
+  const fields = entries[0]![1];
+  t.same(fields.slice(0, 3).map(String), ['n', '3', 'b']);
+  const framed = Buffer.concat(bodies.flatMap((b) => [Buffer.from([0, 0, 0, b.length]), b]));
+  t.same(fields[3], framed, 'each body: 4 bytes of length, then its bytes');
+
+  // Two more as an earlier version stored them: n, <count>, each body, '' to make pairs.
+  const stored = await inbox.range('bob', 0, 10);
+  const at = stored.messages[0]!.storedAt;
+  await inbox.redis.xadd('layout:{bob}:lg', `4-${at}`, 'n', '2', 'old four', 'old five');
+  await inbox.redis.xadd('layout:{bob}:lg', `6-${at}`, 'n', '1', 'old six', '');
+  await inbox.redis.set('layout:{bob}:seq', '6');
+  // And one after them, in the new form.
+  t.match(await inbox.append({ uid: 'bob', sender: 'alice', msgId: '7', body: body('seven') }), { seq: 7, duplicate: false });
+  const read = await inbox.range('bob', 0, 10);
+  t.same(read.messages.map((m) => [m.seq, Buffer.from(m.body).toString()]), [[1, 'one'], [2, ''], [3, 'three!'], [4, 'old four'], [5, 'old five'], [6, 'old six'], [7, 'seven']]);
+  t.same((await inbox.range('bob', 2, 2)).messages.map((m) => Buffer.from(m.body).toString()), ['three!', 'old four'], 'a read starting inside either form');
+  t.same((await inbox.range('bob', 4, 1)).messages.map((m) => Buffer.from(m.body).toString()), ['old five']);
+});
