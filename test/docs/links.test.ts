@@ -1,6 +1,7 @@
 // Every link to a heading in the project's documents leads to one: `[text](#anchor)` within a
-// document and `[text](OTHER.md#anchor)` between them, anchors made from headings as GitHub makes
-// them (lower case, punctuation dropped, spaces to hyphens, a repeated heading numbered -1, -2).
+// document and `[text](<another document>#anchor)` between them, anchors made from headings as
+// GitHub makes them (lower case, punctuation dropped, spaces to hyphens, a repeated heading
+// numbered -1, -2).
 
 import t from 'tap';
 import { existsSync, readFileSync } from 'node:fs';
