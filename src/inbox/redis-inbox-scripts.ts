@@ -49,11 +49,11 @@ local function headOf(k)
 end
 
 -- The log: a stream. An entry holds the consecutive messages of one chunk: its id is
--- "<first seq>-<storedAt>", its fields n, <count>, b, the bodies framed (each: its length, 4
+-- "<first seq>-<storedAt>", its fields f, <count>, b, the bodies framed (each: its length, 4
 -- bytes big-endian, then its bytes). One field, not one per body: a command called from Lua costs
 -- per argument, and Lua makes every string by hashing all of its bytes, so the chunk is cut from
--- the call's arguments as one string. Entries written by earlier versions have the bodies as
--- fields of their own (n, <count>, then each body, and '' to make them pairs): no body is 'b'.
+-- the call's arguments as one string. Entries written by earlier versions start with field n
+-- instead, and have the bodies as fields of their own (n, <count>, each body, '' to make pairs).
 local function seqOf(id) return tonumber(string.match(id, '^(%d+)')) end
 local function storedAtOf(id) return tonumber(string.match(id, '%-(%d+)$')) end
 local function countOf(entry) return tonumber(entry[2][2]) end
@@ -108,8 +108,8 @@ local function expand(k, entries, from, limit, out)
   for _, entry in ipairs(entries) do
     local first, at, n = seqOf(entry[1]), storedAtOf(entry[1]), countOf(entry)
     local fields = entry[2]
-    local framed = fields[3] == 'b' and fields[4]
-    local skip = math.max(0, from - first)
+    local framed = fields[1] == 'f' and fields[4]
+    local skip = math.min(math.max(0, from - first), n)
     local p = 1
     if framed then
       for _ = 1, skip do p = p + 4 + struct.unpack('>I4', framed, p) end
@@ -216,7 +216,7 @@ end
   // Storing: the next seqs of an inbox, one stream entry per CHUNK; 'state' carries the inbox's
   // head (and when the log's expiry was last pushed back) from run to run within one script.
   // Bodies come framed (each: its length, 4 bytes, then its bytes) in a string, with 'offsets':
-  // where each one starts, and one more where the last one ends.
+  // where each one starts, and one more: one past the last one's last byte.
   const store = `
 local function storeBodies(k, state, framed, offsets, now)
   local chunks = {}
@@ -225,7 +225,7 @@ local function storeBodies(k, state, framed, offsets, now)
   while i <= count do
     local n = math.min(CHUNK, count - i + 1)
     local first = state.head + 1
-    redis.call('XADD', k.lg, d(first) .. '-' .. now, 'n', d(n), 'b', string.sub(framed, offsets[i], offsets[i + n] - 1))
+    redis.call('XADD', k.lg, d(first) .. '-' .. now, 'f', d(n), 'b', string.sub(framed, offsets[i], offsets[i + n] - 1))
     state.head = first + n - 1
     chunks[#chunks + 1] = {first, n}
     i = i + n

@@ -4,7 +4,7 @@
 //   <base>:seq            string   "<head>|<when the log's expiry was last pushed back>" (never expires)
 //   <base>:ep             string   the inbox's epoch (never expires)
 //   <base>:lg             stream   the log: an entry per chunk of up to 32 consecutive messages of one
-//                                  run, id "<first seq>-<storedAt>", fields n, <count>, b, the bodies
+//                                  run, id "<first seq>-<storedAt>", fields f, <count>, b, the bodies
 //                                  framed (each: 4 bytes of length, then its bytes)
 //   <base>:rw             hash     seq -> the body that replaced it (a tombstone, an edit)
 //   <base>:cur            hash     deviceId -> acknowledged / delivered position

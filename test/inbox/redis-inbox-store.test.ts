@@ -101,7 +101,7 @@ t.test('the log: a chunk is one framed field; entries written with a field per b
   const entries = (await inbox.redis.xrangeBuffer('layout:{bob}:lg', '-', '+')) as [Buffer, Buffer[]][];
   t.equal(entries.length, 1, 'one entry');
   const fields = entries[0]![1];
-  t.same(fields.slice(0, 3).map(String), ['n', '3', 'b']);
+  t.same(fields.slice(0, 3).map(String), ['f', '3', 'b']);
   const framed = Buffer.concat(bodies.flatMap((b) => [Buffer.from([0, 0, 0, b.length]), b]));
   t.same(fields[3], framed, 'each body: 4 bytes of length, then its bytes');
 
@@ -117,4 +117,21 @@ t.test('the log: a chunk is one framed field; entries written with a field per b
   t.same(read.messages.map((m) => [m.seq, Buffer.from(m.body).toString()]), [[1, 'one'], [2, ''], [3, 'three!'], [4, 'old four'], [5, 'old five'], [6, 'old six'], [7, 'seven']]);
   t.same((await inbox.range('bob', 2, 2)).messages.map((m) => Buffer.from(m.body).toString()), ['three!', 'old four'], 'a read starting inside either form');
   t.same((await inbox.range('bob', 4, 1)).messages.map((m) => Buffer.from(m.body).toString()), ['old five']);
+});
+
+t.test('the log: a run with duplicates stores its fresh bodies framed, 32 to an entry', async (t) => {
+  const inbox = new RedisInboxStore({ url: redis.url, keyPrefix: 'fresh:' });
+  t.teardown(() => inbox.close());
+  await inbox.append({ uid: 'bob', sender: 'alice', msgId: '5', body: body('first') });
+  // One run (one call, one sender): a resend of msg_id 5, an empty body, 'b', then 40 without ids.
+  const sent = [body('first'), body(''), body('b'), ...Array.from({ length: 40 }, (_, i) => body(`n${i}`))];
+  const ids = ['5', '6', '7', ...Array.from({ length: 40 }, () => '0')];
+  const results = await Promise.all(sent.map((b, i) => inbox.append({ uid: 'bob', sender: 'alice', msgId: ids[i]!, body: b })));
+  t.match(results[0], { seq: 1, duplicate: true });
+  t.same(results.slice(1).map((r) => r.seq), Array.from({ length: 42 }, (_, i) => i + 2), 'the fresh ones numbered on');
+  const entries = (await inbox.redis.xrangeBuffer('fresh:{bob}:lg', '-', '+')) as [Buffer, Buffer[]][];
+  t.same(entries.map(([, f]) => [String(f[0]), Number(String(f[1]))]), [['f', 1], ['f', 32], ['f', 10]], 'entries of 1, 32 and 10');
+  const read = await inbox.range('bob', 0, 100);
+  t.same(read.messages.map((m) => Buffer.from(m.body).toString()), ['first', '', 'b', ...Array.from({ length: 40 }, (_, i) => `n${i}`)]);
+  t.same((await inbox.range('bob', 32, 2)).messages.map((m) => [m.seq, Buffer.from(m.body).toString()]), [[33, 'n29'], [34, 'n30']], 'across the boundary of two entries');
 });
