@@ -5,7 +5,6 @@ import t from 'tap';
 import fc from 'fast-check';
 import Long from 'long';
 import { bodyIdentity, decodeMessage, decodeStoredRequest, encodeMessage, encodeMessageFrame, messageType, ownCopyBody, storedRequestBody, uint64Number, uint64String } from '../../src/protocol/codec.js';
-import { decodeChatMessage, type DecodedTypes } from '../../src/protocol/chat-decoder.js';
 import { editedBody, inboxEventBody, tombstoneBody } from '../../src/protocol/recall.js';
 import { FrameDecoder, HEADER_LENGTH } from '../../src/protocol/frame.js';
 import { closingNotification, loginResponse, logoutResponse, messageResponse, notification, resultCodeFor } from '../../src/protocol/messages.js';
@@ -17,13 +16,6 @@ const hex = (s: string): Buffer => Buffer.from(s.replace(/--.*$/gm, '').replace(
 const toHex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
 
 const MAX_U64 = '18446744073709551615';
-
-const DECODED_TYPES = {
-  message: messageType.ctor,
-  messageRequest: messageType.root.lookupType('switchboard.MessageRequest').ctor,
-  messageAck: messageType.root.lookupType('switchboard.MessageAck').ctor,
-  peerDeliver: messageType.root.lookupType('switchboard.PeerDeliver').ctor,
-} as unknown as DecodedTypes;
 const u64 = (s: string): Long => Long.fromString(s, true);
 
 /** The message as plain JSON-able data, uint64s as decimal strings, only fields present on the wire. */
@@ -452,7 +444,7 @@ t.test('bodyIdentity: one number for every body of one message, another for anot
   const request = { msgId: Long.fromString('1764478800000', true), to: 'bob', time: 1_764_478_800_000, msgType: 1, content: 'hi' };
   // As a worker stores it: spliced from the client's frame (the fast path), or encoded (the slow one).
   const frame = Buffer.from(encodeMessage({ type: HeadType.MESSAGE_REQUEST, sequence: 3, messageRequest: request }));
-  const wired = decodeChatMessage(frame, DECODED_TYPES)!.messageRequest!;
+  const wired = decodeMessage(frame).messageRequest!;
   const stored = storedRequestBody(wired, 'alice', 1_764_478_800_123);
   const m = decodeStoredRequest(stored);
   const same: [string, Uint8Array][] = [

@@ -172,6 +172,16 @@ t.test('a delivery beyond the head in the session epoch: no position is saved ab
 });
 
 /** A message of alice's to bob, as a worker stores it (`msgId` its own). */
+/** A node (with `inbox`, if given) where alice sent bob m1 to m5 and bob's ack device `phone` has them. */
+async function bobHasFive(t: Test, inbox?: MemoryInboxStore) {
+  const tn = await startNode(t, { ackTimeoutMs: 60_000 }, inbox ? { inbox } : {});
+  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
+  await sendAll(alice, 'bob', range(1, 5).map((i) => `m${i}`));
+  const ack = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'phone', { acks: true });
+  await ack.deliveries(5);
+  return { tn, alice, ack, epoch: epochOf(ack) };
+}
+
 const fromAlice = (content: string, msgId: number) => encodeMessageRequest({ msgId, from: 'alice', to: 'bob', content, time: Date.now(), msgType: 1, storedAt: Date.now() });
 
 t.test('a seq handed out again as another message, the head already past the position: every device is reset, none skips it', async (t) => {
@@ -223,12 +233,7 @@ t.test('a seq handed out again as another message, the head already past the pos
 });
 
 t.test('the copies of the reused seqs dropped, a nudge, then the next number: the read finds the other message at the last seq sent, and resets', async (t) => {
-  const tn = await startNode(t, { ackTimeoutMs: 60_000 });
-  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
-  await sendAll(alice, 'bob', range(1, 5).map((i) => `m${i}`));
-  const ack = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'phone', { acks: true });
-  await ack.deliveries(5);
-  const epoch = epochOf(ack);
+  const { tn, ack, epoch } = await bobHasFive(t);
   for (let i = 0; i < 2; i++) tn.node.server.local.deliver('bob', 6 + i, fromAlice(`lost ${i}`, 1_000 + i), epoch);
   await ack.deliveries(2);
 
@@ -259,12 +264,7 @@ class FlakyReset extends MemoryInboxStore {
 
 t.test('the new epoch fails at first: tried again before the session is closed, so its next login is a reset', async (t) => {
   const inbox = new FlakyReset();
-  const tn = await startNode(t, { ackTimeoutMs: 60_000 }, { inbox });
-  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
-  await sendAll(alice, 'bob', range(1, 5).map((i) => `m${i}`));
-  const ack = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'phone', { acks: true });
-  await ack.deliveries(5);
-  const epoch = epochOf(ack);
+  const { tn, alice, ack, epoch } = await bobHasFive(t, inbox);
   tn.node.server.local.deliver('bob', 6, fromAlice('lost', 1_000), epoch);
   await ack.deliveries(1);
 
@@ -280,12 +280,7 @@ t.test('the new epoch fails at first: tried again before the session is closed, 
 });
 
 t.test('a seq delivered again as the same message (a late copy, or a resend that found it stored) changes nothing', async (t) => {
-  const tn = await startNode(t, { ackTimeoutMs: 60_000 });
-  const alice = await connectLoggedIn(t, tn.port, 'alice', tn.token('alice'));
-  await sendAll(alice, 'bob', range(1, 5).map((i) => `m${i}`));
-  const ack = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'phone', { acks: true });
-  await ack.deliveries(5);
-  const epoch = epochOf(ack);
+  const { tn, alice, ack, epoch } = await bobHasFive(t);
   const stored = (await tn.node.inbox.range('bob', 3, 2)).messages;
   // What a late PEER_DELIVER carries: the stored body; what a resend that found the message stored
   // delivers: the same message (msg_id, from, to) with another stored_at and time.
