@@ -2,13 +2,17 @@
 // (its last message, read position, unread count) and an index of the conversation's inbox seqs,
 // each with the running count of messages received in it, so that a read mark anywhere costs
 // O(log n) and a history page O(log n + page). Kept up to date by every append that names a
-// conversation, in O(1). The Redis store keeps the same three things in a zset, a hash and a
+// conversation, in O(1). The index is a PairQueue (off the V8 heap once past a few entries). The Redis store keeps the same three things in a zset, a hash and a
 // zset per conversation; both pass test/inbox/conversations.conformance.ts.
 
-/** Accounted per conversation: the entry object, its Map slot, the two arrays' headers (V8, rounded up), plus the id's characters. */
+import { PairQueue } from './pair-queue.js';
+
+/**
+ * Accounted per conversation: the entry object, its Map slot, its PairQueue and typed array
+ * objects (V8, rounded up), plus the id's characters. The index's array is counted as it is
+ * (PairQueue.bytes).
+ */
 const CONVERSATION_BYTES = 320;
-/** Accounted per indexed message: a seq and a count, a double each. */
-const INDEXED_BYTES = 16;
 
 export interface Conversation {
   readonly id: string;
@@ -20,10 +24,8 @@ export interface Conversation {
   received: number;
   /** Messages, own ones included, ever appended to it. */
   total: number;
-  /** The index from `start` on: inbox seqs, ascending, and for each 2 × `received` right after it, + 1 for the owner's own. */
-  seqs: number[];
-  counts: number[];
-  start: number;
+  /** The index: (inbox seq, ascending; 2 × `received` right after it, + 1 for the owner's own). */
+  index: PairQueue;
   /** Its neighbours in the order of last activity (the index's list). */
   older: Conversation | undefined;
   newer: Conversation | undefined;
@@ -52,9 +54,15 @@ export class ConversationIndex {
     return this.#byId.size;
   }
 
-  /** What an append to a conversation may add at most (a new entry and its first index slot). */
-  static addCost(id: string): number {
-    return CONVERSATION_BYTES + id.length + INDEXED_BYTES;
+  /** What an append to a new conversation `id` adds (its entry and index). */
+  static newCost(id: string): number {
+    return CONVERSATION_BYTES + id.length + PairQueue.EMPTY_BYTES;
+  }
+
+  /** What an append to conversation `id` adds (before its conversation or index is trimmed). */
+  addCost(id: string): number {
+    const c = this.#byId.get(id);
+    return c === undefined ? ConversationIndex.newCost(id) : c.index.pushCost();
   }
 
   get(id: string): Conversation | undefined {
@@ -65,8 +73,8 @@ export class ConversationIndex {
   add(id: string, seq: number, at: number, own: boolean): void {
     let c = this.#byId.get(id);
     if (c === undefined) {
-      c = { id, lastSeq: 0, lastAt: 0, readSeq: 0, unread: 0, received: 0, total: 0, seqs: [], counts: [], start: 0, older: undefined, newer: undefined };
-      this.#bytes += CONVERSATION_BYTES + id.length;
+      c = { id, lastSeq: 0, lastAt: 0, readSeq: 0, unread: 0, received: 0, total: 0, index: new PairQueue(), older: undefined, newer: undefined };
+      this.#bytes += ConversationIndex.newCost(id);
       if (this.#byId.size >= this.#maxConversations) this.#drop(this.#oldest!);
       this.#byId.set(id, c);
     } else {
@@ -87,11 +95,12 @@ export class ConversationIndex {
       c.received++;
       c.unread++;
     }
-    c.seqs.push(seq);
-    c.counts.push(c.received * 2 + (own ? 1 : 0));
-    this.#bytes += INDEXED_BYTES;
+    const { index } = c;
+    const before = index.bytes;
+    index.push(seq, c.received * 2 + (own ? 1 : 0));
     // The inbox retains at most maxIndexed seqs: older ones are pruned from it anyway.
     this.#trim(c, seq - this.#maxIndexed + 1);
+    this.#bytes += index.bytes - before;
   }
 
   /**
@@ -128,9 +137,10 @@ export class ConversationIndex {
    */
   history(c: Conversation, before: number, limit: number, oldest: number): { seqs: number[]; more: boolean; pruned: boolean } {
     this.#trim(c, oldest);
-    const end = before === 0 ? c.seqs.length : lowerBound(c.seqs, before, c.start);
-    const from = Math.max(c.start, end - limit);
-    return { seqs: c.seqs.slice(from, end), more: from > c.start, pruned: c.total > c.seqs.length - c.start };
+    const { index } = c;
+    const end = before === 0 ? index.length : index.lowerBound(before);
+    const from = Math.max(0, end - limit);
+    return { seqs: index.firsts(from, end), more: from > 0, pruned: c.total > index.length };
   }
 
   /** Moves `c`'s read position to `seq` (clamped to its last message) if that is forward; true when it moved. */
@@ -143,15 +153,15 @@ export class ConversationIndex {
       c.unread = 0;
       return true;
     }
-    const { seqs, counts, start } = c;
-    if (start === seqs.length) {
+    const { index } = c;
+    if (index.length === 0) {
       c.unread = 0;
       return true;
     }
-    const at = lowerBound(seqs, seq + 1, start) - 1;
+    const at = index.lowerBound(seq + 1) - 1;
     // Below the first retained entry: what was pruned counts as read.
-    const first = counts[start]!;
-    const receivedAt = at >= start ? Math.floor(counts[at]! / 2) : Math.floor(first / 2) - (first % 2 === 1 ? 0 : 1);
+    const first = index.second(0)!;
+    const receivedAt = at >= 0 ? Math.floor(index.second(at)! / 2) : Math.floor(first / 2) - (first % 2 === 1 ? 0 : 1);
     c.unread = c.received - receivedAt;
     return true;
   }
@@ -167,33 +177,16 @@ export class ConversationIndex {
   #drop(c: Conversation): void {
     this.#unlink(c);
     this.#byId.delete(c.id);
-    this.#bytes -= CONVERSATION_BYTES + c.id.length + INDEXED_BYTES * (c.seqs.length - c.start);
+    this.#bytes -= CONVERSATION_BYTES + c.id.length + c.index.bytes;
   }
 
-  /** Drops index entries below `oldest`; compacts once half of the arrays is dropped. */
+  /** Drops index entries below `oldest`. */
   #trim(c: Conversation, oldest: number): void {
-    const { seqs } = c;
-    let { start } = c;
-    while (start < seqs.length && seqs[start]! < oldest) start++;
-    if (start === c.start) return;
-    this.#bytes -= INDEXED_BYTES * (start - c.start);
-    if (start * 2 >= seqs.length) {
-      c.seqs = seqs.slice(start);
-      c.counts = c.counts.slice(start);
-      start = 0;
-    }
-    c.start = start;
+    const { index } = c;
+    const first = index.first(0);
+    if (first === undefined || first >= oldest) return;
+    const before = index.bytes;
+    index.shift(index.lowerBound(oldest));
+    this.#bytes += index.bytes - before;
   }
-}
-
-/** The first index >= from whose value is >= value (values ascending). */
-function lowerBound(values: readonly number[], value: number, from: number): number {
-  let lo = from;
-  let hi = values.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (values[mid]! < value) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }

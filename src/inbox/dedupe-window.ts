@@ -3,11 +3,13 @@
 // more than `maxEntries`.
 //
 // Clients number their messages upward, so each sender's ids are kept as a run of ascending
-// numbers in an array of doubles: a new id costs one comparison and a push, a retry a binary search,
-// and nothing per entry is left for the garbage collector to trace. At 10 000 entries per user
-// a Map per sender cost more than the rest of the append (cache misses and old-generation
-// marking). Ids that arrive out of order, and ids that are not a canonical decimal below 2^53,
-// go to a Map beside the run.
+// numbers in a PairQueue (id, seq): a new id costs one comparison and a push, a retry a binary
+// search, and nothing per entry is left for the garbage collector to trace or copy. At 10 000
+// entries per user a Map per sender cost more than the rest of the append (cache misses and
+// old-generation marking), and JS arrays were copied by every scavenge. Ids that arrive out of
+// order, and ids that are not a canonical decimal below 2^53, go to a Map beside the run.
+
+import { PairQueue } from './pair-queue.js';
 
 /** A msg_id as a key: a canonical decimal up to 2^53 - 1 is its number, anything else its string. */
 export type DedupeKey = number | string;
@@ -35,32 +37,31 @@ const COMPACT_AFTER = 64;
 /** One sender's entries: the ascending run, and the Map of the rest (with their order). */
 class SenderEntries {
   /**
-   * The run, as pairs from index `start`: run[i] an id, run[i + 1] its seq. An array of numbers
-   * holds unboxed doubles: no object per entry and nothing in it for the GC to mark. A sender's
-   * first entry makes it from a literal, sized to fit, since most senders to a user have few.
+   * The run: (id, seq) pairs, ids ascending. Most senders to a user have one entry at a time:
+   * a run of one is kept in `soloId` and `soloSeq` (-1: none), a longer one in `run`.
    */
-  run: number[] | undefined;
-  start = 0;
+  run: PairQueue | undefined;
+  soloId = -1;
+  soloSeq = 0;
   others: Map<DedupeKey, number> | undefined;
   /** The keys of `others` in insertion order, from `othersStart`. */
   otherKeys: DedupeKey[] | undefined;
   othersStart = 0;
   size = 0;
 
-  constructor(readonly sender: string) {}
+  /** `slot`: its number in the window's table of senders, which the window's order names it by. */
+  constructor(
+    readonly sender: string,
+    readonly slot: number,
+  ) {}
 
   find(key: DedupeKey): number | undefined {
-    const run = this.run;
-    if (run !== undefined && typeof key === 'number' && key <= run[run.length - 2]!) {
-      // Binary search over the pairs.
-      let lo = this.start >>> 1;
-      let hi = (run.length >>> 1) - 1;
-      while (lo <= hi) {
-        const mid = (lo + hi) >>> 1;
-        const id = run[mid * 2]!;
-        if (id === key) return run[mid * 2 + 1];
-        if (id < key) lo = mid + 1;
-        else hi = mid - 1;
+    if (typeof key === 'number') {
+      if (key === this.soloId) return this.soloSeq;
+      const run = this.run;
+      if (run !== undefined && key <= run.lastFirst()!) {
+        const i = run.lowerBound(key);
+        if (run.first(i) === key) return run.second(i);
       }
     }
     return this.others?.get(key);
@@ -71,12 +72,20 @@ class SenderEntries {
     this.size++;
     if (typeof key === 'number') {
       const run = this.run;
-      if (run === undefined) {
-        this.run = [key, seq];
+      if (run !== undefined) {
+        if (key > run.lastFirst()!) {
+          run.push(key, seq);
+          return true;
+        }
+      } else if (this.soloId < 0) {
+        this.soloId = key;
+        this.soloSeq = seq;
         return true;
-      }
-      if (key > run[run.length - 2]!) {
-        run.push(key, seq);
+      } else if (key > this.soloId) {
+        const queue = (this.run = new PairQueue(2));
+        queue.push(this.soloId, this.soloSeq);
+        queue.push(key, seq);
+        this.soloId = -1;
         return true;
       }
     }
@@ -94,14 +103,11 @@ class SenderEntries {
   shift(fromRun: boolean): void {
     this.size--;
     if (fromRun) {
-      const run = this.run!;
-      const start = (this.start += 2);
-      if (start === run.length) {
-        this.run = undefined;
-        this.start = 0;
-      } else if (start > COMPACT_AFTER && start * 2 > run.length) {
-        run.splice(0, start);
-        this.start = 0;
+      const run = this.run;
+      if (run === undefined) this.soloId = -1;
+      else {
+        run.shift();
+        if (run.length === 0) this.run = undefined;
       }
       return;
     }
@@ -123,7 +129,7 @@ class SenderEntries {
 // arrays and its pair in the run, with the arrays' slack. A sender: its SenderEntries, its run
 // array and its key in #senders. An entry off the run: a Map entry and its key. A window with
 // any entry: the arrays' and the Map's first allocation.
-const ENTRY_BYTES = 100;
+const ENTRY_BYTES = 120;
 const SENDER_BYTES = 200;
 const OTHER_BYTES = 120;
 const BASE_BYTES = 512;
@@ -133,19 +139,18 @@ export class DedupeWindow {
   static readonly MAX_ADD_BYTES = BASE_BYTES + ENTRY_BYTES + SENDER_BYTES + OTHER_BYTES;
 
   readonly #senders = new Map<string, SenderEntries>();
-  // Every entry in insertion (= expiry) order, as parallel arrays from `#first`: its sender,
-  // whether it is in the sender's run, and when it expires.
-  #owners: SenderEntries[] = [];
-  #inRun: boolean[] = [];
-  #expires: number[] = [];
-  #first = 0;
+  /** The senders by slot; a slot is reused (#freeSlots) once its sender has no entry left. */
+  #slots: (SenderEntries | undefined)[] = [];
+  #freeSlots: number[] = [];
+  /** Every entry in insertion (= expiry) order: (when it expires, its sender's slot × 2 + 1 if it is in the sender's run). */
+  readonly #order = new PairQueue();
   /** Entries kept off the runs (in a sender's Map). */
   #others = 0;
 
   constructor(readonly maxEntries: number) {}
 
   get size(): number {
-    return this.#owners.length - this.#first;
+    return this.#order.length;
   }
 
   /** An estimate of the memory the entries hold (see ENTRY_BYTES); 0 when empty. */
@@ -162,38 +167,41 @@ export class DedupeWindow {
   /** Remembers an entry find() did not have, forgetting the oldest past `maxEntries`. */
   add(sender: string, key: DedupeKey, seq: number, expiresAt: number): void {
     let entries = this.#senders.get(sender);
-    if (!entries) this.#senders.set(sender, (entries = new SenderEntries(sender)));
-    this.#owners.push(entries);
+    if (!entries) {
+      const slot = this.#freeSlots.pop() ?? this.#slots.length;
+      entries = new SenderEntries(sender, slot);
+      this.#slots[slot] = entries;
+      this.#senders.set(sender, entries);
+    }
     const inRun = entries.add(key, seq);
     if (!inRun) this.#others++;
-    this.#inRun.push(inRun);
-    this.#expires.push(expiresAt);
+    this.#order.push(expiresAt, entries.slot * 2 + (inRun ? 1 : 0));
     if (this.size > this.maxEntries) this.#shift();
   }
 
   /** Forgets the entries that expire at or before `now`. */
   expire(now: number): void {
-    // #shift() may replace the arrays: read them afresh each time.
-    while (this.#first < this.#expires.length && this.#expires[this.#first]! <= now) this.#shift();
+    const order = this.#order;
+    while (order.length > 0 && order.first(0)! <= now) this.#shift();
   }
 
   #shift(): void {
-    const i = this.#first++;
-    const entries = this.#owners[i]!;
-    const inRun = this.#inRun[i]!;
+    const code = this.#order.second(0)!;
+    this.#order.shift();
+    const slot = code >>> 1;
+    const inRun = (code & 1) === 1;
+    const entries = this.#slots[slot]!;
     if (!inRun) this.#others--;
     entries.shift(inRun);
-    if (entries.size === 0) this.#senders.delete(entries.sender);
-    if (this.#first === this.#owners.length) {
-      this.#owners = [];
-      this.#inRun = [];
-      this.#expires = [];
-      this.#first = 0;
-    } else if (this.#first > COMPACT_AFTER && this.#first * 2 > this.#owners.length) {
-      this.#owners.splice(0, this.#first);
-      this.#inRun.splice(0, this.#first);
-      this.#expires.splice(0, this.#first);
-      this.#first = 0;
+    if (entries.size === 0) {
+      this.#senders.delete(entries.sender);
+      this.#slots[slot] = undefined;
+      this.#freeSlots.push(slot);
+    }
+    if (this.#order.length === 0) {
+      // All gone: the tables back to nothing.
+      this.#slots = [];
+      this.#freeSlots = [];
     }
   }
 }

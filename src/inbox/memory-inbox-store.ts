@@ -125,12 +125,12 @@ export class MemoryInboxStore implements InboxStore {
   append({ uid, sender, msgId, body, conversation, own }: AppendRequest): AppendResult {
     const now = this.#now();
     const key = hasDedupeId(msgId) ? dedupeKey(msgId) : undefined;
-    const dedupeCost = (key === undefined ? 0 : DedupeWindow.MAX_ADD_BYTES) + (conversation === undefined ? 0 : ConversationIndex.addCost(conversation));
+    const dedupeCost = key === undefined ? 0 : DedupeWindow.MAX_ADD_BYTES;
     let inbox = this.#inboxes.get(uid);
     let before = 0;
     if (inbox === undefined) {
       // Refused before the inbox exists: a flood of new recipients leaves nothing behind.
-      inbox = this.#open(uid, MessageLog.firstPushCost(body.length) + dedupeCost, now);
+      inbox = this.#open(uid, MessageLog.firstPushCost(body.length) + dedupeCost + (conversation === undefined ? 0 : ConversationIndex.newCost(conversation)), now);
     } else {
       before = bytesOf(inbox);
       if (key !== undefined) {
@@ -144,7 +144,8 @@ export class MemoryInboxStore implements InboxStore {
       // What retention drops anyway makes room first.
       this.#pruneAge(inbox, now);
       this.#settle(inbox, before);
-      this.#reserve(inbox.log.pushCost(body.length) + dedupeCost, now, this.#limits.maxBytes);
+      const listCost = conversation === undefined ? 0 : (inbox.conversations?.addCost(conversation) ?? ConversationIndex.newCost(conversation));
+      this.#reserve(inbox.log.pushCost(body.length) + dedupeCost + listCost, now, this.#limits.maxBytes);
       before = bytesOf(inbox);
     }
     const seq = this.#push(inbox, now, body);
