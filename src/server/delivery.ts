@@ -216,7 +216,7 @@ export class Delivery {
         session.sentSeq = session.ackedSeq;
         session.unackedSince = 0;
         // Written again by the pump, and remembered again then.
-        session.receiptMarks = undefined;
+        session.receiptMarks?.clear();
         this.#pump(session);
       } else if (session.knownHead > session.sentSeq) {
         this.#pump(session);

@@ -6,22 +6,20 @@
 // never stored: at most once.
 //
 // For DELIVERED, each delivery written to an ack device is remembered (seq, sender, msg_id) until
-// the device acknowledges it: at most MAX_MARKS per session, the older half dropped when full (a
-// later receipt from the same sender covers them). A user who turned receipts off (the privacy
+// the device acknowledges it: at most MAX_MARKS per session (ReceiptMarks), the oldest dropped
+// when full (a later receipt from the same sender covers it). A user who turned receipts off (the privacy
 // setting in the UserStore) sends none and gets none; the setting is read at login and again,
 // in the background, once it is older than the TTL (30 s) when the session acknowledges, marks
 // read or would be sent a receipt.
 
 import type { Logger } from '../log.js';
 import { isOwnCopy } from '../protocol/codec.js';
-import { originOf } from '../protocol/receipts.js';
 import { ReceiptKind, type Receipt, type UInt64 } from '../protocol/types.js';
-import type { LocalSession, ReceiptMark } from '../session/local-session.js';
+import type { LocalSession } from '../session/local-session.js';
+import { ReceiptMarks } from '../session/receipt-marks.js';
 import type { UserStore } from '../users/user-store.js';
 import type { MessageRouter } from './cluster-seam.js';
 
-/** Deliveries remembered per session until acknowledged (about 80 bytes each). */
-export const MAX_MARKS = 256;
 /** How stale a session's copy of its user's receipts setting may get, by default. */
 export const SETTING_TTL_MS = 30_000;
 
@@ -58,27 +56,19 @@ export class Receipts {
   /** Delivery `seq` (stored `body`) was written to `session`. */
   written(session: LocalSession, seq: number, body: Uint8Array): void {
     if (!session.acks || !session.receiptsOn || isOwnCopy(body)) return;
-    const origin = originOf(body);
-    if (origin === undefined || origin.from === session.uid) return;
-    const marks = (session.receiptMarks ??= []);
-    // Amortised O(1): half at once, not one at a time.
-    if (marks.length >= MAX_MARKS) marks.splice(0, MAX_MARKS / 2);
-    marks.push({ seq, from: origin.from, msgId: origin.msgId });
+    (session.receiptMarks ??= new ReceiptMarks()).add(seq, body, session.uid);
   }
 
   /** `session` acknowledged everything up to `seq`: a DELIVERED receipt to each sender of what that covers. */
   acknowledged(session: LocalSession, seq: number): void {
     this.#refresh(session);
     const marks = session.receiptMarks;
-    if (marks === undefined || marks.length === 0 || marks[0]!.seq > seq) return;
-    let n = 0;
-    // The newest acknowledged message of each sender (marks ascend by seq).
-    const newest = new Map<string, ReceiptMark>();
-    while (n < marks.length && marks[n]!.seq <= seq) newest.set(marks[n]!.from, marks[n++]!);
-    marks.splice(0, n);
+    if (marks === undefined || marks.oldestSeq > seq) return;
+    // The newest acknowledged message of each sender.
+    const newest = marks.take(seq);
     if (!session.receiptsOn) return;
     const at = Date.now();
-    for (const mark of newest.values()) this.#send(mark.from, { kind: ReceiptKind.DELIVERED, peer: session.uid, seq: mark.seq, msgId: mark.msgId, at });
+    for (const mark of newest) this.#send(mark.from, { kind: ReceiptKind.DELIVERED, peer: session.uid, seq: mark.seq, msgId: mark.msgId, at });
   }
 
   /** `session`'s user marked the conversation with `peer` read, its newest message from `peer` covered being `seq` (msg_id `msgId`). */

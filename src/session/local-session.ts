@@ -4,13 +4,7 @@
 import type { Failure } from '../protocol/messages.js';
 import type { UInt64 } from '../protocol/types.js';
 import type { HandoffRing } from './handoff-ring.js';
-
-/** A delivery written and not yet acknowledged: the receipt its ack produces (src/server/receipts.ts). */
-export interface ReceiptMark {
-  seq: number;
-  from: string;
-  msgId: UInt64;
-}
+import type { ReceiptMarks } from './receipt-marks.js';
 
 /** A token bucket's state: `tokens` as of `at` (ms); the owner knows the rate and size. */
 export interface RateState {
@@ -54,7 +48,7 @@ export class LocalSession {
   /** When receiptsOn was last read from the UserStore. */
   receiptsCheckedAt = 0;
   /** Deliveries written and not yet acknowledged, ascending by seq: what the next ack's receipts are about. */
-  receiptMarks: ReceiptMark[] | undefined;
+  receiptMarks: ReceiptMarks | undefined;
 
   /**
    * When the login's token was issued (0: unknown, an sb1 token): a revocation of the user or
