@@ -54,6 +54,13 @@ export class ConversationIndex {
     return this.#byId.size;
   }
 
+  /** `bytes` recomputed from every conversation, for tests of the bookkeeping. */
+  recount(): number {
+    let total = 0;
+    for (const c of this.#byId.values()) total += CONVERSATION_BYTES + c.id.length + c.index.bytes;
+    return total;
+  }
+
   /** What an append to a new conversation `id` adds (its entry and index). */
   static newCost(id: string): number {
     return CONVERSATION_BYTES + id.length + PairQueue.EMPTY_BYTES;
@@ -98,9 +105,9 @@ export class ConversationIndex {
     const { index } = c;
     const before = index.bytes;
     index.push(seq, c.received * 2 + (own ? 1 : 0));
-    // The inbox retains at most maxIndexed seqs: older ones are pruned from it anyway.
-    this.#trim(c, seq - this.#maxIndexed + 1);
     this.#bytes += index.bytes - before;
+    // The inbox retains at most maxIndexed seqs: older ones are pruned from it anyway (#trim books its own change).
+    this.#trim(c, seq - this.#maxIndexed + 1);
   }
 
   /**

@@ -125,11 +125,12 @@ class SenderEntries {
 }
 
 // What the memory accounting (MemoryInboxStore) charges for a window: estimates measured with
-// V8's heap statistics on Node 20, rounded up. An entry: its places in the three parallel
-// arrays and its pair in the run, with the arrays' slack. A sender: its SenderEntries, its run
-// array and its key in #senders. An entry off the run: a Map entry and its key. A window with
-// any entry: the arrays' and the Map's first allocation.
-const ENTRY_BYTES = 120;
+// V8's heap statistics on Node 20, rounded up. An entry: its pair in the expiry order and its
+// pair in the run, 16 bytes each, with the queues' slack: a PairQueue shrinks once a quarter of
+// it is used, so at most 64 bytes each (measured 120 in all, growing). A sender: its
+// SenderEntries, its run queue and its key in #senders. An entry off the run: a Map entry and
+// its key. A window with any entry: the queue's and the Map's first allocation.
+const ENTRY_BYTES = 128;
 const SENDER_BYTES = 200;
 const OTHER_BYTES = 120;
 const BASE_BYTES = 512;

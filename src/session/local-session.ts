@@ -47,7 +47,7 @@ export class LocalSession {
   receiptsOn = true;
   /** When receiptsOn was last read from the UserStore. */
   receiptsCheckedAt = 0;
-  /** Deliveries written and not yet acknowledged, ascending by seq: what the next ack's receipts are about. */
+  /** Deliveries written and not yet acknowledged: what the next ack's receipts are about. */
   receiptMarks: ReceiptMarks | undefined;
 
   /**

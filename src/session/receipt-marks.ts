@@ -55,7 +55,10 @@ export class ReceiptMarks {
   add(seq: number, body: Uint8Array, self: string): void {
     const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
     const origin = this.#origin;
-    if (!readOrigin(this.#reader.reset(buf, 0, buf.length), origin)) return;
+    const read = readOrigin(this.#reader.reset(buf, 0, buf.length), origin);
+    // The reader lets go of the body: it may be a view of an inbox slab.
+    this.#reader.reset(EMPTY, 0, 0);
+    if (!read) return;
     const from = this.#sender(buf, origin.fromStart, origin.fromEnd);
     if (from === self) return;
     if (this.#count > this.#mask) {
@@ -76,13 +79,15 @@ export class ReceiptMarks {
   /** Forgets the marks up to `seq`, and returns the newest of each sender among them. */
   take(seq: number): ReceiptMark[] {
     const taken: ReceiptMark[] = [];
+    const senders = new Set<string>();
     let n = 0;
     while (n < this.#count && this.#seqs[(this.#start + n) & this.#mask]! <= seq) n++;
     // Newest first: the first mark seen of a sender is its newest.
     for (let k = n - 1; k >= 0; k--) {
       const i = (this.#start + k) & this.#mask;
       const from = this.#froms[i]!;
-      if (taken.some((mark) => mark.from === from)) continue;
+      if (senders.has(from)) continue;
+      senders.add(from);
       const markSeq = this.#seqs[i]!;
       const id = this.#msgIds[i]!;
       taken.push({ seq: markSeq, from, msgId: Number.isNaN(id) ? this.#longIds!.get(markSeq)! : id });

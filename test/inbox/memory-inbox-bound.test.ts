@@ -22,9 +22,9 @@ const DAY = 24 * 3600_000;
 const body = (bytes: number, fill = 0x61) => Buffer.alloc(bytes, fill);
 
 /** The code append threw, or undefined when it stored. */
-function refusal(store: MemoryInboxStore, uid: string, msgId: string, bytes = 100): string | undefined {
+function refusal(store: MemoryInboxStore, uid: string, msgId: string, bytes = 100, conversation?: string): string | undefined {
   try {
-    store.append({ uid, sender: 'mallory', msgId, body: body(bytes) });
+    store.append({ uid, sender: 'mallory', msgId, body: body(bytes), ...(conversation === undefined ? {} : { conversation }) });
     return undefined;
   } catch (err) {
     if (!isSwitchboardError(err)) throw err;
@@ -119,13 +119,13 @@ t.test('pruning gives memory back: by count at once, by age in the sweep, to inb
 
 t.test('the bookkeeping matches a recount after any sequence of operations', async (t) => {
   type Op =
-    | { op: 'append'; uid: number; sender: number; msgId: number; bytes: number }
+    | { op: 'append'; uid: number; sender: number; msgId: number; bytes: number; peer: number | null }
     | { op: 'cursor'; uid: number; device: number; seq: number }
     | { op: 'time'; ms: number }
     | { op: 'sweep' }
     | { op: 'range'; uid: number };
   const op: fc.Arbitrary<Op> = fc.oneof(
-    { weight: 8, arbitrary: fc.record({ op: fc.constant('append' as const), uid: fc.nat(30), sender: fc.nat(3), msgId: fc.nat(200), bytes: fc.oneof(fc.nat(200), fc.nat(20_000)) }) },
+    { weight: 8, arbitrary: fc.record({ op: fc.constant('append' as const), uid: fc.nat(30), sender: fc.nat(3), msgId: fc.nat(200), bytes: fc.oneof(fc.nat(200), fc.nat(20_000)), peer: fc.option(fc.nat(3)) }) },
     { weight: 1, arbitrary: fc.record({ op: fc.constant('cursor' as const), uid: fc.nat(40), device: fc.nat(3), seq: fc.nat(100) }) },
     { weight: 1, arbitrary: fc.record({ op: fc.constant('time' as const), ms: fc.nat(4000) }) },
     { weight: 1, arbitrary: fc.record({ op: fc.constant('sweep' as const) }) },
@@ -138,7 +138,8 @@ t.test('the bookkeeping matches a recount after any sequence of operations', asy
       const { epoch } = await store.range('u0', 0, 0);
       try {
         for (const o of ops) {
-          if (o.op === 'append') refusal(store, `u${o.uid}`, String(o.msgId), o.bytes);
+          // With a conversation (a peer) or without: its index grows and shrinks with the inbox.
+          if (o.op === 'append') refusal(store, `u${o.uid}`, String(o.msgId), o.bytes, o.peer === null ? undefined : `p${o.peer}`);
           else if (o.op === 'cursor') await store.saveCursor(`u${o.uid}`, `d${o.device}`, o.seq, epoch);
           else if (o.op === 'time') now += o.ms;
           else if (o.op === 'sweep') store.sweep();
