@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { SwitchboardProcess, type LogLine } from '../../testkit/switchboard-process.js';
-import { SERVER_NODE_FLAGS } from '../../src/cli/node-flags.js';
+import { SERVER_ENV, SERVER_NODE_FLAGS } from '../../src/cli/node-flags.js';
 
 /**
  * Node arguments that run a sibling module of this folder: the compiled .js, or the .ts source
@@ -51,7 +51,9 @@ export interface ServerOptions {
 export function spawnServer(o: ServerOptions): SwitchboardProcess {
   // Servers run with the node flags OPERATIONS.md asks for (src/cli/node-flags.ts), whatever the script.
   const nodeArgs = [...SERVER_NODE_FLAGS, ...(o.nodeArgs ?? []), ...(process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
-  return new SwitchboardProcess(o.name, o.args, { nodeArgs, ...(o.script ? { script: o.script } : {}), env: 'inherit', record: false });
+  // And with their environment, unless the bench's own sets GLIBC_TUNABLES (to compare: GLIBC_TUNABLES= runs them without).
+  const extraEnv = process.env.GLIBC_TUNABLES === undefined ? { ...SERVER_ENV } : {};
+  return new SwitchboardProcess(o.name, o.args, { nodeArgs, ...(o.script ? { script: o.script } : {}), env: 'inherit', extraEnv, record: false });
 }
 
 /** Waits (however long it takes, unless the process exits) for the log line `msg` and its port. */

@@ -6,7 +6,7 @@
 import { createSwitchboard, type SwitchboardConfig } from '../../node.js';
 import type { ImNode } from '../../registry/im-node.js';
 import { createLogger, type Logger } from '../../log.js';
-import { MISSING_FLAGS_MESSAGE, missingServerFlags } from '../node-flags.js';
+import { MISSING_ENV_MESSAGE, MISSING_FLAGS_MESSAGE, missingServerEnv, missingServerFlags } from '../node-flags.js';
 import type { ClusterSettings } from '../../cluster/cluster.js';
 import { SwitchboardError } from '../../errors.js';
 import { PORT, envOf, parseOptions, usage, type OptionSpecs, type OptionValues, type ParsedOptions } from '../options.js';
@@ -126,6 +126,8 @@ async function serve(command: 'start' | 'worker', o: ServeValues): Promise<void>
   for (const warning of o.warnings) log.warn(warning);
   const missing = missingServerFlags();
   if (missing.length > 0) log.info({ missing }, MISSING_FLAGS_MESSAGE);
+  const missingEnv = missingServerEnv();
+  if (missingEnv.length > 0) log.info({ missing: missingEnv }, MISSING_ENV_MESSAGE);
   const config = serveConfig(command, o, log);
   const switchboard = createSwitchboard(config);
   // What the worker tells clients (and peers) to connect to: the server's own rule.
