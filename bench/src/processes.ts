@@ -51,8 +51,9 @@ export interface ServerOptions {
 export function spawnServer(o: ServerOptions): SwitchboardProcess {
   // Servers run with the node flags OPERATIONS.md asks for (src/cli/node-flags.ts), whatever the script.
   const nodeArgs = [...SERVER_NODE_FLAGS, ...(o.nodeArgs ?? []), ...(process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
-  // And with their environment, unless the bench's own sets GLIBC_TUNABLES (to compare: GLIBC_TUNABLES= runs them without).
-  const extraEnv = process.env.GLIBC_TUNABLES === undefined ? { ...SERVER_ENV } : {};
+  // And with their environment, before any tunables of the bench's own (which win); GLIBC_TUNABLES= (empty) runs them without, to compare.
+  const tunables = process.env.GLIBC_TUNABLES;
+  const extraEnv: Record<string, string> = tunables === '' ? {} : { GLIBC_TUNABLES: tunables === undefined ? SERVER_ENV.GLIBC_TUNABLES : `${SERVER_ENV.GLIBC_TUNABLES}:${tunables}` };
   return new SwitchboardProcess(o.name, o.args, { nodeArgs, ...(o.script ? { script: o.script } : {}), env: 'inherit', extraEnv, record: false });
 }
 

@@ -9,37 +9,59 @@
 // `npm start` passes them; a process manager or `npx switchboard` passes them in NODE_OPTIONS
 // (not in the #! line: BusyBox's env, Alpine's, has no -S). A server started without them says so.
 
+import { readFileSync } from 'node:fs';
+
 export const SERVER_NODE_FLAGS = ['--max-semi-space-size=64'] as const;
 
 // And the environment: glibc's malloc marks its memory for transparent huge pages (glibc 2.35
-// and later; the kernel's default THP mode, madvise, then gives it 2 MiB pages). Inbox slabs,
-// typed arrays and socket buffers come from malloc, and a growing memory inbox writes only fresh
-// pages: the worker took 0.153 page faults per delivered message with 4 KiB pages and 0.020
-// with huge ones, and one worker on the memory inbox delivered a mean 17% more msg/s (four
-// alternated runs each, bench/README.md, Huge pages for malloc). Ignored by other C libraries.
+// and later, with the kernel's THP mode at madvise, Debian's and Ubuntu's default: 2 MiB pages
+// then). Inbox slabs, typed arrays and socket buffers come from malloc, and a growing memory
+// inbox writes only fresh pages: the worker took 0.153 page faults per delivered message with
+// 4 KiB pages and 0.020 with huge ones, and one worker on the memory inbox delivered a median
+// 12% more msg/s in four alternated pairs (bench/README.md, Huge pages for malloc).
 
 export const SERVER_ENV = { GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1' } as const;
 
 /** What a server started without SERVER_ENV logs, at info, with `missing`. */
 export const MISSING_ENV_MESSAGE = 'node started without the server environment: set it as OPERATIONS.md, Running a node, says';
 
-/**
- * The SERVER_ENV settings this process lacks, as NAME=value: none where the C library is not
- * glibc (`glibc`: its version, null elsewhere), which would ignore them. A tunable is found
- * among the others GLIBC_TUNABLES may hold (colon-separated), with any value but 0.
- */
-export function missingServerEnv(env: NodeJS.ProcessEnv = process.env, glibc: string | null = glibcVersion()): string[] {
-  if (glibc === null) return [];
-  const tunables = new Map((env.GLIBC_TUNABLES ?? '').split(':').map((t) => [t.split('=')[0]!, t.split('=')[1] ?? ''] as const));
-  const hugetlb = tunables.get('glibc.malloc.hugetlb');
-  return hugetlb === undefined || hugetlb === '' || hugetlb === '0' ? [`GLIBC_TUNABLES=${SERVER_ENV.GLIBC_TUNABLES}`] : [];
+/** What decides whether the tunable does anything: glibc's version (null: another C library) and the kernel's THP mode (null: unknown). */
+export interface MallocHost {
+  glibc: string | null;
+  thpMode: string | null;
 }
 
-/** The running glibc's version; null on another C library or system. */
-function glibcVersion(): string | null {
-  if (process.platform !== 'linux') return null;
+/**
+ * The SERVER_ENV settings this process lacks, as NAME=value. glibc.malloc.hugetlb counts as set
+ * at 1 (its last occurrence among GLIBC_TUNABLES' colon-separated tunables, as glibc reads them).
+ * Nothing is missing where it would do nothing: another C library, glibc before 2.35, THP
+ * `always` (the kernel gives huge pages anyway) or `never`. `host` is asked only when the
+ * tunable is not set (reading glibc's version takes a process report, ~10 ms).
+ */
+export function missingServerEnv(env: NodeJS.ProcessEnv = process.env, host: () => MallocHost = mallocHost): string[] {
+  let hugetlb: string | undefined;
+  for (const tunable of (env.GLIBC_TUNABLES ?? '').split(':')) {
+    const [name, value] = tunable.split('=');
+    if (name === 'glibc.malloc.hugetlb') hugetlb = value;
+  }
+  if (hugetlb !== undefined && /^[0-9]+$/.test(hugetlb) && Number(hugetlb) === 1) return [];
+  const { glibc, thpMode } = host();
+  const [major = 0, minor = 0] = (glibc ?? '').split('.').map(Number);
+  if (glibc === null || major < 2 || (major === 2 && minor < 35) || thpMode !== 'madvise') return [];
+  return [`GLIBC_TUNABLES=${SERVER_ENV.GLIBC_TUNABLES}`];
+}
+
+/** This process's: glibc's version from a process report, the THP mode from sysfs. */
+function mallocHost(): MallocHost {
+  if (process.platform !== 'linux') return { glibc: null, thpMode: null };
   const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header;
-  return header?.glibcVersionRuntime ?? null;
+  let thpMode: string | null = null;
+  try {
+    thpMode = /\[(\w+)\]/.exec(readFileSync('/sys/kernel/mm/transparent_hugepage/enabled', 'utf8'))?.[1] ?? null;
+  } catch {
+    // No THP in this kernel, or no sysfs: nothing to say.
+  }
+  return { glibc: header?.glibcVersionRuntime ?? null, thpMode };
 }
 
 /** What a server started without SERVER_NODE_FLAGS logs, at info, with `missing`. */

@@ -2,6 +2,7 @@
 // node reads it, and a server started without them says which are missing. Real processes (the
 // compiled dist/: `npm run build` first).
 
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import t, { type Test } from 'tap';
 import { MISSING_ENV_MESSAGE, MISSING_FLAGS_MESSAGE, SERVER_ENV, SERVER_NODE_FLAGS, missingServerEnv, missingServerFlags, splitNodeOptions } from '../../src/cli/node-flags.js';
@@ -54,20 +55,29 @@ t.test('node with them, or NODE_OPTIONS with them: no hint', async (t) => {
   }
 });
 
-t.test('missingServerEnv: the malloc tunable, among others or alone, on glibc only', async (t) => {
+t.test('missingServerEnv: the malloc tunable at 1, where glibc and the kernel would use it', async (t) => {
   const wanted = [`GLIBC_TUNABLES=${SERVER_ENV.GLIBC_TUNABLES}`];
-  t.same(missingServerEnv({}, '2.36'), wanted, 'glibc, nothing set');
-  t.same(missingServerEnv({ GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1' }, '2.36'), []);
-  t.same(missingServerEnv({ GLIBC_TUNABLES: 'glibc.malloc.arena_max=2:glibc.malloc.hugetlb=2' }, '2.36'), [], 'among other tunables, 2 (hugetlbfs) too');
-  t.same(missingServerEnv({ GLIBC_TUNABLES: 'glibc.malloc.hugetlb=0' }, '2.36'), wanted, 'turned off');
-  t.same(missingServerEnv({ GLIBC_TUNABLES: 'glibc.malloc.arena_max=2' }, '2.36'), wanted, 'other tunables only');
-  t.same(missingServerEnv({}, null), [], 'another C library ignores it: nothing to say');
+  const host = (glibc: string | null, thpMode: string | null) => () => ({ glibc, thpMode });
+  const debian = host('2.36', 'madvise');
+  t.same(missingServerEnv({}, debian), wanted, 'glibc 2.36, THP madvise, nothing set');
+  t.same(missingServerEnv({ GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1' }, () => t.fail('not asked') as never), [], 'set: the host is not even asked');
+  t.same(missingServerEnv({ GLIBC_TUNABLES: 'glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1' }, debian), [], 'among other tunables');
+  for (const value of ['0', '2', 'yes', '00', '']) t.same(missingServerEnv({ GLIBC_TUNABLES: `glibc.malloc.hugetlb=${value}` }, debian), wanted, `hugetlb=${value} is not 1`);
+  t.same(missingServerEnv({ GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1:glibc.malloc.hugetlb=0' }, debian), wanted, 'the last occurrence counts, as in glibc');
+  t.same(missingServerEnv({ GLIBC_TUNABLES: 'glibc.malloc.arena_max=2' }, debian), wanted, 'other tunables only');
+  t.same(missingServerEnv({}, host('2.31', 'madvise')), [], 'glibc before 2.35 has no such tunable');
+  t.same(missingServerEnv({}, host('2.36', 'always')), [], 'THP always: huge pages anyway');
+  t.same(missingServerEnv({}, host('2.36', 'never')), [], 'THP never: nothing to gain');
+  t.same(missingServerEnv({}, host(null, null)), [], 'another C library ignores it');
 });
 
-t.test('npm start sets the server environment', async (t) => {
+t.test('npm start puts the tunable before node, ahead of the ones already in the environment', async (t) => {
   const start = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> }).scripts.start!;
-  const assignments = Object.fromEntries(start.split(' ').filter((word) => /^[A-Z_]+=/.test(word)).map((word) => word.split(/=(.*)/s).slice(0, 2)));
-  t.same(missingServerEnv(assignments, '2.36'), [], start);
+  const prefix = /^(GLIBC_TUNABLES=\S+) node /.exec(start)?.[1];
+  t.ok(prefix, `${start}: the assignment right before node`);
+  const value = (env: Record<string, string>) => execFileSync('sh', ['-c', `${prefix} node -e "process.stdout.write(process.env.GLIBC_TUNABLES)"`], { env: { PATH: process.env.PATH!, ...env }, encoding: 'utf8' });
+  t.equal(value({}), SERVER_ENV.GLIBC_TUNABLES);
+  t.equal(value({ GLIBC_TUNABLES: 'glibc.malloc.arena_max=2' }), `${SERVER_ENV.GLIBC_TUNABLES}:glibc.malloc.arena_max=2`, 'the user\'s own kept, after ours (the last wins)');
 });
 
 t.test('a server without the environment says so where glibc would read it; with it, nothing', { skip: missingServerEnv({}).length === 0 ? 'not glibc: the hint is never given' : false }, async (t) => {
