@@ -2,8 +2,9 @@
 // (its last message, read position, unread count) and an index of the conversation's inbox seqs,
 // each with the running count of messages received in it, so that a read mark anywhere costs
 // O(log n) and a history page O(log n + page). Kept up to date by every append that names a
-// conversation, in O(1). The index is a PairQueue (off the V8 heap once past a few entries). The Redis store keeps the same three things in a zset, a hash and a
-// zset per conversation; both pass test/inbox/conversations.conformance.ts.
+// conversation, in O(1). The index is a PairQueue (off the V8 heap once past a few entries).
+// The Redis store keeps the same three things in a zset, a hash and a zset per conversation;
+// both pass test/inbox/conversations.conformance.ts.
 
 import { PairQueue } from './pair-queue.js';
 

@@ -12,6 +12,7 @@
 
 import { createHash } from 'node:crypto';
 import { storeUnavailable } from '../redis/redis-client.js';
+import { bufferOf } from '../protocol/wire.js';
 import { dedupeKey } from './dedupe-window.js';
 import { hasDedupeId, type AppendRequest, type AppendResult, type EpochSource } from './inbox-store.js';
 import { inboxKeys } from './redis-inbox-scripts.js';
@@ -309,7 +310,3 @@ export function idBytes(msgId: string): Buffer {
   return createHash('sha256').update(msgId).digest().subarray(0, 8);
 }
 
-/** A view of a body as a Buffer, for the Redis client (no copy). */
-export function bufferOf(body: Uint8Array): Buffer {
-  return Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-}

@@ -32,7 +32,8 @@ import { Cluster, type ChainableCommander, type RedisOptions } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { createRedisClient, isClusterTarget, pingRedis, storeUnavailable, type RedisClient, type RedisTarget } from '../redis/redis-client.js';
 import { keyTag } from '../redis/key-tag.js';
-import { AppendBatch, bufferOf, type BatchCall } from './redis-append-batch.js';
+import { AppendBatch, type BatchCall } from './redis-append-batch.js';
+import { bufferOf } from '../protocol/wire.js';
 import { inboxKeys, inboxScripts } from './redis-inbox-scripts.js';
 import { DEFAULT_INBOX_LIMITS, EpochSource, type AppendRequest, type AppendResult, type ConversationEntry, type ConversationPage, type HistoryPage, type InboxLimits, type ReadResult, type RewriteResult, type InboxRange, type InboxStore, type StoredMessage } from './inbox-store.js';
 

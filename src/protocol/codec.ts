@@ -10,7 +10,7 @@ import { SwitchboardError } from '../errors.js';
 import { encodeFrame } from './frame.js';
 import { REQUEST_WIRE, decodeChatMessage, type DecodedTypes, type WithWire } from './chat-decoder.js';
 import { Field, type ImMessage, type MessageRequest, type UInt64 } from './types.js';
-import { WireReader, WireType, oneByteTag, tagBytes, varintLength, writeBytes, writeVarint } from './wire.js';
+import { WireReader, WireType, bufferOf, oneByteTag, tagBytes, varintLength, writeBytes, writeVarint } from './wire.js';
 
 // protobufjs picks up `long` itself when it can require it; make that explicit so uint64
 // fields always decode exactly.
@@ -38,7 +38,7 @@ export const messageType: protobuf.Type = MessageType;
  * take the hand decoder (chat-decoder.ts) when they can.
  */
 export function decodeMessage(body: Uint8Array): ImMessage {
-  const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  const buf = bufferOf(body);
   const chat = decodeChatMessage(buf, decodedTypes);
   if (chat) return chat;
   return decodeReflected(body);
@@ -101,7 +101,7 @@ function refuseMistyped(shape: Shape, message: Decoded): void {
  * it reads here too.
  */
 function tagOf(raw: Uint8Array): number {
-  const buf = Buffer.isBuffer(raw) ? raw : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+  const buf = bufferOf(raw);
   return new WireReader(buf, 0, buf.length, false).tag();
 }
 

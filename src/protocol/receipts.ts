@@ -5,7 +5,7 @@
 import Long from 'long';
 import { encodeMessageFrame } from './codec.js';
 import { Field, HeadType, type Receipt, type UInt64 } from './types.js';
-import { WireReader, WireType } from './wire.js';
+import { WireReader, WireType, bufferOf } from './wire.js';
 
 const MSG_ID = Field.MessageRequest.msgId;
 const FROM = Field.MessageRequest.from;
@@ -28,7 +28,7 @@ export interface OriginBytes {
  * event, a body without a sender, one that does not parse).
  */
 export function originOf(body: Uint8Array): MessageOrigin | undefined {
-  const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  const buf = bufferOf(body);
   const origin: OriginBytes = { fromStart: 0, fromEnd: 0, msgId: 0 };
   if (!readOrigin(new WireReader(buf, 0, buf.length, false), origin)) return undefined;
   return { from: buf.toString('utf8', origin.fromStart, origin.fromEnd), msgId: origin.msgId };

@@ -11,6 +11,11 @@
 // Numbers are JavaScript numbers below 2^53 (seqs, epochs, lengths, ms timestamps), or a uint64
 // as its two 32-bit halves (lo, hi) where all 64 bits matter.
 
+/** A view of bytes as a Buffer (no copy): what the readers and writers here take. */
+export function bufferOf(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
 /** The wire types switchboard's schema uses, and the two fixed-width ones a reader must skip. */
 export const WireType = {
   VARINT: 0,

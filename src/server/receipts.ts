@@ -7,10 +7,10 @@
 //
 // For DELIVERED, each delivery written to an ack device is remembered (seq, sender, msg_id) until
 // the device acknowledges it: at most MAX_MARKS per session (ReceiptMarks), the oldest dropped
-// when full (a later receipt from the same sender covers it). A user who turned receipts off (the privacy
-// setting in the UserStore) sends none and gets none; the setting is read at login and again,
-// in the background, once it is older than the TTL (30 s) when the session acknowledges, marks
-// read or would be sent a receipt.
+// when full (a later receipt from the same sender covers it). A user who turned receipts off
+// (the privacy setting in the UserStore) sends none and gets none; the setting is read at login
+// and again, in the background, once it is older than the TTL (30 s) when the session
+// acknowledges, marks read or would be sent a receipt.
 
 import type { Logger } from '../log.js';
 import { isOwnCopy } from '../protocol/codec.js';

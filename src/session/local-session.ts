@@ -2,7 +2,6 @@
 // The session layer knows nothing about sockets; the server's Connection implements Outbound.
 
 import type { Failure } from '../protocol/messages.js';
-import type { UInt64 } from '../protocol/types.js';
 import type { HandoffRing } from './handoff-ring.js';
 import type { ReceiptMarks } from './receipt-marks.js';
 

@@ -6,7 +6,7 @@
 
 import { readOrigin, type OriginBytes } from '../protocol/receipts.js';
 import type { UInt64 } from '../protocol/types.js';
-import { WireReader } from '../protocol/wire.js';
+import { WireReader, bufferOf } from '../protocol/wire.js';
 
 /** Deliveries remembered per session until acknowledged (24 bytes each); past it the oldest is forgotten. */
 export const MAX_MARKS = 256;
@@ -53,7 +53,7 @@ export class ReceiptMarks {
    * forgotten (a later receipt from its sender covers it).
    */
   add(seq: number, body: Uint8Array, self: string): void {
-    const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+    const buf = bufferOf(body);
     const origin = this.#origin;
     const read = readOrigin(this.#reader.reset(buf, 0, buf.length), origin);
     // The reader lets go of the body: it may be a view of an inbox slab.
