@@ -64,8 +64,8 @@ export class ClusterMessageRouter implements MessageRouter {
     void options.local.nodeId.then(() => (this.#registeredAt = Date.now()));
   }
 
-  deliver(uid: string, seq: number, body: Uint8Array, epoch: number): void {
-    this.#o.local.deliver(uid, seq, body, epoch);
+  deliver(uid: string, seq: number, body: Uint8Array, epoch: number, id?: number): void {
+    this.#o.local.deliver(uid, seq, body, epoch, id);
     const nodes = this.#o.routes.lookup(uid);
     if (nodes instanceof Promise) {
       nodes.then(

@@ -30,15 +30,16 @@ export interface DecodedTypes {
 }
 
 /**
- * A view of a request's wire bytes (not a copy: it lives until the handler has built the stored
- * body from it, which is a copy; a request waiting in a connection's bounded queue pins its read
- * chunk until then), and the two ranges the server replaces: `from` (absent:
- * an empty range where it belongs, after msg_id and before `to`) and the fields only the server
- * sets, `seq` and `stored_at`, at the end (absent: `seqStart` is the length). Everything else is
- * stored as it came.
+ * Where a request's wire bytes are: bytes[start, end) of the frame it came in (not a copy, nor a
+ * view made per message: the frame lives until the handler has built the stored body from it,
+ * which is a copy; a request waiting in a connection's bounded queue pins its read chunk until
+ * then), and the two ranges the server replaces, as offsets in `bytes`: `from` (absent: an empty
+ * range where it belongs, after msg_id and before `to`) and the fields only the server sets, `seq`
+ * and `stored_at`, at the end (absent: `seqStart` is `end`). Everything else is stored as it came.
  */
 export interface RequestWire {
   bytes: Buffer;
+  start: number;
   fromStart: number;
   fromEnd: number;
   seqStart: number;
@@ -319,7 +320,6 @@ function decodeRequest(c: WireReader, types: DecodedTypes): MessageRequest | und
     if (c.tag() !== MSG_ID_TAG || !c.varint()) c.pos = start;
     fromStart = fromEnd = c.pos;
   }
-  const bytes = buf.subarray(start, c.limit);
-  request[REQUEST_WIRE] = { bytes, fromStart: fromStart - start, fromEnd: fromEnd - start, seqStart: (seqStart < 0 ? c.limit : seqStart) - start };
+  request[REQUEST_WIRE] = { bytes: buf, start, fromStart, fromEnd, seqStart: seqStart < 0 ? c.limit : seqStart };
   return request;
 }

@@ -14,7 +14,7 @@
 
 import { HEADER_LENGTH, writeHeader } from './frame.js';
 import { Field, HeadType, type UInt64 } from './types.js';
-import { WireType, lengthDelimitedLength, oneByteTag, tag, tagBytes, varint64Length, varintLength, writeBytes, writeVarint, writeVarint64 } from './wire.js';
+import { WireType, lengthDelimitedLength, oneByteTag, tag, tagBytes, varint64Length, varintLength, writeBytes, writeVarint, writeUtf8, writeVarint64 } from './wire.js';
 
 const { VARINT, LEN } = WireType;
 // One byte each, stored as they are; MESSAGE_REQUEST and MESSAGE_RESPONSE are one-byte values too.
@@ -102,7 +102,7 @@ export function peerDeliverFrame(uid: string, seq: number, body: Uint8Array, epo
   if (uidBytes > 0) {
     frame[pos++] = PEER_UID_TAG;
     pos = writeVarint(frame, pos, uidBytes);
-    pos += frame.write(uid, pos, 'utf8');
+    pos = writeUtf8(frame, pos, uid);
   }
   if (seq > 0) {
     frame[pos++] = PEER_SEQ_TAG;
@@ -140,10 +140,14 @@ const RESPONSE_HEAD = written((buf) => {
 const DUPLICATE_TRUE = written((buf) => writeVarint(buf, writeVarint(buf, 0, tag(R.duplicate, VARINT)), 1));
 const OWN_SEQ_TAG = tagBytes(R.ownSeq, VARINT);
 
-/** A uint64 as 32-bit halves. */
-function halves(value: UInt64): [number, number] {
-  if (typeof value === 'number') return [value >>> 0, Math.floor(value / 0x1_0000_0000) >>> 0];
-  return [value.low >>> 0, value.high >>> 0];
+/** A uint64's low 32 bits. */
+function low32(value: UInt64): number {
+  return typeof value === 'number' ? value >>> 0 : value.low >>> 0;
+}
+
+/** A uint64's high 32 bits. */
+function high32(value: UInt64): number {
+  return typeof value === 'number' ? Math.floor(value / 0x1_0000_0000) >>> 0 : value.high >>> 0;
 }
 
 /**
@@ -151,7 +155,8 @@ function halves(value: UInt64): [number, number] {
  * is the seq of its copy in the sender's own inbox (0: none kept, not written).
  */
 export function storedResponseFrame(sequence: UInt64 | undefined, sessionId: string, seq: number, duplicate: boolean, ownSeq = 0): Buffer {
-  const [lo, hi] = halves(sequence ?? 0);
+  const lo = sequence == null ? 0 : low32(sequence);
+  const hi = sequence == null ? 0 : high32(sequence);
   const sequenceLength = lo === 0 && hi === 0 ? 0 : 1 + varint64Length(lo, hi);
   const idBytes = Buffer.byteLength(sessionId);
   const idLength = idBytes === 0 ? 0 : 1 + varintLength(idBytes) + idBytes;
@@ -169,7 +174,7 @@ export function storedResponseFrame(sequence: UInt64 | undefined, sessionId: str
   if (idLength > 0) {
     frame[pos++] = SESSION_ID_TAG;
     pos = writeVarint(frame, pos, idBytes);
-    pos += frame.write(sessionId, pos, 'utf8');
+    pos = writeUtf8(frame, pos, sessionId);
   }
   frame[pos++] = RESPONSE_TAG;
   pos = writeVarint(frame, pos, responseLength);

@@ -10,7 +10,7 @@ import { SwitchboardError } from '../errors.js';
 import { encodeFrame } from './frame.js';
 import { REQUEST_WIRE, decodeChatMessage, type DecodedTypes, type WithWire } from './chat-decoder.js';
 import { Field, type ImMessage, type MessageRequest, type UInt64 } from './types.js';
-import { WireReader, WireType, bufferOf, oneByteTag, tagBytes, varintLength, writeBytes, writeVarint } from './wire.js';
+import { WireReader, WireType, bufferOf, oneByteTag, tag, tagBytes, varintLength, writeBytes, writeUtf8, writeVarint } from './wire.js';
 
 // protobufjs picks up `long` itself when it can require it; make that explicit so uint64
 // fields always decode exactly.
@@ -142,14 +142,13 @@ export function storedRequestBody(request: MessageRequest, from: string, storedA
     request.storedAt = storedAt;
     return encodeMessageRequest(request);
   }
-  const { bytes, fromStart, fromEnd, seqStart } = wire;
+  const { bytes, start, fromStart, fromEnd, seqStart } = wire;
   const fromLength = Buffer.byteLength(from);
-  const out = Buffer.allocUnsafe(fromStart + 1 + varintLength(fromLength) + fromLength + seqStart - fromEnd + STORED_AT_TAG.length + varintLength(storedAt));
-  bytes.copy(out, 0, 0, fromStart);
-  let pos = fromStart;
+  const out = Buffer.allocUnsafe(fromStart - start + 1 + varintLength(fromLength) + fromLength + seqStart - fromEnd + STORED_AT_TAG.length + varintLength(storedAt));
+  let pos = bytes.copy(out, 0, start, fromStart);
   out[pos++] = FROM_TAG;
   pos = writeVarint(out, pos, fromLength);
-  pos += out.write(from, pos, 'utf8');
+  pos = writeUtf8(out, pos, from);
   pos += bytes.copy(out, pos, fromEnd, seqStart);
   pos = writeBytes(out, pos, STORED_AT_TAG);
   writeVarint(out, pos, storedAt);
@@ -171,7 +170,7 @@ export function ownCopyBody(body: Uint8Array, deviceId: string): Uint8Array {
   const out = Buffer.allocUnsafe(ORIGIN_TAG.length + varintLength(idLength) + idLength + body.length);
   let pos = writeBytes(out, 0, ORIGIN_TAG);
   pos = writeVarint(out, pos, idLength);
-  pos += out.write(deviceId, pos, 'utf8');
+  pos = writeUtf8(out, pos, deviceId);
   out.set(body, pos);
   return out;
 }
@@ -195,6 +194,7 @@ export function ownCopyFrom(body: Uint8Array, deviceId: Buffer): boolean {
 
 const MSG_ID_TAG = oneByteTag(Field.MessageRequest.msgId, WireType.VARINT);
 const TO_TAG = oneByteTag(Field.MessageRequest.to, WireType.LEN);
+const ORIGIN_FIELD_TAG = tag(Field.MessageRequest.originDevice, WireType.LEN);
 
 /**
  * Which message a stored body is, as a 32-bit number: what tells two messages that claim one
@@ -202,8 +202,9 @@ const TO_TAG = oneByteTag(Field.MessageRequest.to, WireType.LEN);
  * worker holds for one message gives the same number: its live delivery and what a read returns,
  * its tombstone or edited form, and the body a resend delivers when it finds the message stored
  * (another stored_at and time): a hash of msg_id, from and to, which PROTOCOL.md §5 makes unique
- * per message (an own copy's origin_device is left out). A body without msg_id (an inbox event,
- * a message of a client that sets none) is hashed whole, and so is one that does not parse. Two
+ * per message. A body without msg_id (an inbox event, a message of a client that sets none) is
+ * hashed whole, and so is one that does not parse. An own copy gives its message's number either
+ * way: its origin_device is left out (so a message's identity serves its copy too). Two
  * messages give the same number only by a hash collision (1 in 2^32), or when a client reused a
  * msg_id for the same recipient.
  *
@@ -219,7 +220,10 @@ export function bodyIdentity(body: Uint8Array): number {
   let fromEnd = 0;
   let toStart = 0;
   let toEnd = 0;
+  // Where the body is hashed whole from: after an own copy's origin_device.
+  let wholeStart = 0;
   while (pos < n) {
+    const fieldStart = pos;
     let fieldTag = body[pos++]!;
     if (fieldTag >= 0x80) {
       // Fields 16 to 2047: a two-byte tag; none longer in this schema.
@@ -251,6 +255,8 @@ export function bodyIdentity(body: Uint8Array): number {
       } else if (fieldTag === TO_TAG) {
         toStart = pos;
         toEnd = pos + length;
+      } else if (fieldTag === ORIGIN_FIELD_TAG && fieldStart === 0) {
+        wholeStart = pos + length;
       }
       pos += length;
     } else if (wireType === WireType.I64 || wireType === WireType.I32) {
@@ -261,7 +267,7 @@ export function bodyIdentity(body: Uint8Array): number {
     }
   }
   // No msg_id, or 0 (one byte, 00).
-  if (idEnd - idStart <= 1 && (idEnd === idStart || body[idStart] === 0)) return fnv(body, 0, n, FNV_OFFSET);
+  if (idEnd - idStart <= 1 && (idEnd === idStart || body[idStart] === 0)) return fnv(body, wholeStart, n, FNV_OFFSET);
   // Each part after its length, so that no two (msg_id, from, to) run together alike.
   let h = fnv(body, idStart, idEnd, FNV_OFFSET);
   h = fnv(body, fromStart, fromEnd, Math.imul(h ^ (fromEnd - fromStart), FNV_PRIME));

@@ -53,6 +53,28 @@ export function tagBytes(field: number, wireType: WireType): readonly number[] {
   return [...bytes.subarray(0, writeVarint(bytes, 0, tag(field, wireType)))];
 }
 
+/** Strings up to this long are copied byte by byte when they are ASCII: ids and uids, per message. */
+const SHORT_STRING = 64;
+
+/**
+ * Writes `s` as UTF-8 at `pos` (the caller sized `buf` with Buffer.byteLength); returns the
+ * position after it. A short ASCII string (a uid, a device or session id) is stored char by char:
+ * Buffer#write is a call into C++ that costs more than the loop.
+ */
+export function writeUtf8(buf: Buffer, pos: number, s: string): number {
+  const n = s.length;
+  if (n <= SHORT_STRING) {
+    let i = 0;
+    for (; i < n; i++) {
+      const c = s.charCodeAt(i);
+      if (c >= 0x80) break;
+      buf[pos + i] = c;
+    }
+    if (i === n) return pos + n;
+  }
+  return pos + buf.write(s, pos, 'utf8');
+}
+
 /** Copies a few constant bytes (a tag, a field with a fixed value) to `pos`. Returns the position after them. */
 export function writeBytes(buf: Buffer, pos: number, bytes: readonly number[]): number {
   for (let i = 0; i < bytes.length; i++) buf[pos++] = bytes[i]!;

@@ -9,8 +9,11 @@ import type { LocalSession } from '../session/local-session.js';
 import type { Receipt } from '../protocol/types.js';
 
 export interface MessageRouter {
-  /** A message was stored in `uid`'s inbox as `seq` of `epoch`: get it to every online session of `uid`. */
-  deliver(uid: string, seq: number, body: Uint8Array, epoch: number): void;
+  /**
+   * A message was stored in `uid`'s inbox as `seq` of `epoch`: get it to every online session of
+   * `uid`. `id`: bodyIdentity(body) when the caller has it (a message and its own copy share one).
+   */
+  deliver(uid: string, seq: number, body: Uint8Array, epoch: number, id?: number): void;
   /**
    * Entry `seq` was stored in `group`'s log (`body`: its delivered MessageRequest): get it to the
    * sessions of the group's members, here and on every other worker. `sender`: the local
@@ -33,9 +36,9 @@ export interface LocalPort {
   /**
    * Delivers inbox message `seq` of `epoch` to this worker's sessions of `uid`. Written as is
    * only to a session of that epoch that is at `seq - 1`; any other session reads its inbox
-   * instead, so a delivery can never move a position past what the inbox holds.
+   * instead, so a delivery can never move a position past what the inbox holds. `id`: as MessageRouter's.
    */
-  deliver(uid: string, seq: number, body: Uint8Array, epoch: number): void;
+  deliver(uid: string, seq: number, body: Uint8Array, epoch: number, id?: number): void;
   /** Delivers group entry `seq` to this worker's sessions of the group's members (without `body`: they read it). */
   deliverGroup(group: string, seq: number, body: Uint8Array | undefined, sender?: LocalSession): void;
   /** Writes a RECEIPT to this worker's sessions of `uid` that take receipts. */
@@ -64,8 +67,8 @@ export interface WorkerCluster {
 export class LocalRouter implements MessageRouter {
   constructor(private readonly local: LocalPort) {}
 
-  deliver(uid: string, seq: number, body: Uint8Array, epoch: number): void {
-    this.local.deliver(uid, seq, body, epoch);
+  deliver(uid: string, seq: number, body: Uint8Array, epoch: number, id?: number): void {
+    this.local.deliver(uid, seq, body, epoch, id);
   }
 
   deliverGroup(group: string, seq: number, body: Uint8Array | undefined, sender?: LocalSession): void {

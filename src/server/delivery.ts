@@ -157,10 +157,9 @@ export class Delivery {
     if (session.knownHead > session.sentSeq) this.#pump(session);
   }
 
-  /** A message was stored in the inbox of the owner of `sessions` as `seq` of `epoch`. */
-  deliverLive(sessions: readonly LocalSession[], seq: number, body: Uint8Array, epoch: number): void {
+  /** A message was stored in the inbox of the owner of `sessions` as `seq` of `epoch`; `id`: its bodyIdentity, when the caller has it. */
+  deliverLive(sessions: readonly LocalSession[], seq: number, body: Uint8Array, epoch: number, id?: number): void {
     let frame: Buffer | undefined;
-    let id: number | undefined;
     // A write can drop a session as a slow consumer, which removes it from this very array (the
     // session map's own): iterate a copy, or the session after it would be skipped.
     for (const session of sessions.length > 1 ? [...sessions] : sessions) {

@@ -124,7 +124,7 @@ export class WorkerServer {
     const groups = options.groups && { store: options.groups.store, delivery: new GroupDelivery(options.groups.store, options.groups.options, options.log) };
     const local: LocalPort = {
       nodeId,
-      deliver: (uid, seq, body, epoch) => delivery.deliverLive(this.sessions.byUser(uid), seq, body, epoch),
+      deliver: (uid, seq, body, epoch, id) => delivery.deliverLive(this.sessions.byUser(uid), seq, body, epoch, id),
       deliverGroup: (group, seq, body, sender) => groups?.delivery.deliver(group, seq, body, sender),
       receipt: (uid, receipt) => {
         let frame: Buffer | undefined;

@@ -130,10 +130,18 @@ export class ReceiptMarks {
   /** The sender whose UTF-8 bytes are buf[start, end): the last one's string when it is the same. */
   #sender(buf: Buffer, start: number, end: number): string {
     const last = this.#lastFromBytes;
-    if (end - start === last.length && buf.compare(last, 0, last.length, start, end) === 0) return this.#lastFrom;
+    if (sameBytes(buf, start, end, last)) return this.#lastFrom;
     const from = buf.toString('utf8', start, end);
     this.#lastFrom = from;
     this.#lastFromBytes = Buffer.from(from, 'utf8');
     return from;
   }
+}
+
+/** Whether buf[start, end) holds `bytes`: byte by byte, since a sender's id is short and Buffer#compare is a call into C++. */
+function sameBytes(buf: Buffer, start: number, end: number, bytes: Buffer): boolean {
+  const n = bytes.length;
+  if (end - start !== n) return false;
+  for (let i = 0; i < n; i++) if (buf[start + i] !== bytes[i]) return false;
+  return true;
 }

@@ -465,6 +465,11 @@ t.test('bodyIdentity: one number for every body of one message, another for anot
   const read = (seq: number) => inboxEventBody(JSON.stringify({ type: 'read', peer: 'bob', seq }), { from: 'alice', to: 'bob', storedAt: 1_764_478_800_000 });
   t.equal(id(read(4)), id(read(4)), 'an event: the same body, the same number');
   t.not(id(read(4)), id(read(5)), 'another event, another number');
+  // A message without msg_id (an original client's) is hashed whole, its own copy without its origin_device: one number for both.
+  const { msgId: _, ...noId } = request;
+  const plain = storedRequestBody({ ...noId }, 'alice', 1_764_478_800_123);
+  t.equal(id(ownCopyBody(plain, 'alice-phone')), id(plain), 'without msg_id: the own copy has its message\'s number');
+  t.not(id(ownCopyBody(plain, 'alice-phone')), id(storedRequestBody({ ...noId, content: 'ho' }, 'alice', 1_764_478_800_123)), 'and another message without msg_id another');
   // Whatever a body holds, a number (an unreadable one is hashed whole).
   fc.assert(fc.property(fc.uint8Array({ maxLength: 64 }), (bytes) => Number.isInteger(id(bytes)) && id(bytes) >= 0 && id(bytes) < 2 ** 32));
 });

@@ -14,7 +14,7 @@
 // for the sender's other devices, in the same store call as the recipient's (InboxStore.
 // appendPair: one script with Redis), and the response carries the copy's seq (own_seq).
 
-import { ownCopyBody, storedRequestBody, uint64String } from '../../protocol/codec.js';
+import { bodyIdentity, ownCopyBody, storedRequestBody, uint64String } from '../../protocol/codec.js';
 import { deliveryFits, storedResponseFrame } from '../../protocol/chat-frames.js';
 import { messageResponse } from '../../protocol/messages.js';
 import type { ImMessage, MessageRequest, UInt64 } from '../../protocol/types.js';
@@ -167,9 +167,11 @@ function storedWithCopy(ctx: ServerContext, conn: Connection, session: LocalSess
   // them (a refused copy, a failed Redis call). Nothing was delivered then (the refusal was the
   // answer), so both are now; a device that has one reads its inbox and is sent nothing twice.
   if (result.duplicate && ownResult.duplicate) return;
-  ctx.router.deliver(to, result.seq, body, result.epoch);
+  // The copy is the same message (bodyIdentity leaves origin_device out): its identity is worked out once.
+  const id = bodyIdentity(body);
+  ctx.router.deliver(to, result.seq, body, result.epoch, id);
   // To every device of the sender, this one included: delivery passes over it for the device that sent it.
-  ctx.router.deliver(session.uid, ownResult.seq, own, ownResult.epoch);
+  ctx.router.deliver(session.uid, ownResult.seq, own, ownResult.epoch, id);
 }
 
 /** The append is confirmed: answer the sender, then deliver. */
