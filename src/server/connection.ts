@@ -15,7 +15,7 @@ import { closingNotification, type Failure } from '../protocol/messages.js';
 import type { ImMessage } from '../protocol/types.js';
 import type { LocalSession, Outbound } from '../session/local-session.js';
 import { AttributeKey, attrs, type AttributeMap } from './attributes.js';
-import { writePerTick } from '../net/write-per-tick.js';
+import { flushWrites, pendingBytes, writePerTick } from '../net/write-per-tick.js';
 
 /** The LocalSession bound to a socket once it has logged in. */
 export const SESSION = new AttributeKey<LocalSession>('session');
@@ -123,8 +123,8 @@ export class Connection implements Outbound {
   static #onSocketDrain(this: WithConnection): void {
     const conn = this[CONNECTION];
     conn.drainingSince = 0;
-    // Drained: every write has completed, so the kernel has taken all of it.
-    conn.#handedOff = conn.#queuedBytes;
+    // Drained: every write has completed, so the kernel has taken all of it (not what this tick still holds).
+    conn.#handedOff = conn.#queuedBytes - pendingBytes(this);
   }
 
   static #onSocketError(this: WithConnection, err: Error): void {
@@ -190,10 +190,10 @@ export class Connection implements Outbound {
     if (handle) {
       const pending = handle.writeQueueSize ?? 0;
       // Without _bytesDispatched, a lower bound: writableLength counts a partly handed-on write whole.
-      const handed = typeof socket._bytesDispatched === 'number' ? socket._bytesDispatched - pending : this.#queuedBytes - socket.writableLength - pending;
+      const handed = typeof socket._bytesDispatched === 'number' ? socket._bytesDispatched - pending : this.#queuedBytes - pendingBytes(socket) - socket.writableLength - pending;
       if (handed > this.#handedOff) this.#handedOff = handed;
     } else if (socket.writableFinished) {
-      this.#handedOff = this.#queuedBytes;
+      this.#handedOff = this.#queuedBytes - pendingBytes(socket);
     }
     return this.#handedOff;
   }
@@ -230,7 +230,7 @@ export class Connection implements Outbound {
   }
 
   /**
-   * Queues a complete frame. Writes of one tick go out together (cork/uncork). Output above
+   * Queues a complete frame. Frames of one tick go out together, as one buffer (writePerTick). Output above
    * `maxOutboundBytes` destroys the connection as a slow consumer.
    */
   sendFrame(frame: Buffer): void {
@@ -238,7 +238,7 @@ export class Connection implements Outbound {
     const socket = this.socket;
     const flushed = writePerTick(socket, frame);
     this.#queuedBytes += frame.length;
-    if (socket.writableLength > this.#limits.maxOutboundBytes) {
+    if (socket.writableLength + pendingBytes(socket) > this.#limits.maxOutboundBytes) {
       this.destroy({ code: 'SB_ERR_SLOW_CONSUMER', reason: `more than ${this.#limits.maxOutboundBytes} bytes of output waiting` });
       return;
     }
@@ -257,6 +257,8 @@ export class Connection implements Outbound {
     this.#enterClosing();
     this.#decoder.stop();
     this.#queue.length = 0;
+    // What this tick wrote goes before the end.
+    flushWrites(this.socket);
     this.socket.end();
     this.socket.resume();
     const timer = setTimeout(() => this.socket.destroy(), this.#limits.closeGraceMs);
@@ -278,6 +280,7 @@ export class Connection implements Outbound {
     this.#decoder.stop();
     this.#queue.length = 0;
     this.socket.once('finish', () => this.socket.destroy());
+    flushWrites(this.socket);
     this.socket.end(frame);
     const timer = setTimeout(() => this.socket.destroy(), this.#limits.closeGraceMs);
     timer.unref();
