@@ -62,8 +62,11 @@ export function flushWrites(socket: Socket): boolean {
   }
   frames.length = 0;
   p.bytes = 0;
-  // A socket that is gone, or ending, takes nothing more (destroy() dropped its output too).
-  if (socket.destroyed || socket.writableEnded) return false;
+  // A destroyed socket takes nothing (destroy() dropped its output too). An ended one is written
+  // to all the same: a socket ends itself when its peer's FIN comes, and the write then destroys
+  // it (EPIPE), which is what tells its owner that these bytes never left. Dropped here, they
+  // would count as handed on once the socket finished.
+  if (socket.destroyed) return false;
   return socket.write(out);
 }
 
