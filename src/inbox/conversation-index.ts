@@ -69,17 +69,19 @@ export class ConversationIndex {
 
   /** What an append to conversation `id` adds (before its conversation or index is trimmed). */
   addCost(id: string): number {
-    const c = this.#byId.get(id);
+    const c = this.get(id);
     return c === undefined ? ConversationIndex.newCost(id) : c.index.pushCost();
   }
 
   get(id: string): Conversation | undefined {
-    return this.#byId.get(id);
+    // Most appends go on in the conversation of the last one.
+    const newest = this.#newest;
+    return newest !== undefined && newest.id === id ? newest : this.#byId.get(id);
   }
 
   /** Message `seq` of the conversation, stored at `at`; `own`: the owner sent it. */
   add(id: string, seq: number, at: number, own: boolean): void {
-    let c = this.#byId.get(id);
+    let c = this.get(id);
     if (c === undefined) {
       c = { id, lastSeq: 0, lastAt: 0, readSeq: 0, unread: 0, received: 0, total: 0, index: new PairQueue(), older: undefined, newer: undefined };
       this.#bytes += ConversationIndex.newCost(id);

@@ -147,6 +147,8 @@ export class DedupeWindow {
   readonly #order = new PairQueue();
   /** Entries kept off the runs (in a sender's Map). */
   #others = 0;
+  /** The sender last looked up, found or made: an append finds, then adds, for one sender, and a conversation sends in runs. */
+  #last: SenderEntries | undefined;
 
   constructor(readonly maxEntries: number) {}
 
@@ -162,17 +164,26 @@ export class DedupeWindow {
 
   /** The seq `sender`'s `key` was stored under, if it is remembered. */
   find(sender: string, key: DedupeKey): number | undefined {
-    return this.#senders.get(sender)?.find(key);
+    return this.#entries(sender)?.find(key);
+  }
+
+  #entries(sender: string): SenderEntries | undefined {
+    const last = this.#last;
+    if (last !== undefined && last.sender === sender) return last;
+    const entries = this.#senders.get(sender);
+    if (entries !== undefined) this.#last = entries;
+    return entries;
   }
 
   /** Remembers an entry find() did not have, forgetting the oldest past `maxEntries`. */
   add(sender: string, key: DedupeKey, seq: number, expiresAt: number): void {
-    let entries = this.#senders.get(sender);
+    let entries = this.#entries(sender);
     if (!entries) {
       const slot = this.#freeSlots.pop() ?? this.#slots.length;
       entries = new SenderEntries(sender, slot);
       this.#slots[slot] = entries;
       this.#senders.set(sender, entries);
+      this.#last = entries;
     }
     const inRun = entries.add(key, seq);
     if (!inRun) this.#others++;
@@ -195,6 +206,7 @@ export class DedupeWindow {
     if (!inRun) this.#others--;
     entries.shift(inRun);
     if (entries.size === 0) {
+      if (this.#last === entries) this.#last = undefined;
       this.#senders.delete(entries.sender);
       this.#slots[slot] = undefined;
       this.#freeSlots.push(slot);

@@ -16,7 +16,7 @@
 
 import { SwitchboardError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { DedupeWindow, dedupeKey } from './dedupe-window.js';
+import { DedupeWindow, dedupeKey, type DedupeKey } from './dedupe-window.js';
 import { MessageLog } from './message-log.js';
 import { ConversationIndex } from './conversation-index.js';
 import { DEFAULT_INBOX_LIMITS, hasDedupeId, newEpoch, type AppendRequest, type AppendResult, type ConversationEntry, type ConversationPage, type HistoryPage, type InboxLimits, type InboxRange, type InboxStore, type ReadResult, type RewriteResult, type StoredMessage } from './inbox-store.js';
@@ -122,9 +122,12 @@ export class MemoryInboxStore implements InboxStore {
   }
 
   /** Synchronous: returns the result, or throws SB_ERR_STORE_FULL. */
-  append({ uid, sender, msgId, body, conversation, own }: AppendRequest): AppendResult {
-    const now = this.#now();
-    const key = hasDedupeId(msgId) ? dedupeKey(msgId) : undefined;
+  append(request: AppendRequest): AppendResult {
+    return this.#append(request, this.#now(), hasDedupeId(request.msgId) ? dedupeKey(request.msgId) : undefined);
+  }
+
+  /** append() at `now`, `key` being the msg_id's dedupe key (undefined: none). */
+  #append({ uid, sender, body, conversation, own }: AppendRequest, now: number, key: DedupeKey | undefined): AppendResult {
     const dedupeCost = key === undefined ? 0 : DedupeWindow.MAX_ADD_BYTES;
     let inbox = this.#inboxes.get(uid);
     let before = 0;
@@ -229,7 +232,10 @@ export class MemoryInboxStore implements InboxStore {
   }
 
   appendPair(first: AppendRequest, second: AppendRequest): [AppendResult, AppendResult] {
-    return [this.append(first), this.append(second)];
+    const now = this.#now();
+    const key = hasDedupeId(first.msgId) ? dedupeKey(first.msgId) : undefined;
+    // A message and its own copy: one msg_id (the copy is keyed apart by its sender).
+    return [this.#append(first, now, key), this.#append(second, now, second.msgId === first.msgId ? key : hasDedupeId(second.msgId) ? dedupeKey(second.msgId) : undefined)];
   }
 
   async range(uid: string, after: number, limit: number): Promise<InboxRange> {

@@ -68,6 +68,10 @@ class FullFor extends MemoryInboxStore {
     }
     return super.append(request);
   }
+  // Through append(), so that the second of the two can be the one refused.
+  override appendPair(first: AppendRequest, second: AppendRequest): [AppendResult, AppendResult] {
+    return [this.append(first), this.append(second)];
+  }
 }
 
 t.test('memory: own copy refused STORE_FULL after the recipient\'s was stored: the recipient still gets it live', async (t) => {

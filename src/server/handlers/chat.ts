@@ -158,8 +158,18 @@ function storeWithCopy(ctx: ServerContext, conn: Connection, session: LocalSessi
  * recipient (PROTOCOL.md §5), and apart from the sender's messages to itself (keyed by its uid alone).
  */
 function ownSender(uid: string, to: string): string {
-  return `${uid}\0${to}`;
+  // The last one made is kept: a connection's frames are handled in a run, mostly to one peer,
+  // and the same string object keys the dedupe window's lookups without being hashed again.
+  if (uid !== lastOwner || to !== lastPeer) {
+    lastOwner = uid;
+    lastPeer = to;
+    lastOwnSender = `${uid}\0${to}`;
+  }
+  return lastOwnSender;
 }
+let lastOwner = '';
+let lastPeer = '';
+let lastOwnSender = '\0';
 
 function storedWithCopy(ctx: ServerContext, conn: Connection, session: LocalSession, sequence: UInt64 | undefined, to: string, body: Uint8Array, own: Uint8Array, [result, ownResult]: [AppendResult, AppendResult]): void {
   conn.sendFrame(storedResponseFrame(sequence, session.sessionId, result.seq, result.duplicate, ownResult.seq));
