@@ -1,7 +1,7 @@
 // One socket write per tick: the frames written to a socket during a tick are kept, and at the
 // end of the tick leave together, copied into one buffer, in one write, rather than as the writev
-// of a buffer each that cork/uncork makes (the stream's bookkeeping per buffer, an iovec each): a
-// few percent less CPU per frame at a worker's usual dozen frames a tick (`npm run bench:write`,
+// of a buffer each that cork/uncork makes (the stream's bookkeeping per buffer, an iovec each):
+// 5-11% less CPU per frame at 16 frames a tick, nothing measurable at 8 (`npm run bench:write`,
 // bench/README.md). Output that reaches the socket's high-water mark is written at once, so that
 // the caller sees the backpressure (write() returns false, 'drain' follows) when it happens.
 //
