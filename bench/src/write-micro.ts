@@ -2,7 +2,8 @@
 // buffer (src/net/write-per-tick.ts: the frames copied together, one write) against a cork and
 // a write per frame (the writev that uncork makes of them, what writePerTick did before). The
 // CPU is this process's (user + system), which on loopback includes the kernel's delivery to
-// the reading socket; the reader only drains. Rounds alternate the two ways.
+// the reading socket and the reader's reads (it only drains, in this process). Rounds alternate
+// the two ways.
 // Run: npm run bench:write [-- --frames 16 --bytes 160 --ticks 40000 --rounds 3]
 
 import net from 'node:net';

@@ -13,8 +13,7 @@
 // sender are written in front of its body, [kind: 1][sender length: u16 BE][sender][body].
 
 import { SwitchboardError } from '../errors.js';
-import { dedupeKey } from '../inbox/dedupe-window.js';
-import { hasDedupeId } from '../inbox/inbox-store.js';
+import { dedupeKeyOf } from '../inbox/dedupe-window.js';
 import { MessageLog } from '../inbox/message-log.js';
 import { GroupDedupe } from './group-dedupe.js';
 import {
@@ -313,7 +312,7 @@ export class MemoryGroupStore implements GroupStore {
     checkBody(body, this.#limits);
     const g = this.#writable(group, sender, 'member');
     const now = this.#now();
-    const key = hasDedupeId(msgId) ? dedupeKey(msgId) : undefined;
+    const key = dedupeKeyOf(msgId);
     if (key !== undefined) {
       const before = g.dedupe.bytes;
       const seen = g.dedupe.find(sender, key, now);

@@ -9,6 +9,7 @@
 // old-generation marking), and JS arrays were copied by every scavenge. Ids that arrive out of
 // order, and ids that are not a canonical decimal below 2^53, go to a Map beside the run.
 
+import { hasDedupeId } from './inbox-store.js';
 import { PairQueue } from './pair-queue.js';
 
 /** A msg_id as a key: a canonical decimal up to 2^53 - 1 is its number, anything else its string. */
@@ -29,6 +30,11 @@ export function dedupeKey(msgId: string): DedupeKey {
   }
   // Rounding is monotonic: a value past 2^53 - 1 cannot round down to it.
   return n <= Number.MAX_SAFE_INTEGER ? n : msgId;
+}
+
+/** The dedupe key of a request's msg_id; undefined for one that is not deduplicated (hasDedupeId). */
+export function dedupeKeyOf(msgId: string): DedupeKey | undefined {
+  return hasDedupeId(msgId) ? dedupeKey(msgId) : undefined;
 }
 
 /** Drop a consumed prefix once it dominates an array, so pushes stay amortised O(1). */

@@ -16,10 +16,10 @@
 
 import { SwitchboardError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { DedupeWindow, dedupeKey, type DedupeKey } from './dedupe-window.js';
+import { DedupeWindow, dedupeKeyOf, type DedupeKey } from './dedupe-window.js';
 import { MessageLog } from './message-log.js';
 import { ConversationIndex } from './conversation-index.js';
-import { DEFAULT_INBOX_LIMITS, hasDedupeId, newEpoch, type AppendRequest, type AppendResult, type ConversationEntry, type ConversationPage, type HistoryPage, type InboxLimits, type InboxRange, type InboxStore, type ReadResult, type RewriteResult, type StoredMessage } from './inbox-store.js';
+import { DEFAULT_INBOX_LIMITS, newEpoch, type AppendRequest, type AppendResult, type ConversationEntry, type ConversationPage, type HistoryPage, type InboxLimits, type InboxRange, type InboxStore, type ReadResult, type RewriteResult, type StoredMessage } from './inbox-store.js';
 
 export interface MemoryInboxLimits extends InboxLimits {
   /** Accounted bytes of all inboxes together; an append past it is refused (SB_ERR_STORE_FULL). */
@@ -123,7 +123,7 @@ export class MemoryInboxStore implements InboxStore {
 
   /** Synchronous: returns the result, or throws SB_ERR_STORE_FULL. */
   append(request: AppendRequest): AppendResult {
-    return this.#append(request, this.#now(), hasDedupeId(request.msgId) ? dedupeKey(request.msgId) : undefined);
+    return this.#append(request, this.#now(), dedupeKeyOf(request.msgId));
   }
 
   /** append() at `now`, `key` being the msg_id's dedupe key (undefined: none). */
@@ -233,9 +233,9 @@ export class MemoryInboxStore implements InboxStore {
 
   appendPair(first: AppendRequest, second: AppendRequest): [AppendResult, AppendResult] {
     const now = this.#now();
-    const key = hasDedupeId(first.msgId) ? dedupeKey(first.msgId) : undefined;
+    const key = dedupeKeyOf(first.msgId);
     // A message and its own copy: one msg_id (the copy is keyed apart by its sender).
-    return [this.#append(first, now, key), this.#append(second, now, second.msgId === first.msgId ? key : hasDedupeId(second.msgId) ? dedupeKey(second.msgId) : undefined)];
+    return [this.#append(first, now, key), this.#append(second, now, second.msgId === first.msgId ? key : dedupeKeyOf(second.msgId))];
   }
 
   async range(uid: string, after: number, limit: number): Promise<InboxRange> {

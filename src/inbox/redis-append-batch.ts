@@ -13,8 +13,8 @@
 import { createHash } from 'node:crypto';
 import { storeUnavailable } from '../redis/redis-client.js';
 import { bufferOf } from '../protocol/wire.js';
-import { dedupeKey } from './dedupe-window.js';
-import { hasDedupeId, type AppendRequest, type AppendResult, type EpochSource } from './inbox-store.js';
+import { dedupeKeyOf } from './dedupe-window.js';
+import { type AppendRequest, type AppendResult, type EpochSource } from './inbox-store.js';
 import { inboxKeys } from './redis-inbox-scripts.js';
 
 /** Messages per script call at most (a call holds Redis for its duration: a few µs per message). */
@@ -179,7 +179,7 @@ export class AppendBatch {
       sender: request.sender,
       conversation: request.conversation ?? '',
       own: request.own === true,
-      id: hasDedupeId(request.msgId) ? dedupeKey(request.msgId) : undefined,
+      id: dedupeKeyOf(request.msgId),
       body: bufferOf(request.body),
       done,
     });

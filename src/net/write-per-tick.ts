@@ -48,6 +48,15 @@ export function flushWrites(socket: Socket): boolean {
   const p = (socket as Tracked)[PENDING];
   if (p === undefined || p.frames.length === 0) return true;
   const { frames, bytes } = p;
+  // A destroyed socket takes nothing (destroy() dropped its output too). An ended one is written
+  // to all the same: a socket ends itself when its peer's FIN comes, and the write then destroys
+  // it (EPIPE), which is what tells its owner that these bytes never left. Dropped here, they
+  // would count as handed on once the socket finished.
+  if (socket.destroyed) {
+    frames.length = 0;
+    p.bytes = 0;
+    return false;
+  }
   let out: Uint8Array;
   if (frames.length === 1) {
     out = frames[0]!;
@@ -62,11 +71,6 @@ export function flushWrites(socket: Socket): boolean {
   }
   frames.length = 0;
   p.bytes = 0;
-  // A destroyed socket takes nothing (destroy() dropped its output too). An ended one is written
-  // to all the same: a socket ends itself when its peer's FIN comes, and the write then destroys
-  // it (EPIPE), which is what tells its owner that these bytes never left. Dropped here, they
-  // would count as handed on once the socket finished.
-  if (socket.destroyed) return false;
   return socket.write(out);
 }
 

@@ -30,12 +30,13 @@ export interface DecodedTypes {
 }
 
 /**
- * Where a request's wire bytes are: bytes[start, end) of the frame it came in (not a copy, nor a
- * view made per message: the frame lives until the handler has built the stored body from it,
- * which is a copy; a request waiting in a connection's bounded queue pins its read chunk until
- * then), and the two ranges the server replaces, as offsets in `bytes`: `from` (absent: an empty
- * range where it belongs, after msg_id and before `to`) and the fields only the server sets, `seq`
- * and `stored_at`, at the end (absent: `seqStart` is `end`). Everything else is stored as it came.
+ * Where a request's wire bytes are: from `start` in `bytes`, the frame it came in (not a copy,
+ * nor a view made per message: the frame lives until the handler has built the stored body from
+ * it, which is a copy; a request waiting in a connection's bounded queue pins its read chunk
+ * until then), and the two ranges the server replaces, as offsets in `bytes`: `from` (absent: an
+ * empty range where it belongs, after msg_id and before `to`) and the fields only the server
+ * sets, `seq` and `stored_at`, at the end (absent: `seqStart` is where the request ends).
+ * Everything else is stored as it came.
  */
 export interface RequestWire {
   bytes: Buffer;
