@@ -196,7 +196,9 @@ export class ConversationIndex {
     const first = index.first(0);
     if (first === undefined || first >= oldest) return;
     const before = index.bytes;
-    index.shift(index.lowerBound(oldest));
+    // An append drops one entry at a time once the inbox is full: look at the next before searching.
+    const second = index.first(1);
+    index.shift(second === undefined || second >= oldest ? 1 : index.lowerBound(oldest, 2));
     this.#bytes += index.bytes - before;
   }
 }

@@ -146,10 +146,11 @@ export class MemoryInboxStore implements InboxStore {
       }
       // What retention drops anyway makes room first.
       this.#pruneAge(inbox, now);
-      this.#settle(inbox, before);
+      const pruned = bytesOf(inbox);
+      this.#bytes += pruned - before;
+      before = pruned;
       const listCost = conversation === undefined ? 0 : (inbox.conversations?.addCost(conversation) ?? ConversationIndex.newCost(conversation));
       this.#reserve(inbox.log.pushCost(body.length) + dedupeCost + listCost, now, this.#limits.maxBytes);
-      before = bytesOf(inbox);
     }
     const seq = this.#push(inbox, now, body);
     if (key !== undefined) inbox.dedupe.add(sender, key, seq, now + this.#limits.dedupeWindowMs);

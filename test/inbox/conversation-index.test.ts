@@ -50,3 +50,35 @@ t.test('the review case: a conversation whose index shrinks as another grows', a
   index.add('a', ++seq, seq, false);
   t.equal(index.bytes, index.recount());
 });
+
+t.test('any appends: a history page is exactly the conversation’s retained seqs', async (t) => {
+  // Trimming drops one entry per append in a busy conversation and a run of them in one appended
+  // to after a while: both against a model of the seqs.
+  const op = fc.record({ peer: fc.integer({ min: 0, max: 3 }), run: fc.integer({ min: 1, max: 120 }) });
+  fc.assert(
+    fc.property(fc.array(op, { maxLength: 60 }), (ops) => {
+      const maxIndexed = 50;
+      const index = new ConversationIndex(4, maxIndexed);
+      const model = new Map<string, number[]>();
+      let seq = 0;
+      for (const o of ops) {
+        const id = `peer-${o.peer}`;
+        for (let k = 0; k < o.run; k++) {
+          index.add(id, ++seq, seq, false);
+          (model.get(id) ?? model.set(id, []).get(id)!).push(seq);
+        }
+        const oldest = Math.max(1, seq - maxIndexed + 1);
+        for (const [peer, seqs] of model) {
+          const c = index.get(peer)!;
+          const page = index.history(c, 0, 1000, oldest);
+          const want = seqs.filter((s) => s >= oldest);
+          if (page.seqs.length !== want.length || page.seqs.some((s, i) => s !== want[i])) return false;
+        }
+        if (index.bytes !== index.recount()) return false;
+      }
+      return true;
+    }),
+    { numRuns: 300 },
+  );
+  t.pass('300 random histories');
+});
