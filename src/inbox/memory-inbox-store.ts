@@ -364,7 +364,7 @@ export class MemoryInboxStore implements InboxStore {
     const made = fixedBytes + MessageLog.EMPTY_BYTES;
     if (head === undefined) this.#reserve(made + cost, now, this.#newInboxBytes);
     else this.#reserve(made + cost - (HEAD_BYTES + uid.length), now, this.#limits.maxBytes);
-    const inbox: Inbox = { head: head ?? 0, epoch: this.#epoch, log: new MessageLog(), dedupe: new DedupeWindow(this.#limits.maxMessages), cursors: new Map(), conversations: undefined, cursorBytes: 0, fixedBytes };
+    const inbox: Inbox = { head: head ?? 0, epoch: this.#epoch, log: new MessageLog({ reuseSlabs: true }), dedupe: new DedupeWindow(this.#limits.maxMessages), cursors: new Map(), conversations: undefined, cursorBytes: 0, fixedBytes };
     if (head !== undefined) {
       this.#heads.delete(uid);
       this.#bytes -= HEAD_BYTES + uid.length;

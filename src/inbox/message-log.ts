@@ -12,6 +12,16 @@ const FIRST_CAPACITY = 16;
 /** Bytes of one place in the ring: storedAt and slabOf (8 each), offset and length (4 each). */
 const RING_ENTRY_BYTES = 24;
 
+/**
+ * Emptied slabs of MAX_SLAB bytes, kept for logs made with `reuseSlabs`: at most SPARE_SLABS
+ * (4 MiB) in the process, outside any store's bound. A full inbox gives up a slab and takes a new
+ * one every few hundred messages. V8 counts each new ArrayBuffer as external memory and starts a
+ * full collection once 64 MiB more of it are held than after the last one, so a worker whose
+ * inboxes were full ran one about every second for the slabs alone (bench/README.md).
+ */
+const SPARE_SLABS = 64;
+const spares: Buffer[] = [];
+
 export class MessageLog {
   /** Seq of the oldest retained message; seqs are dense from it. */
   #firstSeq = 1;
@@ -35,6 +45,21 @@ export class MessageLog {
    * the slabs, which must stay in seq order for shift() to free them. Almost always empty.
    */
   #rewritten: Map<number, Buffer> | undefined;
+  /** Slabs go to and come from `spares`; get() then copies, since a slab may be written again. */
+  readonly #reuseSlabs: boolean;
+
+  /**
+   * `reuseSlabs`: emptied slabs are kept for reuse (by any log that reuses them) and get()
+   * returns copies; without it get()'s bodies are views of the slabs, kept alive by them.
+   */
+  constructor({ reuseSlabs = false }: { reuseSlabs?: boolean } = {}) {
+    this.#reuseSlabs = reuseSlabs;
+  }
+
+  /** Spare slabs held in the process (at most SPARE_SLABS). */
+  static get spareSlabs(): number {
+    return spares.length;
+  }
 
   /** What an empty log costs, and what a first push of `length` bytes adds to it. */
   static readonly EMPTY_BYTES = FIRST_CAPACITY * RING_ENTRY_BYTES;
@@ -139,6 +164,7 @@ export class MessageLog {
       // Nothing retained: no slab either (an idle user's emptied inbox costs no body memory),
       // and the ring back to its first size.
       this.#slabBase += this.#slabs.length;
+      for (const slab of this.#slabs) this.#release(slab);
       this.#slabs = [];
       this.#fill = 0;
       if (this.#storedAt.length > FIRST_CAPACITY) this.#resize(FIRST_CAPACITY);
@@ -147,7 +173,9 @@ export class MessageLog {
     }
     const oldestSlab = this.#slabOf[this.#start]!;
     while (this.#slabBase < oldestSlab) {
-      this.#bytes -= this.#slabs.shift()!.length;
+      const slab = this.#slabs.shift()!;
+      this.#bytes -= slab.length;
+      this.#release(slab);
       this.#slabBase++;
     }
     // Pruned to a quarter of the ring: half of it goes back (amortised, like the doubling).
@@ -155,7 +183,7 @@ export class MessageLog {
     if (capacity > FIRST_CAPACITY && this.#count <= capacity / 4) this.#resize(capacity / 2);
   }
 
-  /** The message `seq` (a fresh object; its body a view of the slab), or undefined. */
+  /** The message `seq` (a fresh object; its body a view of the slab, or a copy when slabs are reused), or undefined. */
   get(seq: number): StoredMessage | undefined {
     const k = seq - this.#firstSeq;
     if (k < 0 || k >= this.#count) return undefined;
@@ -164,7 +192,8 @@ export class MessageLog {
     if (rewritten) return { seq, storedAt: this.#storedAt[i]!, body: rewritten };
     const slab = this.#slabs[this.#slabOf[i]! - this.#slabBase]!;
     const offset = this.#offset[i]!;
-    return { seq, storedAt: this.#storedAt[i]!, body: slab.subarray(offset, offset + this.#length[i]!) };
+    const view = slab.subarray(offset, offset + this.#length[i]!);
+    return { seq, storedAt: this.#storedAt[i]!, body: this.#reuseSlabs ? Buffer.from(view) : view };
   }
 
   /** A slab with `bytes` free at #fill: the newest, or a new one. */
@@ -173,11 +202,16 @@ export class MessageLog {
     if (newest && newest.length - this.#fill >= bytes) return newest;
     const size = this.#slabSize(bytes, newest);
     // Unpooled: a slab must not share (and keep alive) Buffer's pool with unrelated buffers.
-    const slab = Buffer.allocUnsafeSlow(size);
+    const slab = (this.#reuseSlabs && size === MAX_SLAB ? spares.pop() : undefined) ?? Buffer.allocUnsafeSlow(size);
     this.#slabs.push(slab);
     this.#bytes += size;
     this.#fill = 0;
     return slab;
+  }
+
+  /** A slab no retained message uses any more: a spare, if this log reuses slabs and there is room. */
+  #release(slab: Buffer): void {
+    if (this.#reuseSlabs && slab.length === MAX_SLAB && spares.length < SPARE_SLABS) spares.push(slab);
   }
 
   #slabSize(bytes: number, newest: Buffer | undefined): number {

@@ -144,3 +144,49 @@ t.test('rewrite: in place when it fits, beside the slabs when larger; bytes foll
   t.ok(log.bytes <= bytes, 'shifted: the body beside the slabs is released with its message');
   t.same(log.get(4)!.body.toString(), 'message number 4');
 });
+
+t.test('reused slabs: a body read before its slab went to another log stays what it was', async (t) => {
+  // Two full inboxes turning over: alice's oldest slab is released when her log moves past it,
+  // and bob's next slab is that one, written with his messages. A body alice's log handed out
+  // before (a replay page, a history page still being sent) must not change under its reader.
+  const alice = new MessageLog({ reuseSlabs: true });
+  const bob = new MessageLog({ reuseSlabs: true });
+  const body = (who: string, seq: number) => Buffer.from(`${who} ${seq} `.padEnd(200, who[0]));
+  let seq = 0;
+  // The first message in a 64 KiB slab (the first slabs are smaller, and never reused).
+  let first64 = 0;
+  while (alice.slabBytes < 6 * 64 * 1024) {
+    const before = alice.slabBytes;
+    alice.push(++seq, seq, body('alice', seq));
+    if (first64 === 0 && alice.slabBytes - before === 64 * 1024) first64 = seq;
+  }
+  const read = alice.get(first64)!;
+  const spares = MessageLog.spareSlabs;
+  // Past that slab and the next (each holds 327 of these bodies).
+  while (alice.firstSeq <= first64 + 700) alice.shift();
+  t.ok(MessageLog.spareSlabs > spares, 'alice\'s emptied 64 KiB slabs became spares');
+  for (let s = 1; s <= 2_000; s++) bob.push(s, s, body('bob', s));
+  t.ok(MessageLog.spareSlabs < spares + 2, 'bob took the spares');
+  t.equal(read.body.toString(), body('alice', first64).toString(), 'what alice\'s log returned is unchanged');
+  for (let s = alice.firstSeq; s <= seq; s++) if (!t.ok(alice.get(s)!.body.equals(body('alice', s)), `alice ${s}`)) return;
+  for (let s = 1; s <= 2_000; s++) if (!t.ok(bob.get(s)!.body.equals(body('bob', s)), `bob ${s}`)) return;
+});
+
+t.test('spare slabs are bounded, and logs without reuse neither give nor take them', async (t) => {
+  const body = Buffer.alloc(1000, 1);
+  const logs = Array.from({ length: 100 }, () => new MessageLog({ reuseSlabs: true }));
+  for (const log of logs) for (let s = 1; s <= 200; s++) log.push(s, s, body);
+  for (const log of logs) while (log.length > 0) log.shift();
+  t.equal(MessageLog.spareSlabs, 64, 'at most 64 (4 MiB) kept');
+  const plain = new MessageLog();
+  for (let s = 1; s <= 300; s++) plain.push(s, s, body);
+  t.equal(MessageLog.spareSlabs, 64, 'a log without reuse allocates its own');
+  while (plain.length > 0) plain.shift();
+  t.equal(MessageLog.spareSlabs, 64);
+  const view = (() => {
+    const log = new MessageLog();
+    log.push(1, 1, Buffer.from('view'));
+    return log.get(1)!.body;
+  })();
+  t.equal(view.toString(), 'view');
+});
