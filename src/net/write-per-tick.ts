@@ -1,13 +1,9 @@
-// One socket write per turn of the event loop: the frames written to a socket while the loop
-// runs its I/O callbacks are kept, and once they are all done (setImmediate: the check phase)
-// leave together, copied into one buffer, in one write, rather than as the writev of a buffer
-// each that cork/uncork makes (the stream's bookkeeping per buffer, an iovec each): 5-11% less
-// CPU per frame at 16 frames a write, nothing measurable at 8 (`npm run bench:write`,
-// bench/README.md). Not at the end of each callback's tick: what several callbacks of one turn
-// write to one socket (a sender's responses and the receipt an ack from its peer triggers, the
-// messages of many senders forwarded to one peer worker) then costs one system call, not one
-// each. Output that reaches the socket's high-water mark is written at once, so that the caller
-// sees the backpressure (write() returns false, 'drain' follows) when it happens.
+// One socket write per tick: the frames written to a socket during a tick are kept, and at the
+// end of the tick leave together, copied into one buffer, in one write, rather than as the writev
+// of a buffer each that cork/uncork makes (the stream's bookkeeping per buffer, an iovec each):
+// 5-11% less CPU per frame at 16 frames a tick, nothing measurable at 8 (`npm run bench:write`,
+// bench/README.md). Output that reaches the socket's high-water mark is written at once, so that
+// the caller sees the backpressure (write() returns false, 'drain' follows) when it happens.
 //
 // A socket whose owner calls end() must flushWrites() first: end() does not know of the frames
 // kept here. destroy() drops them, as it drops whatever the socket holds.
@@ -19,20 +15,15 @@ const PENDING = Symbol('switchboard.pendingWrites');
 interface Pending {
   frames: Uint8Array[];
   bytes: number;
-  /** The socket is in `queued`, for this turn's flush. */
+  /** A flush is queued for the end of this tick. */
   queued: boolean;
 }
 
 type Tracked = Socket & { [PENDING]?: Pending };
 
-/** Sockets holding frames for this turn's flush, and whether it is scheduled. */
-let queued: Tracked[] = [];
-let scheduled = false;
-
 /**
- * Queues `frame` for this turn of the event loop's flush. Returns false when the socket's output
- * (written and queued) has reached its high-water mark: the frames then went out at once, and
- * 'drain' follows.
+ * Queues `frame` for the end of the tick. Returns false when the socket's output (written and
+ * queued) has reached its high-water mark: the frames then went out at once, and 'drain' follows.
  */
 export function writePerTick(socket: Socket, frame: Uint8Array): boolean {
   const s = socket as Tracked;
@@ -41,11 +32,7 @@ export function writePerTick(socket: Socket, frame: Uint8Array): boolean {
   p.bytes += frame.length;
   if (!p.queued) {
     p.queued = true;
-    queued.push(s);
-    if (!scheduled) {
-      scheduled = true;
-      setImmediate(flushQueued);
-    }
+    process.nextTick(flushTick, s);
   }
   if (socket.writableLength + p.bytes < socket.writableHighWaterMark) return true;
   return flushWrites(socket);
@@ -87,12 +74,7 @@ export function flushWrites(socket: Socket): boolean {
   return socket.write(out);
 }
 
-function flushQueued(): void {
-  const sockets = queued;
-  queued = [];
-  scheduled = false;
-  for (const socket of sockets) {
-    socket[PENDING]!.queued = false;
-    flushWrites(socket);
-  }
+function flushTick(socket: Tracked): void {
+  socket[PENDING]!.queued = false;
+  flushWrites(socket);
 }
