@@ -182,3 +182,18 @@ t.test('the accounting is not below what V8 spends on the inboxes', async (t) =>
     await store.close();
   }
 });
+
+t.test('at the bound, an append makes room with what its own inbox drops by age before it is refused', async (t) => {
+  let now = 1_000_000;
+  const store = new MemoryInboxStore({ maxBytes: 1 * MiB, maxMessages: 100_000, maxAgeMs: DAY, dedupeWindowMs: DAY }, () => now);
+  t.teardown(() => store.close());
+  // One inbox fills the store; a day later its own next append must not be refused: what it
+  // held is past retention, and the append prunes it first (no sweep has run).
+  let i = 0;
+  while (refusal(store, 'bob', String(++i), 4000) === undefined);
+  t.equal(refusal(store, 'bob', String(i), 4000), 'SB_ERR_STORE_FULL', 'full');
+  t.equal(refusal(store, 'bob', String(i), 512 * 1024), 'SB_ERR_STORE_FULL', 'half the store: no room');
+  now += DAY + 1;
+  t.equal(refusal(store, 'bob', String(i), 512 * 1024), undefined, 'stored: the day-old messages made room');
+  t.equal(store.audit(), store.bytes);
+});
