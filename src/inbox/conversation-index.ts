@@ -83,7 +83,7 @@ export class ConversationIndex {
   add(id: string, seq: number, at: number, own: boolean): void {
     let c = this.get(id);
     if (c === undefined) {
-      c = { id, lastSeq: 0, lastAt: 0, readSeq: 0, unread: 0, received: 0, total: 0, index: new PairQueue(), older: undefined, newer: undefined };
+      c = { id, lastSeq: 0, lastAt: 0, readSeq: 0, unread: 0, received: 0, total: 0, index: new PairQueue(undefined, this.#maxIndexed + 1), older: undefined, newer: undefined };
       this.#bytes += ConversationIndex.newCost(id);
       if (this.#byId.size >= this.#maxConversations) this.#drop(this.#oldest!);
       this.#byId.set(id, c);
@@ -110,6 +110,7 @@ export class ConversationIndex {
     index.push(seq, c.received * 2 + (own ? 1 : 0));
     this.#bytes += index.bytes - before;
     // The inbox retains at most maxIndexed seqs: older ones are pruned from it anyway (#trim books its own change).
+    // The push above made it one more, momentarily: the index's ring is sized for that.
     this.#trim(c, seq - this.#maxIndexed + 1);
   }
 

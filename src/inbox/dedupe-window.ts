@@ -59,6 +59,8 @@ class SenderEntries {
   constructor(
     readonly sender: string,
     readonly slot: number,
+    /** The most entries the run can hold at once: the window's bound, and the one added before the oldest goes. */
+    readonly maxRun: number,
   ) {}
 
   find(key: DedupeKey): number | undefined {
@@ -88,7 +90,7 @@ class SenderEntries {
         this.soloSeq = seq;
         return true;
       } else if (key > this.soloId) {
-        const queue = (this.run = new PairQueue(2));
+        const queue = (this.run = new PairQueue(2, this.maxRun));
         queue.push(this.soloId, this.soloSeq);
         queue.push(key, seq);
         this.soloId = -1;
@@ -150,13 +152,16 @@ export class DedupeWindow {
   #slots: (SenderEntries | undefined)[] = [];
   #freeSlots: number[] = [];
   /** Every entry in insertion (= expiry) order: (when it expires, its sender's slot × 2 + 1 if it is in the sender's run). */
-  readonly #order = new PairQueue();
+  readonly #order: PairQueue;
   /** Entries kept off the runs (in a sender's Map). */
   #others = 0;
   /** The sender last looked up, found or made: an append finds, then adds, for one sender, and a conversation sends in runs. */
   #last: SenderEntries | undefined;
 
-  constructor(readonly maxEntries: number) {}
+  constructor(readonly maxEntries: number) {
+    // add() pushes before it drops the oldest: one more than the bound, momentarily.
+    this.#order = new PairQueue(undefined, maxEntries + 1);
+  }
 
   get size(): number {
     return this.#order.length;
@@ -186,7 +191,7 @@ export class DedupeWindow {
     let entries = this.#entries(sender);
     if (!entries) {
       const slot = this.#freeSlots.pop() ?? this.#slots.length;
-      entries = new SenderEntries(sender, slot);
+      entries = new SenderEntries(sender, slot, this.maxEntries + 1);
       this.#slots[slot] = entries;
       this.#senders.set(sender, entries);
       this.#last = entries;

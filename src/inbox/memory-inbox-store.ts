@@ -159,12 +159,10 @@ export class MemoryInboxStore implements InboxStore {
     return { seq, duplicate: false, epoch: inbox.epoch };
   }
 
-  /** Stores `body` as the inbox's next seq, within maxMessages; the caller settles the bytes. */
+  /** Stores `body` as the inbox's next seq (the log keeps maxMessages: see #open); the caller settles the bytes. */
   #push(inbox: Inbox, now: number, body: Uint8Array): number {
     const seq = ++inbox.head;
     inbox.log.push(seq, now, body);
-    const { log } = inbox;
-    while (log.length > this.#limits.maxMessages) log.shift();
     return seq;
   }
 
@@ -364,7 +362,7 @@ export class MemoryInboxStore implements InboxStore {
     const made = fixedBytes + MessageLog.EMPTY_BYTES;
     if (head === undefined) this.#reserve(made + cost, now, this.#newInboxBytes);
     else this.#reserve(made + cost - (HEAD_BYTES + uid.length), now, this.#limits.maxBytes);
-    const inbox: Inbox = { head: head ?? 0, epoch: this.#epoch, log: new MessageLog({ reuseSlabs: true }), dedupe: new DedupeWindow(this.#limits.maxMessages), cursors: new Map(), conversations: undefined, cursorBytes: 0, fixedBytes };
+    const inbox: Inbox = { head: head ?? 0, epoch: this.#epoch, log: new MessageLog({ reuseSlabs: true, maxCount: this.#limits.maxMessages }), dedupe: new DedupeWindow(this.#limits.maxMessages), cursors: new Map(), conversations: undefined, cursorBytes: 0, fixedBytes };
     if (head !== undefined) {
       this.#heads.delete(uid);
       this.#bytes -= HEAD_BYTES + uid.length;

@@ -107,6 +107,50 @@ t.test('bytes: what pushCost said, what the slabs and the ring hold, and back to
   t.pass('200 random histories');
 });
 
+t.test('maxCount: a push to a full log forgets the oldest, and the ring is as large as the bound', async (t) => {
+  const log = new MessageLog({ maxCount: 10_000 });
+  for (let seq = 1; seq <= 25_000; seq++) {
+    log.push(seq, seq, text(seq));
+    if (seq === 10_000) t.equal(log.bytes - log.slabBytes, 10_000 * 24, '10 000 places for 10 000 messages');
+  }
+  t.equal(log.length, 10_000);
+  t.equal(log.firstSeq, 15_001);
+  t.equal(log.oldestStoredAt(), 15_001);
+  t.equal(log.bytes - log.slabBytes, 10_000 * 24, 'and no more once it turns over');
+  let intact = 0;
+  for (let s = 15_001; s <= 25_000; s++) if (log.get(s)?.body.equals(text(s))) intact++;
+  t.equal(intact, 10_000, 'every retained body intact');
+  t.equal(log.get(15_000), undefined, 'the oldest went');
+  const unbounded = new MessageLog();
+  for (let seq = 1; seq <= 10_000; seq++) unbounded.push(seq, seq, text(seq));
+  t.equal(unbounded.bytes - unbounded.slabBytes, 16_384 * 24, 'without a bound the ring doubles past it');
+});
+
+t.test('maxCount, at random: the newest maxCount bodies, and bytes never more than pushCost said', async (t) => {
+  fc.assert(
+    fc.property(fc.integer({ min: 1, max: 40 }), fc.array(fc.tuple(fc.integer({ min: 0, max: 70_000 }), fc.integer({ min: 0, max: 2 })), { minLength: 1, maxLength: 200 }), (maxCount, steps) => {
+      const log = new MessageLog({ maxCount });
+      const bodies: Buffer[] = [];
+      for (const [size, shifts] of steps) {
+        const before = log.bytes;
+        const cost = log.pushCost(size);
+        const body = Buffer.alloc(size, bodies.length % 251);
+        bodies.push(body);
+        log.push(bodies.length, 0, body);
+        // The oldest forgotten first may give back a slab: at most what pushCost said.
+        if (log.bytes - before > cost || log.length > maxCount) return false;
+        for (let i = 0; i < shifts; i++) log.shift();
+        const ring = log.bytes - log.slabBytes;
+        if (ring < 24 * log.length || ring > 24 * Math.max(16, maxCount)) return false;
+      }
+      for (let seq = log.firstSeq; seq < log.firstSeq + log.length; seq++) if (!log.get(seq)!.body.equals(bodies[seq - 1]!)) return false;
+      return log.firstSeq + log.length === bodies.length + 1;
+    }),
+    { numRuns: 200 },
+  );
+  t.pass('200 random histories');
+});
+
 t.test('a ring pruned to a quarter gives half back', async (t) => {
   const log = new MessageLog();
   for (let seq = 1; seq <= 4096; seq++) log.push(seq, 0, Buffer.alloc(1));

@@ -1,6 +1,7 @@
 // PairQueue against a plain array of pairs: any sequence of pushes and shifts leaves the same
-// pairs, found by the same lowerBound, through growth, sliding to the front and shrinking; and
-// its bytes follow what it holds (a queue emptied by shifts gives its memory back).
+// pairs, found by the same lowerBound, through growth, wrapping around its ring and shrinking;
+// and its bytes follow what it holds (a queue emptied by shifts gives its memory back, one with
+// a maxPairs grows to exactly that).
 
 import t from 'tap';
 import fc from 'fast-check';
@@ -15,8 +16,8 @@ t.test('any pushes and shifts: the same pairs as an array, and the same lowerBou
     { weight: 1, arbitrary: fc.integer({ min: -5, max: 2000 }).map((v): Op => ({ bound: v })) },
   );
   fc.assert(
-    fc.property(fc.integer({ min: 1, max: 8 }), fc.array(op, { maxLength: 600 }), (capacity, ops) => {
-      const queue = new PairQueue(capacity);
+    fc.property(fc.integer({ min: 1, max: 8 }), fc.option(fc.integer({ min: 1, max: 70 }), { nil: undefined }), fc.array(op, { maxLength: 600 }), (capacity, maxPairs, ops) => {
+      const queue = new PairQueue(capacity, maxPairs);
       const model: [number, number][] = [];
       let next = 0;
       for (const o of ops) {
@@ -35,6 +36,8 @@ t.test('any pushes and shifts: the same pairs as an array, and the same lowerBou
           if (queue.lowerBound(o.bound) !== (expected < 0 ? model.length : expected)) return false;
         }
         if (queue.length !== model.length || queue.lastFirst() !== model.at(-1)?.[0]) return false;
+        // Within its bound, never more than the bound's room (or its first array).
+        if (maxPairs !== undefined && model.length <= maxPairs && queue.bytes > 16 * Math.max(capacity, maxPairs, model.length)) return false;
       }
       for (let i = 0; i < model.length; i++) if (queue.first(i) !== model[i]![0] || queue.second(i) !== model[i]![1]) return false;
       return queue.first(model.length) === undefined && queue.second(-1) === undefined && JSON.stringify(queue.firsts(0, model.length)) === JSON.stringify(model.map(([first]) => first));
@@ -62,4 +65,24 @@ t.test('bytes: doubling as it fills, and given back as it empties', async (t) =>
   t.equal(queue.length, 0);
   t.equal(queue.bytes, PairQueue.EMPTY_BYTES, 'emptied: back to its first array');
   t.equal(queue.lastFirst(), undefined);
+});
+
+t.test('maxPairs: a full inbox\'s index is as large as its bound, not the next power of two', async (t) => {
+  const queue = new PairQueue(undefined, 10_001);
+  for (let i = 0; i < 10_000; i++) queue.push(i, i);
+  t.equal(queue.bytes, 16 * 10_001, '10 000 pairs in an array of 10 001');
+  // As its users do: push one more, then drop the oldest. The ring wraps instead of growing.
+  for (let i = 10_000; i < 50_000; i++) {
+    t.equal(queue.pushCost(), 0);
+    queue.push(i, i * 2);
+    queue.shift();
+  }
+  t.equal(queue.bytes, 16 * 10_001, 'a window of 10 000 moving over 40 000 more pairs stays in its array');
+  t.same(queue.firsts(0, 3), [40_000, 40_001, 40_002]);
+  t.equal(queue.lowerBound(45_000), 5_000, 'searched across the wrap');
+  t.equal(queue.second(9_999), 99_998);
+  queue.push(50_000, 0);
+  queue.push(50_001, 0);
+  t.equal(queue.length, 10_002, 'past its bound it still takes pairs');
+  t.equal(queue.bytes, 16 * 20_002, 'by doubling');
 });
