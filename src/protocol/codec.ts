@@ -155,6 +155,17 @@ export function storedRequestBody(request: MessageRequest, from: string, storedA
   return out;
 }
 
+/**
+ * Whether a received request sets a field only the server sets (origin_device, event, recalled,
+ * edited). The hand decoder declines every one of them (the
+ * request is then protobufjs's), so one it read sets none: one property read instead of four
+ * own-property checks per chat message.
+ */
+export function setsServerFields(request: MessageRequest): boolean {
+  if ((request as WithWire)[REQUEST_WIRE] !== undefined) return false;
+  return Object.hasOwn(request, 'originDevice') || Object.hasOwn(request, 'event') || Object.hasOwn(request, 'recalled') || Object.hasOwn(request, 'edited');
+}
+
 const FROM_TAG = oneByteTag(Field.MessageRequest.from, WireType.LEN);
 /**
  * MessageRequest.origin_device: a2 01. The copy of a message kept in its sender's own inbox

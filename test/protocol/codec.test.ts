@@ -4,7 +4,7 @@
 import t from 'tap';
 import fc from 'fast-check';
 import Long from 'long';
-import { bodyIdentity, decodeMessage, decodeStoredRequest, encodeMessage, encodeMessageFrame, messageType, ownCopyBody, storedRequestBody, uint64Number, uint64String } from '../../src/protocol/codec.js';
+import { bodyIdentity, decodeMessage, decodeStoredRequest, encodeMessage, encodeMessageFrame, messageType, ownCopyBody, setsServerFields, storedRequestBody, uint64Number, uint64String } from '../../src/protocol/codec.js';
 import { editedBody, inboxEventBody, tombstoneBody } from '../../src/protocol/recall.js';
 import { FrameDecoder, HEADER_LENGTH } from '../../src/protocol/frame.js';
 import { closingNotification, loginResponse, logoutResponse, messageResponse, notification, resultCodeFor } from '../../src/protocol/messages.js';
@@ -472,4 +472,15 @@ t.test('bodyIdentity: one number for every body of one message, another for anot
   t.not(id(ownCopyBody(plain, 'alice-phone')), id(storedRequestBody({ ...noId, content: 'ho' }, 'alice', 1_764_478_800_123)), 'and another message without msg_id another');
   // Whatever a body holds, a number (an unreadable one is hashed whole).
   fc.assert(fc.property(fc.uint8Array({ maxLength: 64 }), (bytes) => Number.isInteger(id(bytes)) && id(bytes) >= 0 && id(bytes) < 2 ** 32));
+});
+
+t.test('setsServerFields: any server-only field a request carries, and none of a plain request', async (t) => {
+  const plainRequest = decodeMessage(encodeMessage({ type: HeadType.MESSAGE_REQUEST, sequence: 3, messageRequest: { msgId: 7, to: 'bob', content: 'hi' } })).messageRequest!;
+  t.equal(setsServerFields(plainRequest), false, "a plain request (the hand decoder's)");
+  // Encoded as every encoder writes them (fields ascending): the form the hand decoder takes,
+  // were it ever to accept one of these fields, the check must still see it.
+  for (const [field, value] of [['originDevice', 'phone'], ['event', '{}'], ['recalled', true], ['edited', true]] as const) {
+    const request = decodeMessage(encodeMessage({ type: HeadType.MESSAGE_REQUEST, sequence: 3, messageRequest: { msgId: 7, to: 'bob', content: 'hi', [field]: value } })).messageRequest!;
+    t.equal(setsServerFields(request), true, `${field} = ${JSON.stringify(value)}`);
+  }
 });

@@ -14,7 +14,7 @@
 // for the sender's other devices, in the same store call as the recipient's (InboxStore.
 // appendPair: one script with Redis), and the response carries the copy's seq (own_seq).
 
-import { bodyIdentity, ownCopyBody, storedRequestBody, uint64String } from '../../protocol/codec.js';
+import { bodyIdentity, ownCopyBody, setsServerFields, storedRequestBody, uint64String } from '../../protocol/codec.js';
 import { deliveryFits, storedResponseFrame } from '../../protocol/chat-frames.js';
 import { messageResponse } from '../../protocol/messages.js';
 import type { ImMessage, MessageRequest, UInt64 } from '../../protocol/types.js';
@@ -37,7 +37,7 @@ export function handleChat(ctx: ServerContext, conn: Connection, session: LocalS
     return;
   }
   // Server-set fields, present at all (an empty one too): on a group message as on a chat one.
-  if (request && (Object.hasOwn(request, 'originDevice') || Object.hasOwn(request, 'event') || Object.hasOwn(request, 'recalled') || Object.hasOwn(request, 'edited'))) {
+  if (request && setsServerFields(request)) {
     conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_BAD_REQUEST', reason: 'messageRequest.origin_device, event, recalled and edited are set by the server only' }));
     return;
   }
