@@ -101,7 +101,11 @@ export class ZooKeeperOnlineCounter implements OnlineCounter {
         await this.#acl.ensureTree(zk, this.#zk.root, [this.#perWorker, this.#aggregate]);
         this.#treeSession = zk;
       }
-      const local = this.#o.local();
+      // One reading for the whole tick, copied: local() may hand out an object that changes
+      // across the awaits below, and a figure remembered as published but never written would
+      // stay out of this worker's node, and so out of the aggregate, until the counts change again.
+      const { users, sessions } = this.#o.local();
+      const local = { users, sessions };
       await this.#publish(zk, selfId, local);
       await this.#addDelta(zk, local);
       await this.#correctIfLowest(zk, selfId);

@@ -2,7 +2,8 @@
 // node, and the lowest live worker corrects it from the workers' own (ephemeral) counts, so a
 // crashed worker's share disappears. Each worker's counter runs on a ZooKeeper connection of its
 // own, as it runs on its registry's in a worker; one shares its registry's session through an
-// expiry, as in a worker. And the embedded MemoryOnlineCounter.
+// expiry, as in a worker; counts that change while a tick writes them still get written. And the
+// embedded MemoryOnlineCounter.
 
 import t from 'tap';
 import { MemoryOnlineCounter, type OnlineCounts } from '../../src/registry/online-counter.js';
@@ -72,6 +73,41 @@ t.test('the aggregate follows every worker’s counts', async (t) => {
   b.users = 1;
   b.sessions = 1;
   await until('after logouts', matches(1, 1), 8_000);
+});
+
+t.test('counts that change while a tick writes them are written by the next tick', async (t) => {
+  const root = `/online-${++roots}`;
+  const zookeeper = connection(t, root, 2_000);
+  // One live object, as local() may hand out: it changes in a microtask of the first reading, so
+  // while the first tick's create of the worker's node (sent with sessions 1) waits for its answer.
+  const counts = { users: 1, sessions: 1 };
+  let reads = 0;
+  const counter = new ZooKeeperOnlineCounter({
+    zookeeper,
+    selfId: () => '0000000001',
+    local: () => {
+      if (++reads === 1) queueMicrotask(() => (counts.sessions = 2));
+      return counts;
+    },
+    intervalMs: 100,
+    log: silentLogger(),
+  });
+  counter.start();
+  t.teardown(() => counter.close());
+  const raw = await zookeeper.whenConnected();
+  const share = `${root}/online-workers/0000000001`;
+  let seen: [node: OnlineCounts | undefined, aggregate: OnlineCounts | undefined] = [undefined, undefined];
+  await until(
+    () => `its node and the aggregate say 2 sessions (seen: ${JSON.stringify(seen)})`,
+    async () => {
+      const node = await raw.get(share).then((r) => JSON.parse(r.data.toString('utf8')) as OnlineCounts, () => undefined);
+      const aggregate = await counter.read();
+      seen = [node, aggregate];
+      return node?.sessions === 2 && aggregate.sessions === 2;
+    },
+    8_000,
+  );
+  t.same(seen, [{ users: 1, sessions: 2 }, { users: 1, sessions: 2 }]);
 });
 
 t.test('a worker that disappears without a word is subtracted', async (t) => {
