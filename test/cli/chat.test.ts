@@ -17,9 +17,18 @@ import { freePort } from '../../testkit/services.js';
 import { until } from '../../testkit/wait.js';
 
 t.jobs = 4;
+// Processes, and OWASP-cost password hashes in the gate tests (GATE_REGISTER_MS): more than the default.
+t.setTimeout(120_000);
 
 const SECRET = 'chat-test-secret-of-at-least-32-characters';
 const EXIT_MS = 20_000;
+/**
+ * From the spawn of `chat --gate --register` to its "logged in" (or its exit, when the login is
+ * refused): a process start and two OWASP-cost scrypt hashes at the gate, the sign-up's and the
+ * login's (128 MiB and ~0.7 s of a core each). 2.4 s on an idle machine; 19 s measured under
+ * load (three copies of this file beside two busy loops on two cores), past the default 15 s wait.
+ */
+const GATE_REGISTER_MS = 45_000;
 
 function chat(t: Test, n: TestNode | { port: number }, user: string, extra: string[] = []): CliProcess {
   return new CliProcess(t, `chat ${user}`, ['chat', '--user', user, '--port', String(n.port), '--secret', SECRET, ...extra]);
@@ -118,7 +127,7 @@ t.test('through the gate: --register with a taken name says so; with its own pas
 
   const intruder = new CliProcess(t, 'chat --register carol, another password', ['chat', '--gate', gateUrl, '--user', 'carol', '--register', '--password', 'not carols password']);
   intruder.child.stdin.end();
-  t.equal((await intruder.exit(EXIT_MS)).code, 1, '(2 and 3 of 5)');
+  t.equal((await intruder.exit(GATE_REGISTER_MS)).code, 1, '(2 and 3 of 5)');
   t.match(intruder.stderr, /^switchboard chat: SB_ERR_USERNAME_TAKEN the name carol is taken/m);
   t.notMatch(intruder.stdout, /logged in/);
 
@@ -126,7 +135,7 @@ t.test('through the gate: --register with a taken name says so; with its own pas
   // resumed, it reconnects through the gate, which refuses the refresh: this address spent its
   // one refresh of the minute below.
   const carol = new CliProcess(t, 'chat --register carol', ['chat', '--gate', gateUrl, '--user', 'carol', '--register', '--password', 'carols own password']);
-  await carol.waitFor('logged in', () => carol.stdout.includes('logged in as carol'));
+  await carol.waitFor('logged in', () => carol.stdout.includes('logged in as carol'), GATE_REGISTER_MS);
   t.match(carol.stdout, '* the name carol is taken: logging in to it with this password');
   carol.child.kill('SIGSTOP');
   await node.waitForLog({ msg: 'closing connection', code: 'SB_ERR_IDLE_TIMEOUT' });
@@ -148,7 +157,7 @@ t.test('through the gate: a reconnect after the access token expired refreshes i
   t.teardown(() => bob.close());
   await bob.connect();
   const alice = new CliProcess(t, 'chat --gate alice', ['chat', '--gate', gateUrl, '--user', 'alice', '--register', '--password', 'alices password here']);
-  await alice.waitFor('logged in', () => alice.stdout.includes('logged in as alice'));
+  await alice.waitFor('logged in', () => alice.stdout.includes('logged in as alice'), GATE_REGISTER_MS);
   const login = await node.waitForLog({ msg: 'login', uid: 'alice' });
   // Stopped until the worker closed it as idle (2 s: past the 1 s access token), then resumed.
   alice.child.kill('SIGSTOP');
@@ -210,7 +219,7 @@ t.test('groups through the gate: /create, #name, /groups, /members, /add, /remov
   await bob.connect();
 
   const alice = new CliProcess(t, 'chat --gate alice', ['chat', '--gate', gateUrl, '--user', 'alice', '--register', '--password', password]);
-  await alice.waitFor('logged in', () => alice.stdout.includes('logged in as alice'));
+  await alice.waitFor('logged in', () => alice.stdout.includes('logged in as alice'), GATE_REGISTER_MS);
   alice.child.stdin.write('/create team Bob\n#team hello bob\n/groups\n/members team\n');
   await alice.waitFor('the members', () => alice.stdout.includes('* bob  member'));
   t.match(alice.stdout, /^\* created #team \((g[a-z2-7]{12})\) with 2 members$/m);
