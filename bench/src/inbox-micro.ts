@@ -5,11 +5,15 @@
 // after), Redis memory per stored inbox entry (used_memory before and after) and what the
 // batches looked like (script calls, messages per call). What a Redis shard can do, apart from
 // the worker's own cost.
-// Run: npm run bench:inbox [-- --pairs 100 --burst 32 --rounds 100 --no-copies]
+// `--memory`: MemoryInboxStore instead, filling `--pairs` pairs of inboxes to their bound (a
+// message and its own copy each time); reports ns a pair and the RSS and accounted bytes grown.
+// Run: npm run bench:inbox [-- --pairs 100 --burst 32 --rounds 100 --no-copies | --memory]
 
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
+import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
+import { DEFAULT_INBOX_LIMITS } from '../../src/inbox/inbox-store.js';
 import { startRedisServer } from '../../testkit/services.js';
 import { startRedisCluster } from '../../testkit/redis-cluster.js';
 
@@ -22,12 +26,42 @@ const { values } = parseArgs({
     body: { type: 'string', default: '135' },
     'no-copies': { type: 'boolean', default: false },
     cluster: { type: 'boolean', default: false },
+    memory: { type: 'boolean', default: false },
   },
 });
 const pairs = Number(values.pairs);
 const burst = Number(values.burst);
 const rounds = Number(values.rounds);
 const copies = !values['no-copies'];
+
+if (values.memory) {
+  fillMemoryInboxes();
+  process.exit(0);
+}
+
+/** --memory: every pair's two inboxes filled to the bound with messages and their own copies, as the chat bench's first seconds do. */
+function fillMemoryInboxes(): void {
+  const store = new MemoryInboxStore({ maxBytes: 16 * 1024 ** 3 });
+  const body = Buffer.alloc(Number(values.body), 0x78);
+  const own = Buffer.alloc(Number(values.body) + 12, 0x79);
+  const ids = new Array<number>(pairs).fill(0);
+  const n = pairs * DEFAULT_INBOX_LIMITS.maxMessages;
+  const rss = process.memoryUsage().rss;
+  const started = process.hrtime.bigint();
+  for (let i = 0; i < n; i++) {
+    const p = i % pairs;
+    const msgId = String(++ids[p]!);
+    store.appendPair({ uid: `r${p}`, sender: `s${p}`, msgId, body, conversation: `s${p}` }, { uid: `s${p}`, sender: `s${p}\0r${p}`, msgId, body: own, conversation: `r${p}`, own: true });
+  }
+  const ns = Number(process.hrtime.bigint() - started) / n;
+  const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(0);
+  process.stdout.write(
+    `${n} messages with their own copies into ${pairs} pairs of inboxes (${DEFAULT_INBOX_LIMITS.maxMessages} each), ${body.length}-byte bodies\n` +
+      `filling         ${ns.toFixed(0)} ns a pair\n` +
+      `RSS grown       ${mib(process.memoryUsage().rss - rss)} MiB\n` +
+      `accounted       ${mib(store.bytes)} MiB\n`,
+  );
+}
 
 // --cluster: a 3-master Redis Cluster (each inbox's appends one script call, on its master).
 const cluster = values.cluster ? await startRedisCluster() : undefined;

@@ -157,9 +157,8 @@ export function storedRequestBody(request: MessageRequest, from: string, storedA
 
 /**
  * Whether a received request sets a field only the server sets (origin_device, event, recalled,
- * edited). The hand decoder declines every one of them (the
- * request is then protobufjs's), so one it read sets none: one property read instead of four
- * own-property checks per chat message.
+ * edited). The hand decoder declines every one of them, leaving the request to protobufjs, so
+ * one it read sets none: one property read instead of four own-property checks per message.
  */
 export function setsServerFields(request: MessageRequest): boolean {
   if ((request as WithWire)[REQUEST_WIRE] !== undefined) return false;

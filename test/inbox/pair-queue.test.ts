@@ -52,7 +52,7 @@ t.test('bytes: doubling as it fills, and given back as it empties', async (t) =>
   t.equal(queue.bytes, PairQueue.EMPTY_BYTES, 'a new queue holds its first array');
   for (let i = 0; i < 10_000; i++) queue.push(i, i);
   t.equal(queue.bytes, 16 * 16_384, '10 000 pairs in an array of 16 384');
-  // Dropping from the front while pushing: the array slides rather than grows.
+  // Dropping from the front while pushing: the ring wraps rather than grows.
   for (let i = 10_000; i < 50_000; i++) {
     queue.push(i, i);
     queue.shift();

@@ -6,6 +6,7 @@ import fc from 'fast-check';
 import Long from 'long';
 import { bodyIdentity, decodeMessage, decodeStoredRequest, encodeMessage, encodeMessageFrame, messageType, ownCopyBody, setsServerFields, storedRequestBody, uint64Number, uint64String } from '../../src/protocol/codec.js';
 import { editedBody, inboxEventBody, tombstoneBody } from '../../src/protocol/recall.js';
+import { REQUEST_WIRE } from '../../src/protocol/chat-decoder.js';
 import { FrameDecoder, HEADER_LENGTH } from '../../src/protocol/frame.js';
 import { closingNotification, loginResponse, logoutResponse, messageResponse, notification, resultCodeFor } from '../../src/protocol/messages.js';
 import { HeadType, NotificationType, PRE_LOGIN_SESSION_ID, ResultCode, type ImMessage } from '../../src/protocol/types.js';
@@ -476,6 +477,7 @@ t.test('bodyIdentity: one number for every body of one message, another for anot
 
 t.test('setsServerFields: any server-only field a request carries, and none of a plain request', async (t) => {
   const plainRequest = decodeMessage(encodeMessage({ type: HeadType.MESSAGE_REQUEST, sequence: 3, messageRequest: { msgId: 7, to: 'bob', content: 'hi' } })).messageRequest!;
+  t.ok(REQUEST_WIRE in plainRequest, 'read by the hand decoder: the case the shortcut serves');
   t.equal(setsServerFields(plainRequest), false, "a plain request (the hand decoder's)");
   // Encoded as every encoder writes them (fields ascending): the form the hand decoder takes,
   // were it ever to accept one of these fields, the check must still see it.

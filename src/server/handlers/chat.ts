@@ -36,7 +36,7 @@ export function handleChat(ctx: ServerContext, conn: Connection, session: LocalS
     if (ctx.rate.flooded(session)) conn.close(ctx.rate.flood);
     return;
   }
-  // Server-set fields, present at all (an empty one too): on a group message as on a chat one.
+  // Server-set fields, present with a value (an empty one decodes as absent): on a group message as on a chat one.
   if (request && setsServerFields(request)) {
     conn.send(messageResponse(sequence, sessionId, { code: 'SB_ERR_BAD_REQUEST', reason: 'messageRequest.origin_device, event, recalled and edited are set by the server only' }));
     return;
