@@ -4,6 +4,7 @@
 // retained message (with a million retained messages its marking steps reached 16 ms).
 
 import type { StoredMessage } from './inbox-store.js';
+import { grownCapacity } from './pair-queue.js';
 
 /** Slabs start small (a user with one message holds 512 bytes) and double up to 64 KiB. */
 const FIRST_SLAB = 512;
@@ -128,7 +129,7 @@ export class MessageLog {
   /** How much `bytes` grows if a body of `length` bytes is pushed now (before any pruning). */
   pushCost(length: number): number {
     const capacity = this.#storedAt.length;
-    let cost = this.#count === capacity && this.#count < this.#maxCount ? (this.#grown() - capacity) * RING_ENTRY_BYTES : 0;
+    let cost = this.#count === capacity && this.#count < this.#maxCount ? (grownCapacity(capacity, this.#maxCount) - capacity) * RING_ENTRY_BYTES : 0;
     const newest = this.#slabs[this.#slabs.length - 1];
     if (!newest || newest.length - this.#fill < length) cost += this.#slabSize(length, newest);
     return cost;
@@ -139,7 +140,7 @@ export class MessageLog {
     if (this.#count > 0 && seq !== this.#firstSeq + this.#count) throw new RangeError(`seq ${seq} does not follow ${this.#firstSeq + this.#count - 1}`);
     if (this.#count >= this.#maxCount) this.shift();
     if (this.#count === 0) this.#firstSeq = seq;
-    if (this.#count === this.#storedAt.length) this.#resize(this.#grown());
+    if (this.#count === this.#storedAt.length) this.#resize(grownCapacity(this.#storedAt.length, this.#maxCount));
     const slab = this.#room(body.length);
     const i = (this.#start + this.#count) % this.#storedAt.length;
     this.#storedAt[i] = storedAt;
@@ -223,12 +224,6 @@ export class MessageLog {
 
   #slabSize(bytes: number, newest: Buffer | undefined): number {
     return Math.max(bytes, newest ? Math.min(newest.length * 2, MAX_SLAB) : FIRST_SLAB);
-  }
-
-  /** The places a full ring grows to: double, but not past maxCount. */
-  #grown(): number {
-    const capacity = this.#storedAt.length;
-    return capacity < this.#maxCount ? Math.min(capacity * 2, this.#maxCount) : capacity * 2;
   }
 
   /** Moves the ring into arrays of `capacity` places (at least the count). */

@@ -13,6 +13,11 @@
 /** Pairs of a new queue's array: 64 bytes, so it stays on V8's heap (small indexes are the common case). */
 const MIN_PAIRS = 4;
 
+/** The capacity a full ring of `capacity` places grows to: double, but not past `max` unless it is there already. */
+export function grownCapacity(capacity: number, max: number): number {
+  return capacity < max ? Math.min(capacity * 2, max) : capacity * 2;
+}
+
 export class PairQueue {
   /** The bytes of a new queue's array. */
   static readonly EMPTY_BYTES = 16 * MIN_PAIRS;
@@ -69,11 +74,11 @@ export class PairQueue {
 
   /** How much `bytes` grows with the next push. */
   pushCost(): number {
-    return this.#length < this.#capacity ? 0 : 16 * (this.#grown() - this.#capacity);
+    return this.#length < this.#capacity ? 0 : 16 * (grownCapacity(this.#capacity, this.#maxPairs) - this.#capacity);
   }
 
   push(first: number, second: number): void {
-    if (this.#length === this.#capacity) this.#move(this.#grown());
+    if (this.#length === this.#capacity) this.#move(grownCapacity(this.#capacity, this.#maxPairs));
     const at = this.#at(this.#length++);
     this.#data[at] = first;
     this.#data[at + 1] = second;
@@ -108,12 +113,6 @@ export class PairQueue {
     const out: number[] = [];
     for (let i = Math.max(0, from), end = Math.min(to, this.#length); i < end; i++) out.push(this.#data[this.#at(i)]!);
     return out;
-  }
-
-  /** The capacity a full queue grows to: double, but not past maxPairs unless it is there already. */
-  #grown(): number {
-    const capacity = this.#capacity;
-    return capacity < this.#maxPairs ? Math.min(capacity * 2, this.#maxPairs) : capacity * 2;
   }
 
   /** Moves the pairs, oldest first, to the front of a new array of `capacity` pairs: two block copies at most. */
