@@ -15,7 +15,7 @@ import { storeUnavailable } from '../redis/redis-client.js';
 import { bufferOf } from '../protocol/wire.js';
 import { dedupeKeyOf } from './dedupe-window.js';
 import { type AppendRequest, type AppendResult, type EpochSource } from './inbox-store.js';
-import { inboxKeys } from './redis-inbox-scripts.js';
+import { CHUNK, inboxKeys } from './redis-inbox-scripts.js';
 
 /** Messages per script call at most (a call holds Redis for its duration: a few µs per message). */
 export const MAX_BATCH_MESSAGES = 256;
@@ -24,10 +24,12 @@ export const MAX_BATCH_BYTES = 1 << 20;
 /** Messages per run and runs per inbox in one call at most (the script reads each count as 2 bytes). */
 const MAX_COUNT = 0xffff;
 
-/** One script call (redis-inbox-scripts.ts, appendBatch): its keys and its appends. */
+/** One script call (redis-inbox-scripts.ts, appendBatch): its keys, its appends and their bodies. */
 export interface BatchCall {
   keys: string[];
   batch: Buffer;
+  /** The bodies, framed: per run, CHUNK a buffer (the last one the rest). */
+  chunks: Buffer[];
 }
 
 /** Sends the calls of one flush, in order; a promise of each one's reply. */
@@ -190,27 +192,37 @@ export class AppendBatch {
     }
   }
 
-  /** A call's keys and its second argument (redis-inbox-scripts.ts, appendBatch). */
+  /** A call's keys, its second argument and its chunks of bodies (redis-inbox-scripts.ts, appendBatch). */
   #encode(sections: Section[]): BatchCall {
     const keys: string[] = [];
     let size = 0;
+    let bodyBytes = 0;
+    let chunkCount = 0;
     for (const { base, runs } of sections) {
       const k = inboxKeys(base);
       keys.push(k.seq, k.ep, k.lg, k.cv, k.cl);
-      size += 14;
+      size += 18;
       for (const run of runs) {
         keys.push(`${base}:dr:${run.appends[0]!.sender}`, `${base}:ci:${run.appends[0]!.conversation}`);
-        size += 11 + run.sender.length + run.conversation.length;
-        for (const a of run.appends) size += 12 + a.body.length;
+        size += 11 + run.sender.length + run.conversation.length + 8 * run.appends.length;
+        for (const a of run.appends) bodyBytes += 4 + a.body.length;
+        chunkCount += Math.ceil(run.appends.length / CHUNK);
       }
     }
     const batch = Buffer.allocUnsafe(size);
+    // Every chunk is a view of one buffer: one allocation a call.
+    const bodies = Buffer.allocUnsafe(bodyBytes);
+    const chunks: Buffer[] = new Array<Buffer>(chunkCount);
     let at = 0;
+    let bodyAt = 0;
+    let c = 0;
     for (const { runs } of sections) {
       at = batch.writeDoubleBE(this.#o.epochs.next(), at);
       at = batch.writeUInt16BE(runs.length, at);
       const bytesAt = at;
-      at += 4;
+      const inboxChunksAt = at + 4;
+      at += 8;
+      const firstChunk = c;
       for (const run of runs) {
         at = batch.writeUInt32BE(run.sender.length, at);
         at += run.sender.copy(batch, at);
@@ -229,14 +241,22 @@ export class AppendBatch {
           else last = id;
         }
         batch[flagsAt] = (run.own ? 1 : 0) + (rising ? 2 : 0);
-        for (const { body } of run.appends) {
-          at = batch.writeUInt32BE(body.length, at);
-          at += body.copy(batch, at);
+        const { appends } = run;
+        let chunkStart = bodyAt;
+        for (let i = 0; i < appends.length; i++) {
+          const { body } = appends[i]!;
+          bodyAt = bodies.writeUInt32BE(body.length, bodyAt);
+          bodyAt += body.copy(bodies, bodyAt);
+          if ((i + 1) % CHUNK === 0 || i === appends.length - 1) {
+            chunks[c++] = bodies.subarray(chunkStart, bodyAt);
+            chunkStart = bodyAt;
+          }
         }
       }
-      batch.writeUInt32BE(at - bytesAt - 4, bytesAt);
+      batch.writeUInt32BE(at - bytesAt - 8, bytesAt);
+      batch.writeUInt32BE(c - firstChunk, inboxChunksAt);
     }
-    return { keys, batch };
+    return { keys, batch, chunks };
   }
 }
 

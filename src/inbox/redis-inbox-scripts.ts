@@ -215,19 +215,24 @@ end
 
   // Storing: the next seqs of an inbox, one stream entry per CHUNK; 'state' carries the inbox's
   // head (and when the log's expiry was last pushed back) from run to run within one script.
-  // Bodies come framed (each: its length, 4 bytes, then its bytes) in a string, with 'offsets':
-  // where each one starts, and one more: one past the last one's last byte.
+  // Bodies come framed (each: its length, 4 bytes, then its bytes): a chunk of them as one
+  // string (storeChunk), or any number in a string with 'offsets' (storeBodies): where each one
+  // starts, and one more: one past the last one's last byte.
   const store = `
+-- A chunk as the client framed it (an argument of its own): its next seqs, one stream entry.
+local function storeChunk(k, state, n, framed, now)
+  local first = state.head + 1
+  redis.call('XADD', k.lg, d(first) .. '-' .. now, 'f', d(n), 'b', framed)
+  state.head = first + n - 1
+  return {first, n}
+end
 local function storeBodies(k, state, framed, offsets, now)
   local chunks = {}
   local count = #offsets - 1
   local i = 1
   while i <= count do
     local n = math.min(CHUNK, count - i + 1)
-    local first = state.head + 1
-    redis.call('XADD', k.lg, d(first) .. '-' .. now, 'f', d(n), 'b', string.sub(framed, offsets[i], offsets[i + n] - 1))
-    state.head = first + n - 1
-    chunks[#chunks + 1] = {first, n}
+    chunks[#chunks + 1] = storeChunk(k, state, n, string.sub(framed, offsets[i], offsets[i + n] - 1), now)
     i = i + n
   end
   return chunks
@@ -390,10 +395,11 @@ local function remember(dd, header, blocks, added, top, now)
   if push then redis.call('PEXPIRE', dd, math.floor(WINDOW * 1.25)) end
 end
 
--- One run: 'count' messages of one sender in one conversation, their ids and their bodies, framed
--- in 'batch' where 'offsets' say (storeBodies); appends its answer to 'reply' (the first seq when
--- all are new, else 0 and each one's seq, negated for a duplicate).
-local function appendRun(k, state, dd, ci, conversation, own, rising, count, ids, batch, offsets, now, at, reply)
+-- One run: 'count' messages of one sender in one conversation, their ids, and their bodies in
+-- ARGV from 'arg' on, CHUNK a argument (the last one the rest), each framed as storeBodies takes
+-- them; appends its answer to 'reply' (the first seq when all are new, else 0 and each one's seq,
+-- negated for a duplicate).
+local function appendRun(k, state, dd, ci, conversation, own, rising, count, ids, arg, now, at, reply)
   local header = ''
   if rising or ids ~= string.rep(ZERO, count) then header = redis.call('GETRANGE', dd, -HEADER, -1) end
   local highest
@@ -401,12 +407,26 @@ local function appendRun(k, state, dd, ci, conversation, own, rising, count, ids
   local chunks
   if rising and (not highest or above(string.sub(ids, 1, 8), highest)) then
     -- Every one is new: their ids are one block of the ring.
+    -- The client's chunks are the log's: each argument is stored as it came, not copied in Lua.
     local first = state.head + 1
-    chunks = storeBodies(k, state, batch, offsets, now)
+    chunks = {}
+    for c = 0, math.ceil(count / CHUNK) - 1 do
+      chunks[#chunks + 1] = storeChunk(k, state, math.min(CHUNK, count - c * CHUNK), ARGV[arg + c], now)
+    end
     reply[#reply + 1] = first
     remember(dd, header, {{count, first, ids}}, count, string.sub(ids, -8), at)
   else
     reply[#reply + 1] = 0
+    -- Each body on its own (framed), to keep the new ones.
+    local bodies = {}
+    for c = 0, math.ceil(count / CHUNK) - 1 do
+      local framed, p = ARGV[arg + c], 1
+      while p <= #framed do
+        local length = struct.unpack('>I4', framed, p)
+        bodies[#bodies + 1] = string.sub(framed, p, p + 3 + length)
+        p = p + 4 + length
+      end
+    end
     local ring
     local pending, fresh = {}, {}
     local blocks, block, blockFirst, added = {}, {}, 0, 0
@@ -426,7 +446,7 @@ local function appendRun(k, state, dd, ci, conversation, own, rising, count, ids
         reply[#reply + 1] = -seen
       else
         seq = seq + 1
-        fresh[#fresh + 1] = string.sub(batch, offsets[i], offsets[i + 1] - 1)
+        fresh[#fresh + 1] = bodies[i]
         reply[#reply + 1] = seq
         if id == ZERO then
           -- Blocks hold ids of consecutive seqs: a message without one ends a block.
@@ -455,23 +475,27 @@ end
 
   // The batch: KEYS are, per inbox, seq, ep, lg, cv and cl, then per run of it the sender's
   // dedupe key and the conversation's index key. ARGV[1] is now, ARGV[2] the appends, as bytes
-  // (big-endian): per inbox, a candidate epoch (a double), its number of runs (2) and the bytes
-  // of its runs (4); per run, its sender and its conversation (4 and the bytes each; no
-  // conversation: length 0), flags (1: 1 own, 2 rising: the ids ascend and none is zero), its
-  // number of messages k (2), their msg_ids (8 each, zero: not deduplicated), then each body (4
-  // and the bytes). Reply, per inbox: its epoch, then per run the first seq when every message of
-  // it is new (they have the seqs that follow), else 0 and, per message, its seq, negated for a
-  // duplicate (the original's); or, for an inbox that failed, -1 and the error. An inbox's
-  // failure leaves the others alone, and what it stored before it failed keeps its seqs (the head
-  // moves past them): no seq is ever handed out twice, and a resend finds or completes it.
+  // (big-endian): per inbox, a candidate epoch (a double), its number of runs (2), the bytes of
+  // its runs (4) and its number of chunks (4); per run, its sender and its conversation (4 and the
+  // bytes each; no conversation: length 0), flags (1: 1 own, 2 rising: the ids ascend and none is
+  // zero), its number of messages k (2) and their msg_ids (8 each, zero: not deduplicated).
+  // ARGV[3] on are the bodies, in order: a run's k bodies in ceil(k / CHUNK) arguments, CHUNK
+  // bodies each (the last the rest), each body its length (4) and its bytes. The bodies are not in
+  // ARGV[2] because Redis's Lua hashes every byte of every string it makes: a chunk that comes as
+  // an argument goes to XADD as it is, where one cut from a larger argument would be hashed twice.
+  // Reply, per inbox: its epoch, then per run the first seq when every message of it is new (they
+  // have the seqs that follow), else 0 and, per message, its seq, negated for a duplicate (the
+  // original's); or, for an inbox that failed, -1 and the error. An inbox's failure leaves the
+  // others alone, and what it stored before it failed keeps its seqs (the head moves past them):
+  // no seq is ever handed out twice, and a resend finds or completes it.
   const appendBatch = `${prelude}${store}${dedupe}
 local now, batch = ARGV[1], ARGV[2]
 local at = tonumber(now)
-local pos, kp = 1, 1
+local pos, kp, arg = 1, 1, 3
 local reply = {}
 while pos <= #batch do
-  local candidate, runs, bytes
-  candidate, runs, bytes, pos = struct.unpack('>dI2I4', batch, pos)
+  local candidate, runs, bytes, inboxChunks
+  candidate, runs, bytes, inboxChunks, pos = struct.unpack('>dI2I4I4', batch, pos)
   local k = {seq = KEYS[kp], ep = KEYS[kp + 1], lg = KEYS[kp + 2], cv = KEYS[kp + 3], cl = KEYS[kp + 4]}
   local runKeys = kp + 5
   kp = runKeys + 2 * runs
@@ -482,20 +506,14 @@ while pos <= #batch do
     local ep
     ep, state = open(k, d(candidate))
     reply[#reply + 1] = tonumber(ep)
-    local p = pos
+    local p, a = pos, arg
     for r = 0, runs - 1 do
       local sender, conversation, flags, count
       sender, conversation, flags, count, p = struct.unpack('>I4c0I4c0BI2', batch, p)
       local ids = string.sub(batch, p, p + 8 * count - 1)
       p = p + 8 * count
-      -- The bodies stay in the batch, framed as storeBodies takes them: only where each starts.
-      local offsets = {}
-      for i = 1, count do
-        offsets[i] = p
-        p = p + 4 + struct.unpack('>I4', batch, p)
-      end
-      offsets[count + 1] = p
-      appendRun(k, state, KEYS[runKeys + 2 * r], KEYS[runKeys + 2 * r + 1], conversation, flags % 2 == 1, flags >= 2, count, ids, batch, offsets, now, at, reply)
+      appendRun(k, state, KEYS[runKeys + 2 * r], KEYS[runKeys + 2 * r + 1], conversation, flags % 2 == 1, flags >= 2, count, ids, a, now, at, reply)
+      a = a + math.ceil(count / CHUNK)
     end
     settle(k, state, now)
   end)
@@ -507,6 +525,7 @@ while pos <= #batch do
     reply[#reply + 1] = tostring(err)
   end
   pos = stop
+  arg = arg + inboxChunks
 end
 return reply
 `;

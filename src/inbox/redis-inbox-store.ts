@@ -239,7 +239,7 @@ export class RedisInboxStore implements InboxStore {
    */
   #send(calls: BatchCall[], now: number): Promise<unknown>[] {
     const redis = this.#redis;
-    const send = (target: { sbAppendBatch: Scripts['sbAppendBatch'] }, { keys, batch }: BatchCall) => target.sbAppendBatch(keys.length, ...keys, now, batch);
+    const send = (target: { sbAppendBatch: Scripts['sbAppendBatch'] }, { keys, batch, chunks }: BatchCall) => target.sbAppendBatch(keys.length, ...keys, now, batch, ...chunks);
     if (!(redis instanceof Cluster) || calls.length === 1) return calls.map((call) => send(redis, call));
     // Grouped as the client groups slots (by the nodes serving them), which its pipeline checks.
     const byNodes = new Map<string, number[]>();

@@ -7,6 +7,7 @@ import t from 'tap';
 import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
 import { AppendBatch, MAX_BATCH_MESSAGES, type BatchCall } from '../../src/inbox/redis-append-batch.js';
 import { EpochSource } from '../../src/inbox/inbox-store.js';
+import { CHUNK } from '../../src/inbox/redis-inbox-scripts.js';
 import { startRedis } from '../helpers/redis.js';
 
 const redis = await startRedis(t);
@@ -17,16 +18,23 @@ const settle = <T>(p: Promise<T>) =>
     (err: Error & { code?: string }) => ({ ok: false as const, code: err.code }),
   );
 
-/** Walks a call's argument as the script does; the messages of each run of each inbox section. */
-function sections(b: Buffer): number[][] {
+/**
+ * Walks a call's arguments as the script does: the messages of each run of each inbox section.
+ * Every run's bodies must be its next ceil(n / CHUNK) chunks, CHUNK bodies each (the last the
+ * rest), and every chunk must be read to its last byte.
+ */
+function sections({ batch: b, chunks }: BatchCall): number[][] {
   const counts: number[][] = [];
   let at = 0;
+  let c = 0;
   while (at < b.length) {
     at += 8;
     const runs = b.readUInt16BE(at);
     const bytes = b.readUInt32BE(at + 2);
-    at += 6;
+    const inboxChunks = b.readUInt32BE(at + 6);
+    at += 10;
     const end = at + bytes;
+    const firstChunk = c;
     const messages: number[] = [];
     for (let r = 0; r < runs; r++) {
       at += 4 + b.readUInt32BE(at);
@@ -34,12 +42,20 @@ function sections(b: Buffer): number[][] {
       at += 1;
       const n = b.readUInt16BE(at);
       at += 2 + 8 * n;
-      for (let i = 0; i < n; i++) at += 4 + b.readUInt32BE(at);
+      for (let left = n; left > 0; left -= CHUNK) {
+        const chunk = chunks[c++];
+        if (chunk === undefined) throw new Error(`a run of ${n} messages without its chunk ${c - 1}`);
+        let p = 0;
+        for (let i = 0; i < Math.min(CHUNK, left); i++) p += 4 + chunk.readUInt32BE(p);
+        if (p !== chunk.length) throw new Error(`a chunk of ${chunk.length} bytes, ${p} read`);
+      }
       messages.push(n);
     }
     if (at !== end) throw new Error(`a section of ${bytes} bytes, ${at - end + bytes} read`);
+    if (c - firstChunk !== inboxChunks) throw new Error(`a section says ${inboxChunks} chunks, its runs have ${c - firstChunk}`);
     counts.push(messages);
   }
+  if (c !== chunks.length) throw new Error(`${chunks.length} chunks, ${c} read`);
   return counts;
 }
 
@@ -50,7 +66,7 @@ function recording() {
     (sent) =>
       sent.map(async (call) => {
         calls.push(call);
-        return sections(call.batch).flatMap((runs) => [7, ...runs.map(() => 1)]);
+        return sections(call).flatMap((runs) => [7, ...runs.map(() => 1)]);
       }),
     { perInbox: false, now: () => 1, epochs: new EpochSource(), baseOf: (uid) => `p:{${uid}}` },
   );
@@ -102,14 +118,50 @@ t.test("the argument is exactly what the script reads (no bytes of the process's
   const { batch, calls } = recording();
   await Promise.all([batch.append({ uid: 'bob', sender: 'alice', msgId: '1', body: body('x') }), batch.append({ uid: 'bob', sender: 'carol', msgId: '1', body: body('y') }), batch.append({ uid: 'eve', sender: 'carol', msgId: '0', body: body('z') })]);
   t.equal(calls.length, 1);
-  t.same(sections(calls[0]!.batch), [[1, 1], [1]], 'two inboxes, read to their last byte');
+  t.same(sections(calls[0]!), [[1, 1], [1]], 'two inboxes, read to their last byte');
   t.same(calls[0]!.keys, ['p:{bob}:seq', 'p:{bob}:ep', 'p:{bob}:lg', 'p:{bob}:cv', 'p:{bob}:cl', 'p:{bob}:dr:alice', 'p:{bob}:ci:', 'p:{bob}:dr:carol', 'p:{bob}:ci:', 'p:{eve}:seq', 'p:{eve}:ep', 'p:{eve}:lg', 'p:{eve}:cv', 'p:{eve}:cl', 'p:{eve}:dr:carol', 'p:{eve}:ci:'], 'every key it touches declared');
+});
+
+t.test(`a run longer than CHUNK (${CHUNK}) goes as several chunks, and is stored in order, new or resent`, async (t) => {
+  const n = 2 * CHUNK + 6;
+  const { batch, calls } = recording();
+  await Promise.all(Array.from({ length: n }, (_, i) => batch.append({ uid: 'bob', sender: 'alice', msgId: String(i + 1), body: body(`m${i + 1}`) })));
+  t.same(sections(calls[0]!), [[n]], 'one run');
+  t.same(
+    calls[0]!.chunks.map((c) => c.length),
+    [CHUNK, CHUNK, 6].map((k, c) => Array.from({ length: k }, (_, i) => 4 + `m${c * CHUNK + i + 1}`.length).reduce((a, b) => a + b, 0)),
+    'chunks of CHUNK bodies, the last the rest',
+  );
+
+  const inbox = new RedisInboxStore({ url: redis.url, keyPrefix: 'chunks:' });
+  t.teardown(() => inbox.close());
+  const ids = Array.from({ length: n }, (_, i) => i + 1);
+  const first = await Promise.all(ids.map((i) => inbox.append({ uid: 'bob', sender: 'alice', msgId: String(i), body: body(`m${i}`) })));
+  t.same(
+    first.map((r) => r.seq),
+    ids,
+    'all new: consecutive seqs',
+  );
+  // A run that resends every third message among new ones: the script cuts the bodies out of the chunks.
+  const mixed = Array.from({ length: n }, (_, i) => (i % 3 === 0 ? i + 1 : n + i + 1));
+  const second = await Promise.all(mixed.map((id) => inbox.append({ uid: 'bob', sender: 'alice', msgId: String(id), body: body(`m${id}`) })));
+  t.same(
+    second.filter((r) => r.duplicate).map((r) => r.seq),
+    mixed.filter((id) => id <= n),
+    'the resent ones found',
+  );
+  const read = await inbox.range('bob', 0, 10 * n);
+  t.same(
+    read.messages.map((m) => m.body.toString()),
+    [...ids, ...mixed.filter((id) => id > n)].map((id) => `m${id}`),
+    'every body in its seq, once',
+  );
 });
 
 t.test(`a call holds at most ${MAX_BATCH_MESSAGES} messages, an inbox's appends spread over calls in order`, async (t) => {
   const { batch, calls } = recording();
   await Promise.all(Array.from({ length: 3000 }, (_, i) => batch.append({ uid: i % 7 === 0 ? 'carol' : 'bob', sender: `s${i % 3}`, msgId: String(i + 1), body: Buffer.alloc(100) })));
-  const sizes = calls.map((c) => sections(c.batch).flat().reduce((a, b) => a + b, 0));
+  const sizes = calls.map((c) => sections(c).flat().reduce((a, b) => a + b, 0));
   t.ok(Math.max(...sizes) <= MAX_BATCH_MESSAGES, `messages per call: ${JSON.stringify(sizes)}`);
   t.equal(sizes.reduce((a, b) => a + b, 0), 3000, 'every message in one of them');
 });
