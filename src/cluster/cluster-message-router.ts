@@ -4,7 +4,8 @@
 // the WorkerRouter's peer links. Logins and logouts are announced to every peer (SESSION_ON /
 // SESSION_OFF, the original notification types) so their caches drop the user. When the lookup
 // fails (the session store does not answer), every peer is told to read the user's inbox
-// (PEER_NUDGE) instead.
+// (PEER_NUDGE) instead. A nudge (a resend found stored what nothing delivered) goes as PEER_NUDGE
+// the same way: to the workers holding the user's sessions, or to every one.
 //
 // A message stored while a peer still had a stale "not here" entry for a user who just logged
 // in on this worker would miss that session; so each new session re-reads its inbox once the
@@ -75,7 +76,7 @@ export class ClusterMessageRouter implements MessageRouter {
           // Its sessions elsewhere read their inbox now, not at the next message: after a
           // failover to a lagging replica that next one may bear the number after theirs while
           // the dropped one reused a number they were sent, which only a read shows.
-          this.#o.workers.broadcast(encodeMessageFrame({ type: HeadType.PEER_NUDGE, peerNudge: { uids: [uid] } }), uid);
+          this.#o.workers.broadcast(nudgeFrame(uid), uid);
         },
       );
     } else if (nodes.size > 0) {
@@ -100,6 +101,17 @@ export class ClusterMessageRouter implements MessageRouter {
     const nodes = this.#o.routes.lookup(uid);
     // At most once: a failed lookup loses the receipt (the next one covers it).
     if (nodes instanceof Promise) nodes.then(forward, (err: unknown) => this.#o.log.debug({ err, uid }, 'route lookup failed; receipt dropped'));
+    else forward(nodes);
+  }
+
+  nudge(uid: string): void {
+    this.#o.local.nudge([uid]);
+    const forward = (nodes: ReadonlySet<string>) => {
+      for (const nodeId of nodes) this.#o.workers.send(nodeId, nudgeFrame(uid), uid);
+    };
+    const nodes = this.#o.routes.lookup(uid);
+    // Not knowing where the sessions are: every worker reads for them.
+    if (nodes instanceof Promise) nodes.then(forward, () => this.#o.workers.broadcast(nudgeFrame(uid), uid));
     else forward(nodes);
   }
 
@@ -163,4 +175,9 @@ export class ClusterMessageRouter implements MessageRouter {
     if (uids.size > 0) this.#o.local.nudge([...uids]);
     if (withGroups.size > 0) this.#o.local.nudge([...withGroups], true);
   }
+}
+
+/** PEER_NUDGE: the receiving worker's sessions of `uid` read their inbox. */
+function nudgeFrame(uid: string): Buffer {
+  return encodeMessageFrame({ type: HeadType.PEER_NUDGE, peerNudge: { uids: [uid] } });
 }

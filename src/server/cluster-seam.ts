@@ -24,6 +24,12 @@ export interface MessageRouter {
   deliverGroup(group: string, seq: number, body: Uint8Array | undefined, sender?: LocalSession): void;
   /** A receipt for `uid`'s sessions that take receipts, here and on the workers that hold any (live only, at most once). */
   receipt(uid: string, receipt: Receipt): void;
+  /**
+   * `uid`'s inbox may hold messages its sessions were not sent (a resend found stored what a
+   * send answered as failed had stored): its sessions read it, here and on every worker that
+   * holds any, as often as nudges are served (delivery.ts).
+   */
+  nudge(uid: string): void;
   /** A session is ready on this worker (logged in, replay started). */
   sessionOpened(session: LocalSession): void;
   /** A session left this worker. */
@@ -77,6 +83,10 @@ export class LocalRouter implements MessageRouter {
 
   receipt(uid: string, receipt: Receipt): void {
     this.local.receipt(uid, receipt);
+  }
+
+  nudge(uid: string): void {
+    this.local.nudge([uid]);
   }
 
   sessionOpened(): void {}

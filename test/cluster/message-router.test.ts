@@ -20,13 +20,14 @@ import { until } from '../../testkit/wait.js';
 
 function routerWith(byUser: (uid: string) => Promise<SessionRecord[]>) {
   const local: string[] = [];
+  const nudged: string[] = [];
   const sent: { to: string; message: ImMessage; uid?: string }[] = [];
   const port: LocalPort = {
     nodeId: Promise.resolve('w1'),
     deliver: (uid, seq) => void local.push(`${uid}@${seq}`),
     deliverGroup: () => {},
     receipt: () => {},
-    nudge: () => {},
+    nudge: (uids) => void nudged.push(...(uids ?? ['*'])),
   };
   const decode = (frame: Buffer) => decodeMessage(frame.subarray(HEADER_LENGTH));
   const workers = {
@@ -45,7 +46,7 @@ function routerWith(byUser: (uid: string) => Promise<SessionRecord[]>) {
     log: silentLogger(),
   });
   t.teardown(() => router.close());
-  return { router, local, sent };
+  return { router, local, nudged, sent };
 }
 
 t.test("a failed lookup of the recipient's sessions: delivered here, and every other worker is nudged for that user", async (t) => {
@@ -67,5 +68,36 @@ t.test('a lookup that works: forwarded to the workers holding the sessions, nobo
   t.same(
     sent.map(({ to, message }) => ({ to, type: message.type, seq: Number(message.peerDeliver?.seq) })),
     [{ to: 'w2', type: HeadType.PEER_DELIVER, seq: 7 }],
+  );
+});
+
+// A resend found stored what a send answered as failed had stored (chat.ts, stored()): nothing
+// delivered it, so every session of the recipient reads its inbox, wherever it is.
+t.test("a nudge for a user: this worker's sessions, and one PEER_NUDGE to each worker holding any", async (t) => {
+  const { router, nudged, sent } = routerWith(async () => [
+    { sessionId: 's1', uid: 'bob', deviceId: 'phone', nodeId: 'w2', platform: 0, loginAt: 0 },
+    { sessionId: 's2', uid: 'bob', deviceId: 'pad', nodeId: 'w3', platform: 0, loginAt: 0 },
+    { sessionId: 's3', uid: 'bob', deviceId: 'desk', nodeId: 'w1', platform: 0, loginAt: 0 },
+  ]);
+  router.nudge('bob');
+  t.same(nudged, ['bob'], "this worker's sessions read");
+  await until('the nudges are sent', () => sent.length >= 2);
+  t.same(
+    sent.map(({ to, message, uid }) => ({ to, type: message.type, uids: message.peerNudge?.uids, uid })).sort((a, b) => a.to.localeCompare(b.to)),
+    [
+      { to: 'w2', type: HeadType.PEER_NUDGE, uids: ['bob'], uid: 'bob' },
+      { to: 'w3', type: HeadType.PEER_NUDGE, uids: ['bob'], uid: 'bob' },
+    ],
+  );
+});
+
+t.test('a nudge whose lookup fails: every other worker is nudged for that user', async (t) => {
+  const { router, nudged, sent } = routerWith(() => Promise.reject(new SwitchboardError('SB_ERR_STORE_UNAVAILABLE', 'session store unavailable')));
+  router.nudge('bob');
+  t.same(nudged, ['bob']);
+  await until('the nudge is sent', () => sent.length > 0);
+  t.same(
+    sent.map(({ to, message }) => ({ to, type: message.type, uids: message.peerNudge?.uids })),
+    [{ to: '*', type: HeadType.PEER_NUDGE, uids: ['bob'] }],
   );
 });

@@ -22,6 +22,46 @@ export async function startRedis(t: Test, extraArgs: string[] = [], { password }
   return { ...redis, stop: redis.kill, freeze: () => void redis.process.kill('SIGSTOP'), thaw: () => void redis.process.kill('SIGCONT') };
 }
 
+/** A replica that stopped replicating: what it holds of some keys, and its promotion. */
+export interface LaggingReplica {
+  /** Makes the keys what they were when the replica stopped: those written since are rolled back, those made since dropped. */
+  failover(): Promise<void>;
+}
+
+/**
+ * What a replica of `redis` whose link was cut now would hold of the keys matching `pattern`
+ * (SCAN MATCH, with their TTLs): a failover to a lagging replica, played on one Redis for the
+ * keys of one user, say, while the rest of the data (another master's) stays as it is.
+ */
+export async function laggingReplica(redis: TestRedis, pattern: string): Promise<LaggingReplica> {
+  const keysNow = async (admin: Redis) => {
+    const keys: string[] = [];
+    for await (const batch of admin.scanStream({ match: pattern, count: 1000 }) as AsyncIterable<string[]>) keys.push(...batch);
+    return keys;
+  };
+  const admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+  let snapshot: { key: string; ttl: number; value: Buffer }[];
+  try {
+    snapshot = await Promise.all((await keysNow(admin)).map(async (key) => ({ key, ttl: Math.max(0, await admin.pttl(key)), value: (await admin.dumpBuffer(key))! })));
+  } finally {
+    admin.disconnect();
+  }
+  return {
+    async failover() {
+      const admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+      try {
+        const now = await keysNow(admin);
+        const promote = admin.multi();
+        if (now.length > 0) promote.del(...now);
+        for (const { key, ttl, value } of snapshot) promote.restore(key, ttl, value);
+        await promote.exec();
+      } finally {
+        admin.disconnect();
+      }
+    },
+  };
+}
+
 /**
  * A real Redis Cluster (testkit/redis-cluster.ts: 3 masters by default), every node killed on
  * teardown. Start one per test file: it takes a second or two.

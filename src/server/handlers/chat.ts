@@ -176,7 +176,12 @@ function storedWithCopy(ctx: ServerContext, conn: Connection, session: LocalSess
   // One of the two a duplicate, the other new: the resend after a send that stored only one of
   // them (a refused copy, a failed Redis call). Nothing was delivered then (the refusal was the
   // answer), so both are now; a device that has one reads its inbox and is sent nothing twice.
-  if (result.duplicate && ownResult.duplicate) return;
+  // Both duplicates: see stored().
+  if (result.duplicate && ownResult.duplicate) {
+    ctx.router.nudge(to);
+    ctx.router.nudge(session.uid);
+    return;
+  }
   // The copy is the same message (bodyIdentity leaves origin_device out): its identity is worked out once.
   const id = bodyIdentity(body);
   ctx.router.deliver(to, result.seq, body, result.epoch, id);
@@ -184,10 +189,19 @@ function storedWithCopy(ctx: ServerContext, conn: Connection, session: LocalSess
   ctx.router.deliver(session.uid, ownResult.seq, own, ownResult.epoch, id);
 }
 
-/** The append is confirmed: answer the sender, then deliver. */
+/**
+ * The append is confirmed: answer the sender, then deliver. A duplicate is not delivered (its
+ * body is the resend's, not the one stored), but its recipient's sessions are nudged to read their
+ * inbox: the send that stored it may have been answered as failed (a Redis call that timed out
+ * and ran afterwards, redis-client.ts), and then nothing delivered it. Where that seq was taken
+ * again after a failover to a lagging replica, the read is what shows a session sent the lost
+ * message there that its inbox forked (delivery.ts); without it the next message would come as
+ * the one after the session's position. A session that has it reads nothing new.
+ */
 function stored(ctx: ServerContext, conn: Connection, sequence: UInt64 | undefined, sessionId: string, to: string, body: Uint8Array, result: AppendResult): void {
   conn.sendFrame(storedResponseFrame(sequence, sessionId, result.seq, result.duplicate));
-  if (!result.duplicate) ctx.router.deliver(to, result.seq, body, result.epoch);
+  if (result.duplicate) ctx.router.nudge(to);
+  else ctx.router.deliver(to, result.seq, body, result.epoch);
 }
 
 function storeFailed(conn: Connection, sequence: UInt64 | undefined, sessionId: string, err: unknown): void {
