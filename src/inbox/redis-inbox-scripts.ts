@@ -20,6 +20,11 @@ export const INDEX_RECORD_BYTES = 12;
 /** Ids per dedupe block at most, so that trimming a ring can always go down to DEDUPE_RING. */
 export const RING_BLOCK = DEDUPE_RING / 4;
 
+/** How often appends trim the log to the count bound: every this many seqs (and to the age bound every 4 × as many). */
+export function trimEvery(maxMessages: number): number {
+  return Math.max(16, Math.floor(maxMessages / 64));
+}
+
 /** The keys every script of an inbox may touch, in KEYS order (the append batch adds two per run). */
 export function inboxKeys(base: string) {
   return { seq: `${base}:seq`, ep: `${base}:ep`, lg: `${base}:lg`, rw: `${base}:rw`, cv: `${base}:cv`, cl: `${base}:cl`, cur: `${base}:cur` };
@@ -29,8 +34,7 @@ export function inboxScripts({ maxMessages, maxAgeMs, dedupeWindowMs }: InboxLim
   // The conversation keys' expiry, and how often it is pushed back (see converse).
   const refreshMs = Math.floor(maxAgeMs / 4);
   const ttlMs = maxAgeMs + refreshMs;
-  // How often appends look at the oldest end (age, and count beyond MAX): every CHECK seqs.
-  const check = Math.max(16, Math.floor(maxMessages / 64));
+  const check = trimEvery(maxMessages);
   const prelude = `
 local MAX, AGE, WINDOW, REFRESH, TTL, CHECK = ${maxMessages}, ${maxAgeMs}, ${dedupeWindowMs}, ${refreshMs}, ${ttlMs}, ${check}
 local RING, RING_BLOCK, CHUNK, REC = ${DEDUPE_RING}, ${RING_BLOCK}, ${CHUNK}, ${INDEX_RECORD_BYTES}
@@ -251,9 +255,9 @@ local function open(k, candidate)
   return ep, {head = head, pushed = pushed, before = head}
 end
 
--- After an inbox's appends: its head; every CHECK seqs, the bounds by age and by count; the
--- log's expiry (AGE + a quarter, pushed back once a quarter of AGE has passed since the last
--- time, so it outlives its newest message by at least AGE).
+-- After an inbox's appends: its head; every CHECK seqs the bound by count, every 4 × CHECK the
+-- bound by age; the log's expiry (AGE + a quarter, pushed back once a quarter of AGE has passed
+-- since the last time, so it outlives its newest message by at least AGE).
 local function settle(k, state, now)
   local before = state.before
   if state.head == before then return end
@@ -265,13 +269,13 @@ local function settle(k, state, now)
   end
   redis.call('SET', k.seq, d(state.head) .. '|' .. d(state.pushed))
   if math.floor(state.head / CHECK) ~= math.floor(before / CHECK) then
-    pruneAge(k, state.head, at)
+    -- The entry holding 'keep' stays whole: it starts at most CHUNK - 1 seqs before it, and
+    -- trimming below that needs no read (a read of an entry brings its bodies into Lua, which
+    -- hashes them). Up to CHUNK - 1 more messages stay than the bound lets reads return.
     local keep = state.head - MAX + 1
-    if keep > 1 then
-      -- The entry holding 'keep' stays whole; those before it go.
-      local entry = redis.call('XREVRANGE', k.lg, d(keep), '-', 'COUNT', 1)[1]
-      if entry then redis.call('XTRIM', k.lg, 'MINID', entry[1]) end
-    end
+    if keep > CHUNK then redis.call('XTRIM', k.lg, 'MINID', d(keep - CHUNK + 1)) end
+    -- Its first entry is read (bodies and all) to see its age: less often.
+    if math.floor(state.head / (4 * CHECK)) ~= math.floor(before / (4 * CHECK)) then pruneAge(k, state.head, at) end
   end
 end
 

@@ -7,7 +7,7 @@ import t from 'tap';
 import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
 import { AppendBatch, MAX_BATCH_MESSAGES, type BatchCall } from '../../src/inbox/redis-append-batch.js';
 import { EpochSource } from '../../src/inbox/inbox-store.js';
-import { CHUNK } from '../../src/inbox/redis-inbox-scripts.js';
+import { CHUNK, trimEvery } from '../../src/inbox/redis-inbox-scripts.js';
 import { startRedis } from '../helpers/redis.js';
 
 const redis = await startRedis(t);
@@ -156,6 +156,42 @@ t.test(`a run longer than CHUNK (${CHUNK}) goes as several chunks, and is stored
     [...ids, ...mixed.filter((id) => id > n)].map((id) => `m${id}`),
     'every body in its seq, once',
   );
+});
+
+t.test('the log in Redis: trimmed to the count bound without reading it, and to the age bound', async (t) => {
+  const maxMessages = 100;
+  const every = trimEvery(maxMessages);
+  let now = 1_000_000;
+  const inbox = new RedisInboxStore({ url: redis.url, keyPrefix: 'trim:', limits: { maxMessages, maxAgeMs: 60_000 }, now: () => now });
+  t.teardown(() => inbox.close());
+  /** The messages the stream holds, and the first seq among them. */
+  const held = async () => {
+    const entries = (await inbox.redis.xrange('trim:{bob}:lg', '-', '+')) as [string, string[]][];
+    return { count: entries.reduce((n, [, fields]) => n + Number(fields[1]), 0), first: Number(entries[0]?.[0].split('-')[0] ?? 0) };
+  };
+  let id = 0;
+  let most = 0;
+  // Runs of 1 to 40 (chunks of up to CHUNK), so that entries straddle every trim point.
+  for (let round = 0; round < 60; round++) {
+    const n = 1 + ((round * 7) % 40);
+    await Promise.all(Array.from({ length: n }, () => inbox.append({ uid: 'bob', sender: 'alice', msgId: String(++id), body: body(`m${id}`) })));
+    most = Math.max(most, (await held()).count);
+    const { head, oldest, messages } = await inbox.range('bob', 0, 1000);
+    t.equal(messages.length, Math.min(head, maxMessages), `round ${round}: reads return the bound`);
+    t.equal(oldest, Math.max(1, head - maxMessages + 1));
+  }
+  t.ok(most <= maxMessages + every + 40 + CHUNK - 1, `the stream held at most ${most} messages (bound ${maxMessages}, trimmed every ${every} seqs)`);
+  t.ok(most > maxMessages, 'and more than the bound at times (trimming waits for the next trim point)');
+  const { first } = await held();
+  t.ok(first >= id - maxMessages - every - 40 - CHUNK + 1, `the first entry kept starts at ${first}, head ${id}`);
+
+  // Everything ages out; appends of 4 × `every` more seqs remove the aged entries from the stream.
+  now += 61_000;
+  const before = (await held()).count;
+  for (let i = 0; i < 4 * every; i++) await inbox.append({ uid: 'bob', sender: 'alice', msgId: String(++id), body: body(`m${id}`) });
+  const after = await held();
+  t.ok(before > 4 * every && after.count <= 4 * every, `aged messages removed: ${before} held before, ${after.count} after`);
+  t.ok(after.first > id - 4 * every, 'only the new ones are left');
 });
 
 t.test(`a call holds at most ${MAX_BATCH_MESSAGES} messages, an inbox's appends spread over calls in order`, async (t) => {
