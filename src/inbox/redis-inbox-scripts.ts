@@ -13,7 +13,10 @@ import type { InboxLimits } from './inbox-store.js';
 
 /** Msg_ids remembered per (recipient, sender): a resend is recognised while fewer newer ones were stored. */
 export const DEDUPE_RING = 1000;
-/** Messages per stream entry (and per conversation index record) at most. */
+/**
+ * Messages per stream entry (and per conversation index record) at most. Never lower it: the
+ * count trim (settle) counts on no entry of any stream holding more.
+ */
 export const CHUNK = 32;
 /** Bytes of one conversation index record. */
 export const INDEX_RECORD_BYTES = 12;
@@ -55,8 +58,9 @@ end
 -- The log: a stream. An entry holds the consecutive messages of one chunk: its id is
 -- "<first seq>-<storedAt>", its fields f, <count>, b, the bodies framed (each: its length, 4
 -- bytes big-endian, then its bytes). One field, not one per body: a command called from Lua costs
--- per argument, and Lua makes every string by hashing all of its bytes, so the chunk is cut from
--- the call's arguments as one string. Entries written by earlier versions start with field n
+-- per argument, and Lua makes every string by hashing all of its bytes, so a chunk of new
+-- messages comes as an argument of its own and goes to XADD as it came (one with duplicates is
+-- framed again in Lua). Entries written by earlier versions start with field n
 -- instead, and have the bodies as fields of their own (n, <count>, each body, '' to make pairs).
 local function seqOf(id) return tonumber(string.match(id, '^(%d+)')) end
 local function storedAtOf(id) return tonumber(string.match(id, '%-(%d+)$')) end
@@ -223,12 +227,21 @@ end
   // string (storeChunk), or any number in a string with 'offsets' (storeBodies): where each one
   // starts, and one more: one past the last one's last byte.
   const store = `
--- A chunk as the client framed it (an argument of its own): its next seqs, one stream entry.
+-- 'n' framed bodies: the inbox's next seqs, one stream entry.
 local function storeChunk(k, state, n, framed, now)
   local first = state.head + 1
   redis.call('XADD', k.lg, d(first) .. '-' .. now, 'f', d(n), 'b', framed)
   state.head = first + n - 1
   return {first, n}
+end
+-- A run's 'count' bodies as the client sent them, CHUNK an argument from ARGV[arg] on: each
+-- argument one entry, stored as it came (not cut or joined in Lua, which would hash it again).
+local function storeChunks(k, state, count, arg, now)
+  local chunks = {}
+  for c = 0, math.ceil(count / CHUNK) - 1 do
+    chunks[#chunks + 1] = storeChunk(k, state, math.min(CHUNK, count - c * CHUNK), ARGV[arg + c], now)
+  end
+  return chunks
 end
 local function storeBodies(k, state, framed, offsets, now)
   local chunks = {}
@@ -411,28 +424,15 @@ local function appendRun(k, state, dd, ci, conversation, own, rising, count, ids
   local chunks
   if rising and (not highest or above(string.sub(ids, 1, 8), highest)) then
     -- Every one is new: their ids are one block of the ring.
-    -- The client's chunks are the log's: each argument is stored as it came, not copied in Lua.
     local first = state.head + 1
-    chunks = {}
-    for c = 0, math.ceil(count / CHUNK) - 1 do
-      chunks[#chunks + 1] = storeChunk(k, state, math.min(CHUNK, count - c * CHUNK), ARGV[arg + c], now)
-    end
+    chunks = storeChunks(k, state, count, arg, now)
     reply[#reply + 1] = first
     remember(dd, header, {{count, first, ids}}, count, string.sub(ids, -8), at)
   else
     reply[#reply + 1] = 0
-    -- Each body on its own (framed), to keep the new ones.
-    local bodies = {}
-    for c = 0, math.ceil(count / CHUNK) - 1 do
-      local framed, p = ARGV[arg + c], 1
-      while p <= #framed do
-        local length = struct.unpack('>I4', framed, p)
-        bodies[#bodies + 1] = string.sub(framed, p, p + 3 + length)
-        p = p + 4 + length
-      end
-    end
+    -- Which ones are new (no body needed for that), and their seqs.
     local ring
-    local pending, fresh = {}, {}
+    local pending, new, fresh = {}, {}, 0
     local blocks, block, blockFirst, added = {}, {}, 0, 0
     local top = highest
     local seq = state.head
@@ -450,7 +450,8 @@ local function appendRun(k, state, dd, ci, conversation, own, rising, count, ids
         reply[#reply + 1] = -seen
       else
         seq = seq + 1
-        fresh[#fresh + 1] = bodies[i]
+        new[i] = true
+        fresh = fresh + 1
         reply[#reply + 1] = seq
         if id == ZERO then
           -- Blocks hold ids of consecutive seqs: a message without one ends a block.
@@ -468,9 +469,26 @@ local function appendRun(k, state, dd, ci, conversation, own, rising, count, ids
       end
     end
     if #block > 0 then blocks[#blocks + 1] = {#block, blockFirst, table.concat(block)} end
-    local framed, starts = table.concat(fresh), {1}
-    for i, body in ipairs(fresh) do starts[i + 1] = starts[i] + #body end
-    chunks = storeBodies(k, state, framed, starts, now)
+    if fresh == count then
+      -- None seen before (ids that are no rising numbers, say): stored as they came too.
+      chunks = storeChunks(k, state, count, arg, now)
+    else
+      -- The new bodies (framed) cut out of their chunks, and stored together.
+      local kept, i = {}, 0
+      for c = 0, math.ceil(count / CHUNK) - 1 do
+        local framed, p = ARGV[arg + c], 1
+        while p <= #framed do
+          i = i + 1
+          local length = struct.unpack('>I4', framed, p)
+          if new[i] then kept[#kept + 1] = string.sub(framed, p, p + 3 + length) end
+          p = p + 4 + length
+        end
+      end
+      if i ~= count then error('a run of ' .. count .. ' messages came with ' .. i .. ' bodies') end
+      local framed, starts = table.concat(kept), {1}
+      for j, body in ipairs(kept) do starts[j + 1] = starts[j] + #body end
+      chunks = storeBodies(k, state, framed, starts, now)
+    end
     if added > 0 then remember(dd, header, blocks, added, top, at) end
   end
   if conversation ~= '' and #chunks > 0 then converse(k, ci, conversation, own, chunks, now) end
@@ -519,6 +537,7 @@ while pos <= #batch do
       appendRun(k, state, KEYS[runKeys + 2 * r], KEYS[runKeys + 2 * r + 1], conversation, flags % 2 == 1, flags >= 2, count, ids, a, now, at, reply)
       a = a + math.ceil(count / CHUNK)
     end
+    if a ~= arg + inboxChunks then error('an inbox of ' .. inboxChunks .. ' chunks whose runs took ' .. (a - arg)) end
     settle(k, state, now)
   end)
   if not ok then

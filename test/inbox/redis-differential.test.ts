@@ -11,19 +11,9 @@ import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
 import { MemoryInboxStore } from '../../src/inbox/memory-inbox-store.js';
 import type { AppendRequest, InboxStore } from '../../src/inbox/inbox-store.js';
 import { startRedis } from '../helpers/redis.js';
+import { rng } from '../helpers/rng.js';
 
 const redis = await startRedis(t);
-
-function rng(seed: number) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let x = s;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const USERS = ['bob', 'alice', 'carol'];
 const strip = (m: { seq: number; storedAt: number; body: Buffer } | undefined) => (m ? `${m.seq}@${m.storedAt}:${m.body.toString()}` : null);
