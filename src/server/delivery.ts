@@ -21,7 +21,9 @@
 // late copy of what was sent is the same message. Its device cannot be resynced in place (an
 // ack client drops sequence numbers it has seen); its next login reports the reset and replays
 // what the inbox holds. Either finding in the session's epoch also gives the inbox a new epoch
-// first, so every other device of the user resyncs too.
+// first, so every other device of the user resyncs too. A new epoch the store refuses is owed
+// (OwedResets): until it is stored, no login and no session of this worker goes on in the forked
+// epoch.
 //
 // Positions are saved to the InboxStore write-behind, by the worker's sweep and on release:
 // ackedSeq for ack devices; for legacy ones the last delivery whose frame the kernel had taken
@@ -36,7 +38,8 @@
 // of one tick are served together after it, a session reads for a nudge at most once per
 // nudge interval (the sweep serves the rest), and one arriving during a read makes the session
 // read once more afterwards. A live message that comes while a nudge waits is read, not
-// written: what was dropped may be a seq handed out again, which its number would hide.
+// written: what was dropped may be a seq handed out again, which its number would hide. A read
+// that fails leaves a nudge waiting: the sweep reads again, once per nudge interval.
 
 import { setTimeout as delay } from 'node:timers/promises';
 import type { WorkerLimits } from '../config.js';
@@ -47,6 +50,7 @@ import { bodyIdentity, isOwnCopy, ownCopyFrom } from '../protocol/codec.js';
 import { isInboxEvent } from '../protocol/recall.js';
 import type { SyncStart } from '../protocol/messages.js';
 import { HandoffRing } from '../session/handoff-ring.js';
+import { OwedResets } from './owed-resets.js';
 import type { Receipts } from './receipts.js';
 import type { LocalSession } from '../session/local-session.js';
 
@@ -87,6 +91,8 @@ export class Delivery {
   readonly #dirty = new Set<LocalSession>();
   /** Sessions nudged during this tick, served after it (each once: nudgePending). */
   #nudged: LocalSession[] = [];
+  /** Users whose inbox forked and whose new epoch the store refused. */
+  readonly #owed: OwedResets;
 
   constructor(inbox: InboxStore, limits: WorkerLimits, log: Logger, options: DeliveryOptions) {
     this.#inbox = inbox;
@@ -94,17 +100,20 @@ export class Delivery {
     this.#log = log;
     this.#nudgeIntervalMs = options.nudgeIntervalMs;
     this.#receipts = options.receipts;
+    this.#owed = new OwedResets(inbox, log);
   }
 
   /**
    * Decides where a new session's replay starts: after the position the device asked for, or
    * else after its saved one, or else from the beginning of what is retained. Messages pruned
    * in between are reported as a gap. A position of another epoch, or above the head, is a
-   * reset: the replay starts at the oldest retained message.
+   * reset: the replay starts at the oldest retained message. An inbox whose new epoch is owed
+   * gets it first; while the store refuses it, the login is refused (SB_ERR_STORE_UNAVAILABLE).
    */
   async prepare(session: LocalSession, requested: SyncRequest): Promise<SyncStart> {
     const { uid, deviceId } = session;
     let bounds = await this.#inbox.range(uid, 0, 0);
+    if (this.#owed.size !== 0 && (await this.#owed.settle(uid, bounds.epoch))) bounds = await this.#inbox.range(uid, 0, 0);
     if (requested.noReplay) {
       // The client pages what it shows (CONVERSATION_REQUEST); its position is right from here on.
       await this.#inbox.saveCursor(uid, deviceId, bounds.head, bounds.epoch);
@@ -129,7 +138,14 @@ export class Delivery {
       // Without an epoch, the position may just be from a history that ended (a device that
       // slept through a data loss): a new epoch would only make every other device resync again.
       if (current) {
-        const epoch = await this.#inbox.resetEpoch(uid, bounds.epoch);
+        let epoch: number;
+        try {
+          epoch = await this.#inbox.resetEpoch(uid, bounds.epoch);
+        } catch (err) {
+          // The login is refused, and by the next one the head may have passed its position: owed.
+          this.#owed.owe(uid, bounds.epoch);
+          throw err;
+        }
         this.#log.warn({ uid, deviceId, position, head: bounds.head, from: bounds.epoch, to: epoch }, 'inbox sequence went backwards: new epoch');
         bounds = await this.#inbox.range(uid, 0, 0);
       }
@@ -165,6 +181,10 @@ export class Delivery {
     for (const session of sessions.length > 1 ? [...sessions] : sessions) {
       if (seq > session.knownHead) session.knownHead = seq;
       if (!session.ready) continue;
+      if (this.#owed.owes(session.uid, session.epoch)) {
+        this.#abandon(session);
+        continue;
+      }
       if (epoch === session.epoch && seq <= session.sentSeq && sentOther(session, seq, (id ??= bodyIdentity(body)))) {
         void this.#forked(session, { reused: seq });
         continue;
@@ -206,7 +226,7 @@ export class Delivery {
 
   /**
    * Periodic: resend what ack devices left unacknowledged too long, retry sessions whose pump
-   * failed, serve nudges that had to wait, and save moved positions.
+   * failed, serve nudges that had to wait, save moved positions, and try owed epochs again.
    */
   sweep(sessions: Iterable<LocalSession>, now: number): void {
     for (const session of sessions) {
@@ -233,6 +253,7 @@ export class Delivery {
         handoff?.compact();
       }
     }
+    if (this.#owed.size !== 0) this.#owed.retry();
   }
 
   /** Something may have been stored that this session was not told about: read its inbox. */
@@ -327,6 +348,10 @@ export class Delivery {
           this.#resync(session, epoch);
           return;
         }
+        if (this.#owed.owes(session.uid, epoch)) {
+          this.#abandon(session);
+          return;
+        }
         if (head < session.sentSeq) {
           await this.#forked(session, { head });
           return;
@@ -363,7 +388,9 @@ export class Delivery {
         if (session.released) return;
       }
     } catch (err) {
-      // The sweep retries: knownHead is still ahead of sentSeq.
+      // The read is still owed, to a nudge or a delivery that asked for it, or for what knownHead
+      // promises: the sweep serves it, as a nudge, once per nudge interval.
+      session.nudgePending = true;
       this.#log.error({ err, uid: session.uid, deviceId: session.deviceId }, 'inbox read failed');
     } finally {
       session.pumping = false;
@@ -384,7 +411,8 @@ export class Delivery {
    * The inbox's head is below what this session was sent, in the session's epoch, or it holds
    * another message at a seq the session was sent (`reused`): its sequence went backwards and
    * now reuses numbers this device (and maybe others) saw for other messages. The inbox gets a
-   * new epoch, so that no device resumes from such a number, then the session resyncs.
+   * new epoch, so that no device resumes from such a number, then the session resyncs. A new
+   * epoch the store kept refusing is owed: tried again at the user's logins and every sweep.
    */
   async #forked(session: LocalSession, found: { head: number } | { reused: number }): Promise<void> {
     const from = session.epoch;
@@ -401,6 +429,7 @@ export class Delivery {
       } catch (err) {
         if (attempt >= RESET_ATTEMPTS) {
           this.#log.error({ err, uid: session.uid, deviceId: session.deviceId, attempts: attempt }, 'inbox epoch reset failed');
+          this.#owed.owe(session.uid, from);
           break;
         }
         await delay(RESET_RETRY_MS, undefined, { ref: false });
@@ -416,6 +445,13 @@ export class Delivery {
     if (from === 0) return;
     session.epoch = 0;
     this.#close(session, from, inboxEpoch);
+  }
+
+  /** The session's epoch forked and its new epoch is owed: closed as if it had been stored. */
+  #abandon(session: LocalSession): void {
+    const from = session.epoch;
+    session.epoch = 0;
+    this.#close(session, from, from);
   }
 
   #close(session: LocalSession, from: number, to: number): void {
