@@ -107,12 +107,20 @@ export class ClusterMessageRouter implements MessageRouter {
   nudge(uid: string): void {
     this.#o.local.nudge([uid]);
     const forward = (nodes: ReadonlySet<string>) => {
-      for (const nodeId of nodes) this.#o.workers.send(nodeId, nudgeFrame(uid), uid);
+      if (nodes.size === 0) return;
+      const frame = nudgeFrame(uid);
+      for (const nodeId of nodes) this.#o.workers.send(nodeId, frame, uid);
     };
     const nodes = this.#o.routes.lookup(uid);
-    // Not knowing where the sessions are: every worker reads for them.
-    if (nodes instanceof Promise) nodes.then(forward, () => this.#o.workers.broadcast(nudgeFrame(uid), uid));
-    else forward(nodes);
+    if (nodes instanceof Promise) {
+      nodes.then(forward, (err: unknown) => {
+        // Not knowing where the sessions are: every worker reads for them.
+        this.#o.log.debug({ err, uid }, 'route lookup failed; every worker nudged');
+        this.#o.workers.broadcast(nudgeFrame(uid), uid);
+      });
+    } else {
+      forward(nodes);
+    }
   }
 
   sessionOpened(session: LocalSession): void {

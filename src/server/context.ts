@@ -12,6 +12,7 @@ import type { Receipts } from './receipts.js';
 import type { GroupDelivery } from './group-delivery.js';
 import type { MessageRouter } from './cluster-seam.js';
 import type { MessageRate } from './message-rate.js';
+import type { ResendNudges } from './resend-nudges.js';
 import type { RecipientCheck } from './recipients.js';
 import type { StoreHealth } from './store-health.js';
 import type { RevocationCheck } from './revocation-check.js';
@@ -30,6 +31,8 @@ export interface ServerContext {
   readonly router: MessageRouter;
   /** The senders' message rate. */
   readonly rate: MessageRate;
+  /** Nudges caused by resends found stored, paced per sending session. */
+  readonly resendNudges: ResendNudges;
   /** Where the accounts are known: recipients must exist. Undefined: any id is a recipient. */
   readonly recipients: RecipientCheck | undefined;
   readonly signer: TokenSigner;

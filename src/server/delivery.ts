@@ -253,7 +253,7 @@ export class Delivery {
         handoff?.compact();
       }
     }
-    if (this.#owed.size !== 0) this.#owed.retry();
+    if (this.#owed.size !== 0) this.#owed.retry(now);
   }
 
   /** Something may have been stored that this session was not told about: read its inbox. */
@@ -331,6 +331,9 @@ export class Delivery {
 
   async #pump(session: LocalSession): Promise<void> {
     session.pumping = true;
+    // A read for a nudge compares every seq the session remembers: what was stored unseen may be
+    // below the last one sent (a message written live since then).
+    let nudged = session.nudgePending || session.repump;
     // This read serves whatever asked for one so far.
     session.repump = false;
     session.nudgePending = false;
@@ -341,7 +344,11 @@ export class Delivery {
         // From the last seq sent, when the session knows which message that was: another one
         // there shows that the inbox handed the seq out again, also once its head has passed it.
         const sent = session.sentSeq;
-        const from = batch > 1 && remembers(session, sent) ? sent - 1 : sent;
+        let from = batch > 1 && remembers(session, sent) ? sent - 1 : sent;
+        if (nudged) {
+          nudged = false;
+          while (from > 0 && sent - from < SENT_IDS && batch > sent - from + 1 && remembers(session, from)) from--;
+        }
         const { messages, head, epoch } = await this.#inbox.range(session.uid, from, batch);
         if (session.released) return;
         if (epoch !== session.epoch) {

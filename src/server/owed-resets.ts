@@ -18,7 +18,12 @@ interface Owed {
   attempts: number;
   /** A sweep's attempt is under way. */
   retrying: boolean;
+  /** The sweep's next attempt not before this (ms since the epoch): each failure doubles the wait, up to RETRY_MAX_MS. */
+  nextAt: number;
 }
+
+/** The sweep's retries of one owed reset back off from 1 s to this (a login of the user tries at once). */
+export const RETRY_MAX_MS = 30_000;
 
 export class OwedResets {
   readonly #inbox: Pick<InboxStore, 'resetEpoch'>;
@@ -46,8 +51,10 @@ export class OwedResets {
       this.#owed.delete(oldest);
       this.#log.error({ uid: oldest, epoch: forgotten.epoch, max: this.#max }, 'owed inbox epoch resets at their bound: oldest forgotten');
     }
-    // Another epoch than one still owed: that one was replaced meanwhile (no longer owed).
-    this.#owed.set(uid, { epoch, attempts: 0, retrying: false });
+    // Another epoch than one still owed: that one was replaced meanwhile (no longer owed). Deleted
+    // first, so that the Map's order stays the order in which forks were found.
+    this.#owed.delete(uid);
+    this.#owed.set(uid, { epoch, attempts: 0, retrying: false, nextAt: 0 });
   }
 
   /** Whether a position of `uid` in `epoch` is one of a forked history whose new epoch is owed. */
@@ -79,9 +86,9 @@ export class OwedResets {
     return true;
   }
 
-  /** The sweep: one attempt per owed reset, none beside one still under way. */
-  retry(): void {
-    for (const [uid, owed] of this.#owed) if (!owed.retrying) void this.#retry(uid, owed);
+  /** The sweep: one attempt per owed reset whose wait is over, none beside one still under way. */
+  retry(now = Date.now()): void {
+    for (const [uid, owed] of this.#owed) if (!owed.retrying && now >= owed.nextAt) void this.#retry(uid, owed);
   }
 
   async #retry(uid: string, owed: Owed): Promise<void> {
@@ -90,7 +97,9 @@ export class OwedResets {
       this.#settled(uid, owed, await this.#inbox.resetEpoch(uid, owed.epoch));
     } catch (err) {
       owed.attempts++;
-      this.#log.error({ err, uid, attempts: owed.attempts }, 'inbox epoch reset failed');
+      owed.nextAt = Date.now() + Math.min(RETRY_MAX_MS, 1000 * 2 ** Math.min(owed.attempts - 1, 15));
+      // While the store refuses, the first failures and then one in ten: an outage would repeat this line for every owed user.
+      if (owed.attempts <= 3 || owed.attempts % 10 === 0) this.#log.error({ err, uid, attempts: owed.attempts }, 'inbox epoch reset failed');
     } finally {
       owed.retrying = false;
     }

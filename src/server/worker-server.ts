@@ -34,6 +34,7 @@ import { Connection, SESSION, type ConnectionHandler } from './connection.js';
 import type { ServerContext } from './context.js';
 import { dispatch } from './dispatch.js';
 import { MessageRate } from './message-rate.js';
+import { ResendNudges } from './resend-nudges.js';
 import { RecipientCheck } from './recipients.js';
 import { ConnectionCaps } from './connection-caps.js';
 import type { UserStore } from '../users/user-store.js';
@@ -168,6 +169,7 @@ export class WorkerServer {
       groups,
       router: cluster?.router ?? new LocalRouter(local),
       rate: new MessageRate(options.limits),
+      resendNudges: new ResendNudges(() => this.#ctx.router, sweepIntervalMs(options.limits)),
       recipients: options.users && new RecipientCheck(options.users, options.limits.recipientCacheSize),
       signer: options.signer,
       revocations,
@@ -364,6 +366,7 @@ export class WorkerServer {
     conn.attrs.delete(SESSION);
     this.#ctx.delivery.release(session);
     this.#ctx.groups?.delivery.release(session);
+    this.#ctx.resendNudges.released(session);
     this.#ctx.router.sessionClosed(session);
     if (this.sessions.remove(session)) this.#ctx.sessionsChanged();
     this.#options.directory.withdraw(session, conn.log);
@@ -386,6 +389,7 @@ export class WorkerServer {
     this.#ctx.delivery.sweep(this.sessions, now);
     this.#ctx.groups?.delivery.sweep(now);
     this.#ctx.rate.sweep(now, this.sessions);
+    this.#ctx.resendNudges.sweep(this.sessions, now);
     // Refused sockets are counted, not logged one by one: an attack would flood the log.
     if (now - this.#lastRefusalLog >= REFUSAL_LOG_MS) {
       const refused = this.#caps.takeRefusals();

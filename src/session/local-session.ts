@@ -107,6 +107,8 @@ export class LocalSession {
   /** Rate refusals in the current flood window, and when that window started. */
   refusals = 0;
   refusalsSince = 0;
+  /** Recipients this session's resends nudged lately (ResendNudges). */
+  resendNudges: Map<string, { at: number; deferred: boolean }> | undefined;
 
   #deviceIdBytes: Buffer | undefined;
 

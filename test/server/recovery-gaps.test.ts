@@ -210,7 +210,7 @@ t.test('a login above the head whose new epoch Redis refuses is refused, and the
   t.same(contents(await reset.deliveries(6)), ['m1', 'm2', 'm3', 'm6', 'm7', 'm8'], 'and replays what the inbox holds');
 });
 
-t.test('owed resets: a bounded number, the oldest forgotten (logged); one attempt at a time; none once the inbox left the epoch', async (t) => {
+t.test('owed resets: a bounded number, the oldest forgotten (logged); one attempt at a time, backing off; none once the inbox left the epoch', async (t) => {
   const lines: Record<string, unknown>[] = [];
   const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
   /** resetEpoch calls, answered by the test: a new epoch, or (undefined) refused. */
@@ -240,6 +240,11 @@ t.test('owed resets: a bounded number, the oldest forgotten (logged); one attemp
   t.match(lines.find((l) => l.msg === 'owed inbox epoch reset stored'), { level: 30, uid: 'c', from: 1, to: 7 });
 
   owed.retry();
+  t.equal(calls.length, 2, "a refused attempt waits before the sweep's next one");
+  owed.retry(Date.now() + 500);
+  t.equal(calls.length, 2, 'half a second after the first failure');
+  owed.retry(Date.now() + 1_100);
+  t.equal(calls.length, 3, 'then tried again');
   t.equal(await owed.settle('b', 5), false, 'a login that finds the inbox at another epoch owes nothing');
   t.equal(owed.size, 0, 'and the fork is forgotten');
   calls[2]!.answer(5);

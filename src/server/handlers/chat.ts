@@ -111,13 +111,13 @@ function store(ctx: ServerContext, conn: Connection, session: LocalSession, sequ
     return;
   }
   if (!isPromise(result)) {
-    stored(ctx, conn, sequence, sessionId, to, body, result);
+    stored(ctx, conn, session, sequence, to, body, result);
     return;
   }
   conn.startTask();
   result.then(
     (result) => {
-      stored(ctx, conn, sequence, sessionId, to, body, result);
+      stored(ctx, conn, session, sequence, to, body, result);
       conn.endTask();
     },
     (err: unknown) => {
@@ -178,8 +178,8 @@ function storedWithCopy(ctx: ServerContext, conn: Connection, session: LocalSess
   // answer), so both are now; a device that has one reads its inbox and is sent nothing twice.
   // Both duplicates: see stored().
   if (result.duplicate && ownResult.duplicate) {
-    ctx.router.nudge(to);
-    ctx.router.nudge(session.uid);
+    ctx.resendNudges.nudge(session, to, conn.lastInboundAt);
+    ctx.resendNudges.nudge(session, session.uid, conn.lastInboundAt);
     return;
   }
   // The copy is the same message (bodyIdentity leaves origin_device out): its identity is worked out once.
@@ -198,9 +198,9 @@ function storedWithCopy(ctx: ServerContext, conn: Connection, session: LocalSess
  * message there that its inbox forked (delivery.ts); without it the next message would come as
  * the one after the session's position. A session that has it reads nothing new.
  */
-function stored(ctx: ServerContext, conn: Connection, sequence: UInt64 | undefined, sessionId: string, to: string, body: Uint8Array, result: AppendResult): void {
-  conn.sendFrame(storedResponseFrame(sequence, sessionId, result.seq, result.duplicate));
-  if (result.duplicate) ctx.router.nudge(to);
+function stored(ctx: ServerContext, conn: Connection, session: LocalSession, sequence: UInt64 | undefined, to: string, body: Uint8Array, result: AppendResult): void {
+  conn.sendFrame(storedResponseFrame(sequence, session.sessionId, result.seq, result.duplicate));
+  if (result.duplicate) ctx.resendNudges.nudge(session, to, conn.lastInboundAt);
   else ctx.router.deliver(to, result.seq, body, result.epoch);
 }
 
