@@ -125,11 +125,13 @@ t.test('an ACL user limited to the key prefix and the commands: two workers and 
     'replayed on a new device after a gate login',
   );
   await until('the session records of both are in Redis', async () => (await cluster.sessionsOf('alice')).length === 1 && (await cluster.sessionsOf('bob')).length === 1);
-  // Appends trim an inbox to its limit when its head passes a multiple of 16 (OPERATIONS.md): at 16, to 12..16.
-  for (let i = 1; i <= 20; i++) await alice.send('frank', `pruned ${i}`);
+  // Appends trim an inbox to its limit when its head passes a multiple of 16 (OPERATIONS.md),
+  // without reading it: entries starting 31 seqs or more below the first kept go (an entry holds
+  // up to 32; here one message each). At 64, to 29..64, and the age check (every 64) reads the first.
+  for (let i = 1; i <= 64; i++) await alice.send('frank', `pruned ${i}`);
   const inbox = new RedisInboxStore({ url });
   t.teardown(() => inbox.close());
-  t.match(await inbox.range('frank', 0, 0), { head: 20, oldest: 12 }, 'a full inbox is pruned to its limit (5) in Redis itself (read here without the limit)');
+  t.match(await inbox.range('frank', 0, 0), { head: 64, oldest: 29 }, 'a full inbox is pruned to its limit (5) in Redis itself (read here without the limit)');
   // A crashed worker's sessions are purged by the survivor.
   await cluster.client(w2, 'erin');
   const mark = w1.mark();
