@@ -135,6 +135,8 @@ export class EventHandler implements TransportHandlers {
   readonly #uid: string;
   readonly #deviceId: string;
   readonly #settings: ClientSettings;
+  /** The deadline of the login under way (connected). */
+  #loginTimer: NodeJS.Timeout | undefined;
   readonly #log: Logger;
   readonly #pending: PendingRequests;
   readonly #transport: Transport;
@@ -205,8 +207,16 @@ export class EventHandler implements TransportHandlers {
     return this.#heartbeatMs;
   }
 
-  /** Connected: the login, with the position to resume from. */
+  /**
+   * Connected: the login, with the position to resume from. Unanswered within requestTimeoutMs,
+   * the connection is dropped and the login tried again as after any lost connection (a server
+   * that accepts and never answers would otherwise hold connect() forever).
+   */
   connected(where: Endpoint): void {
+    clearTimeout(this.#loginTimer);
+    const timeoutMs = this.#settings.requestTimeoutMs;
+    this.#loginTimer = setTimeout(() => this.#transport.drop(new SwitchboardError('SB_ERR_CLIENT_CONNECTION_LOST', `no answer to the login within ${timeoutMs} ms`)), timeoutMs);
+    this.#loginTimer.unref();
     this.#loginSequence = this.#client.nextSequence();
     this.#transport.write(
       encodeMessageFrame({
@@ -274,6 +284,7 @@ export class EventHandler implements TransportHandlers {
    * `final`: the transport knows another attempt would be refused again.
    */
   down(reason: SwitchboardError, retryAfterMs: number, final: boolean): void {
+    clearTimeout(this.#loginTimer);
     const client = this.#client;
     if (final) client.final = true;
     client.sessionId = '';
@@ -317,6 +328,7 @@ export class EventHandler implements TransportHandlers {
     const client = this.#client;
     const body = message.loginResponse;
     if (uint64Number(message.sequence) !== this.#loginSequence) return;
+    clearTimeout(this.#loginTimer);
     if (!body?.result) {
       const err = serverError(body?.errorCode, body?.info, 'login refused', 'SB_ERR_CLIENT_LOGIN_FAILED');
       this.#log.warn({ code: err.code, reason: err.message }, 'login refused');

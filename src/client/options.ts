@@ -56,7 +56,7 @@ export interface ImClientOptions {
    * after 3 silent intervals.
    */
   heartbeatIntervalMs?: number;
-  /** How long send(), login and logout wait for the server. Default 10 s. */
+  /** How long send(), login and logout wait for the server (a login unanswered that long drops the connection and is retried as after a lost one). Default 10 s. */
   requestTimeoutMs?: number;
   /** Sends waiting for a response or for the connection, together. Default 1000. */
   maxPendingRequests?: number;

@@ -6,6 +6,7 @@
 
 import t, { type Test } from 'tap';
 import http from 'node:http';
+import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { ImClient, type ClientStatus, type ImClientOptions } from '../../src/client/im-client.js';
 import { gateEndpoint } from '../../src/client/gate-session.js';
@@ -106,6 +107,26 @@ t.test('a first connect to a port nobody listens on rejects with the socket\'s r
   t.equal(err.code, 'SB_ERR_CLIENT_CONNECT_FAILED');
   t.match(err.message, `ECONNREFUSED 127.0.0.1:${port}`);
   t.match(alice.disconnects, [{ code: 'SB_ERR_CLIENT_CONNECT_FAILED', retryInMs: null }]);
+});
+
+t.test('a server that accepts and never answers the login: each attempt ends after requestTimeoutMs, and connect() rejects once retrying gives up', async (t) => {
+  const sockets: net.Socket[] = [];
+  const silent = net.createServer((socket) => {
+    sockets.push(socket);
+    socket.on('error', () => {});
+  });
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    for (const socket of sockets) socket.destroy();
+    silent.close();
+  });
+  const port = (silent.address() as AddressInfo).port;
+  const alice = watch(t, { host: '127.0.0.1', port, uid: 'alice', token: 't', requestTimeoutMs: 300, retryStrategy: (attempt) => (attempt < 3 ? 20 : null) });
+  const err = (await within(alice.client.connect(), 5_000).catch((e: unknown) => e)) as SwitchboardError;
+  t.equal(err.code, 'SB_ERR_CLIENT_CONNECTION_LOST', 'rejected, not left pending');
+  t.match(err.message, 'no answer to the login within 300 ms');
+  t.equal(sockets.length, 3, 'after three attempts, as the retry strategy said');
+  t.match(alice.disconnects, [{ retryInMs: 20 }, { retryInMs: 20 }, { retryInMs: null }]);
 });
 
 t.test('a lost connection says why: the server\'s CLOSING code, then the retry', async (t) => {
