@@ -11,13 +11,16 @@ import { pino } from 'pino';
 import { RedisInboxStore } from '../../src/inbox/redis-inbox-store.js';
 import type { InboxRange } from '../../src/inbox/inbox-store.js';
 import { SwitchboardError } from '../../src/errors.js';
-import { OwedResets } from '../../src/server/owed-resets.js';
+import { OwedResets, RETRY_MAX_MS } from '../../src/server/owed-resets.js';
 import { encodeMessageRequest } from '../../src/protocol/codec.js';
 import { contents, seqs, u64, type RawClient } from '../../testkit/raw-client.js';
 import { sleep, until } from '../../testkit/wait.js';
 import { startNode, type TestNode } from '../helpers/node.js';
 import { connect, connectLoggedIn } from '../helpers/raw-session.js';
 import { laggingReplica, startRedis, type TestRedis } from '../helpers/redis.js';
+
+// One wait below may last up to RETRY_MAX_MS (the sweep's backoff).
+t.setTimeout(120_000);
 
 /** The worker's Redis command bound: a frozen Redis fails a read after it. */
 const TIMEOUT_MS = 300;
@@ -156,7 +159,8 @@ t.test('a fork whose new epoch Redis refuses: the worker owes the reset; no logi
   }
 
   inbox.refuseResets = false;
-  await until('the sweep stores the new epoch, with no login', async () => (await inbox.range('bob', 0, 0)).epoch !== epoch, 3 * SWEEP_MS);
+  // The sweep's retries back off (1 s, doubling, up to RETRY_MAX_MS): the next one may be that far.
+  await until('the sweep stores the new epoch, with no login', async () => (await inbox.range('bob', 0, 0)).epoch !== epoch, RETRY_MAX_MS + 3 * SWEEP_MS);
   const again = await connectLoggedIn(t, tn.port, 'bob', tn.token('bob'), 'phone', { acks: true, lastSeq: 5, inboxEpoch: epoch });
   t.equal(again.loginResponse?.reset, true, 'the next login reports the reset');
   t.same(contents(await again.deliveries(6)), ['m1', 'm2', 'm3', 'm6', 'm7', 'm8'], 'and replays what the inbox holds, m6 and m7 included');
