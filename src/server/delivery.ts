@@ -182,7 +182,7 @@ export class Delivery {
       if (seq > session.knownHead) session.knownHead = seq;
       if (!session.ready) continue;
       if (this.#owed.owes(session.uid, session.epoch)) {
-        this.#abandon(session);
+        this.#resync(session, session.epoch); // its new epoch is owed: closed as if stored (to = from)
         continue;
       }
       if (epoch === session.epoch && seq <= session.sentSeq && sentOther(session, seq, (id ??= bodyIdentity(body)))) {
@@ -356,7 +356,7 @@ export class Delivery {
           return;
         }
         if (this.#owed.owes(session.uid, epoch)) {
-          this.#abandon(session);
+          this.#resync(session, session.epoch); // its new epoch is owed: closed as if stored (to = from)
           return;
         }
         if (head < session.sentSeq) {
@@ -452,13 +452,6 @@ export class Delivery {
     if (from === 0) return;
     session.epoch = 0;
     this.#close(session, from, inboxEpoch);
-  }
-
-  /** The session's epoch forked and its new epoch is owed: closed as if it had been stored. */
-  #abandon(session: LocalSession): void {
-    const from = session.epoch;
-    session.epoch = 0;
-    this.#close(session, from, from);
   }
 
   #close(session: LocalSession, from: number, to: number): void {
