@@ -32,7 +32,8 @@ export class PairQueue {
 
   /**
    * `capacity`: pairs of the first array (at least 1); the queue never shrinks below it.
-   * `maxPairs`: the most it is meant to hold; growing stops there (past it, it doubles).
+   * `maxPairs`: the most it is meant to hold; growing stops there (past it, it doubles, and shifts
+   * bring it back).
    */
   constructor(capacity = MIN_PAIRS, maxPairs = Number.POSITIVE_INFINITY) {
     this.#minPairs = Math.max(1, capacity);
@@ -84,15 +85,22 @@ export class PairQueue {
     this.#data[at + 1] = second;
   }
 
-  /** Drops the `n` oldest pairs (all when n ≥ length); the array is halved while at most a quarter of it is used. */
+  /**
+   * Drops the `n` oldest pairs (all when n ≥ length); the array is halved while at most a quarter
+   * of it is used, and goes back to `maxPairs` places once what is left fits.
+   */
   shift(n = 1): void {
     n = Math.min(n, this.#length);
     this.#length -= n;
     this.#start = this.#length === 0 ? 0 : (this.#start + n) % this.#capacity;
     let capacity = this.#capacity;
-    if (capacity <= this.#minPairs || this.#length > capacity / 4) return;
+    // Doubled past its bound (more pushed than it was meant to hold): back to the bound's array
+    // as soon as it fits, or a full inbox's index stays twice its bound for good. Each crossing
+    // copies the pairs, so a user's bound must be the most it holds (its users push one more
+    // than their limit, then shift: maxPairs is that limit + 1).
+    if (capacity > this.#maxPairs && this.#length <= this.#maxPairs) capacity = Math.max(this.#minPairs, this.#maxPairs);
     while (capacity > this.#minPairs && this.#length <= capacity / 4) capacity = Math.max(this.#minPairs, Math.floor(capacity / 2));
-    this.#move(capacity);
+    if (capacity !== this.#capacity) this.#move(capacity);
   }
 
   /** Index of the first pair from `from` whose first number is ≥ `value` (first numbers ascending); length when none. */

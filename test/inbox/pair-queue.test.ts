@@ -85,4 +85,19 @@ t.test('maxPairs: a full inbox\'s index is as large as its bound, not the next p
   queue.push(50_001, 0);
   t.equal(queue.length, 10_002, 'past its bound it still takes pairs');
   t.equal(queue.bytes, 16 * 20_002, 'by doubling');
+  queue.shift();
+  t.equal(queue.length, 10_001);
+  t.equal(queue.bytes, 16 * 10_001, 'back within its bound: back to the bound\'s array');
+  t.same(queue.firsts(0, 2), [40_001, 40_002]);
+  t.equal(queue.lastFirst(), 50_001);
+});
+
+t.test('the smallest history that outgrew its bound: three pushes into a bound of 2, then a shift', async (t) => {
+  // Found by the property above (capacity 1, maxPairs 2): the array stayed at 4 pairs for 2.
+  const queue = new PairQueue(1, 2);
+  for (const v of [1, 2, 3]) queue.push(v, v);
+  t.equal(queue.bytes, 16 * 4);
+  queue.shift();
+  t.equal(queue.bytes, 16 * 2);
+  t.same(queue.firsts(0, 2), [2, 3]);
 });
