@@ -33,7 +33,8 @@ export class PairQueue {
   /**
    * `capacity`: pairs of the first array (at least 1); the queue never shrinks below it.
    * `maxPairs`: the most it is meant to hold; growing stops there (past it, it doubles, and shifts
-   * bring it back).
+   * bring it back). A queue whose length keeps crossing it copies its pairs at every crossing: a
+   * user that pushes before it drops the oldest passes its limit + 1.
    */
   constructor(capacity = MIN_PAIRS, maxPairs = Number.POSITIVE_INFINITY) {
     this.#minPairs = Math.max(1, capacity);

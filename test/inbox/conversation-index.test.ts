@@ -82,3 +82,21 @@ t.test('any appends: a history page is exactly the conversation’s retained seq
   );
   t.pass('300 random histories');
 });
+
+t.test('a busy conversation past its bound: its index never grows again', async (t) => {
+  // The index is a PairQueue bounded at maxIndexed + 1, which copies its pairs whenever it crosses
+  // that bound: each append here must push one seq into room it has, then trim one.
+  const maxIndexed = 1_000;
+  const index = new ConversationIndex(1, maxIndexed);
+  let seq = 0;
+  while (seq < maxIndexed + 1) index.add('peer', ++seq, seq, false);
+  const full = index.bytes;
+  let growing = 0;
+  for (let k = 0; k < 20_000; k++) {
+    if (index.addCost('peer') !== 0) growing++;
+    index.add('peer', ++seq, seq, false);
+  }
+  t.equal(growing, 0, 'no append past the bound grows the index');
+  t.equal(index.bytes, full, 'the bound\'s array throughout');
+  t.equal(index.bytes, index.recount());
+});
