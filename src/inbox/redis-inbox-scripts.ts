@@ -223,9 +223,7 @@ end
 
   // Storing: the next seqs of an inbox, one stream entry per CHUNK; 'state' carries the inbox's
   // head (and when the log's expiry was last pushed back) from run to run within one script.
-  // Bodies come framed (each: its length, 4 bytes, then its bytes): a chunk of them as one
-  // string (storeChunk), or any number in a string with 'offsets' (storeBodies): where each one
-  // starts, and one more: one past the last one's last byte.
+  // Bodies come framed (each: its length, 4 bytes, then its bytes), a chunk of them as one string.
   const store = `
 -- 'n' framed bodies: the inbox's next seqs, one stream entry.
 local function storeChunk(k, state, n, framed, now)
@@ -240,17 +238,6 @@ local function storeChunks(k, state, count, arg, now)
   local chunks = {}
   for c = 0, math.ceil(count / CHUNK) - 1 do
     chunks[#chunks + 1] = storeChunk(k, state, math.min(CHUNK, count - c * CHUNK), ARGV[arg + c], now)
-  end
-  return chunks
-end
-local function storeBodies(k, state, framed, offsets, now)
-  local chunks = {}
-  local count = #offsets - 1
-  local i = 1
-  while i <= count do
-    local n = math.min(CHUNK, count - i + 1)
-    chunks[#chunks + 1] = storeChunk(k, state, n, string.sub(framed, offsets[i], offsets[i + n] - 1), now)
-    i = i + n
   end
   return chunks
 end
@@ -413,7 +400,7 @@ local function remember(dd, header, blocks, added, top, now)
 end
 
 -- One run: 'count' messages of one sender in one conversation, their ids, and their bodies in
--- ARGV from 'arg' on, CHUNK a argument (the last one the rest), each framed as storeBodies takes
+-- ARGV from 'arg' on, CHUNK an argument (the last one the rest), each framed as storeChunk takes
 -- them; appends its answer to 'reply' (the first seq when all are new, else 0 and each one's seq,
 -- negated for a duplicate).
 local function appendRun(k, state, dd, ci, conversation, own, rising, count, ids, arg, now, at, reply)
@@ -473,21 +460,28 @@ local function appendRun(k, state, dd, ci, conversation, own, rising, count, ids
       -- None seen before (ids that are no rising numbers, say): stored as they came too.
       chunks = storeChunks(k, state, count, arg, now)
     else
-      -- The new bodies (framed) cut out of their chunks, and stored together.
-      local kept, i = {}, 0
+      -- The new bodies (framed) cut out of their chunks and joined CHUNK an entry; stored once
+      -- all the run's bodies were found.
+      local entries, kept, i = {}, {}, 0
       for c = 0, math.ceil(count / CHUNK) - 1 do
         local framed, p = ARGV[arg + c], 1
         while p <= #framed do
           i = i + 1
           local length = struct.unpack('>I4', framed, p)
-          if new[i] then kept[#kept + 1] = string.sub(framed, p, p + 3 + length) end
+          if new[i] then
+            kept[#kept + 1] = string.sub(framed, p, p + 3 + length)
+            if #kept == CHUNK then
+              entries[#entries + 1] = table.concat(kept)
+              kept = {}
+            end
+          end
           p = p + 4 + length
         end
       end
       if i ~= count then error('a run of ' .. count .. ' messages came with ' .. i .. ' bodies') end
-      local framed, starts = table.concat(kept), {1}
-      for j, body in ipairs(kept) do starts[j + 1] = starts[j] + #body end
-      chunks = storeBodies(k, state, framed, starts, now)
+      if #kept > 0 then entries[#entries + 1] = table.concat(kept) end
+      chunks = {}
+      for e, framed in ipairs(entries) do chunks[e] = storeChunk(k, state, math.min(CHUNK, fresh - (e - 1) * CHUNK), framed, now) end
     end
     if added > 0 then remember(dd, header, blocks, added, top, at) end
   end
@@ -557,7 +551,7 @@ return reply
   const event = `
 local function appendEvent(k, body, now)
   local _, state = open(k, nil)
-  storeBodies(k, state, struct.pack('>I4', #body) .. body, {1, 5 + #body}, now)
+  storeChunk(k, state, 1, struct.pack('>I4', #body) .. body, now)
   settle(k, state, now)
   return state.head
 end

@@ -22,17 +22,11 @@ export class ResendNudges {
   nudge(session: LocalSession, uid: string, now: number): void {
     const nudges = (session.resendNudges ??= new Map());
     const last = nudges.get(uid);
-    if (last !== undefined) {
-      if (now - last.at < this.#intervalMs) {
-        last.deferred = true;
-        return;
-      }
-      last.at = now;
-      last.deferred = false;
-      this.#router().nudge(uid);
+    if (last !== undefined && now - last.at < this.#intervalMs) {
+      last.deferred = true;
       return;
     }
-    if (nudges.size >= RESEND_NUDGE_USERS) {
+    if (last === undefined && nudges.size >= RESEND_NUDGE_USERS) {
       const [oldest, entry] = nudges.entries().next().value!;
       nudges.delete(oldest);
       if (entry.deferred) this.#router().nudge(oldest);
