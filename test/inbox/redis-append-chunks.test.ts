@@ -271,7 +271,7 @@ t.test('the count trim at every offset of an entry: reads return exactly the bou
       const r = random();
       const head = bodies.length - 1;
       if (r < 0.1 && head > 0) {
-        // A read mark: an event of one message (storeBodies' other caller).
+        // A read mark: an event of one message (stored with storeChunk, as a run's chunks are).
         const res = await store.markRead('bob', 'alice', head, Buffer.from(`read ${head}`));
         if (res.eventSeq !== undefined) bodies[res.eventSeq] = `read ${head}`;
       } else if (r < 0.2 && head > 0) {
